@@ -1,1 +1,27 @@
-//! check core
+//! What is right and what is wrong in an ext2/3/4 file system: e2fsck's
+//! checks as functions over parsed structures.
+
+pub mod bitmap;
+pub mod blockiter;
+pub mod ctx;
+pub mod engine;
+pub mod journal;
+pub mod fs;
+pub mod inode_checks;
+pub mod io;
+pub mod pass1;
+pub mod pass1b;
+pub mod pass2;
+pub mod pass3;
+pub mod pass4;
+pub mod pass5;
+pub mod problem;
+pub mod report;
+pub mod super_check;
+pub mod xattr_read;
+
+pub use ctx::{CheckOptions, Maps};
+pub use problem::{Code, Finding, Pass, Severity};
+pub use report::{Report, Summary};
+
+pub use engine::check;

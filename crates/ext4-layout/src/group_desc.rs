@@ -34,6 +34,11 @@ impl<'a> GroupDesc<'a> {
         }
     }
 
+    /// Wraps any slice; fields past its end read as zero.
+    pub fn over(bytes: &'a [u8]) -> Self {
+        GroupDesc(bytes)
+    }
+
     /// The raw bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.0

@@ -52,6 +52,11 @@ impl<'a> Superblock<'a> {
         bytes.get(..SUPERBLOCK_SIZE).map(Superblock)
     }
 
+    /// Wraps exactly one superblock's bytes.
+    pub fn from_array(bytes: &'a [u8; SUPERBLOCK_SIZE]) -> Self {
+        Superblock(bytes)
+    }
+
     /// The raw bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.0

@@ -1,1 +1,12 @@
-//! placeholder
+//! How blocks get from the device to the checkers: a block reader with an
+//! io_uring path (batched, queued deep) and a pread fallback, plus the
+//! bounded stages that connect passes.
+//!
+//! Nothing here knows what an inode is: callers hand over byte ranges and
+//! get bytes back.
+
+mod device;
+mod pread;
+mod uring;
+
+pub use device::{open_device, Device, DeviceKind, IoMode, OpenError, ReadReq, Reader};

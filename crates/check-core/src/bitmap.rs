@@ -1,0 +1,213 @@
+//! An atomic bitmap split into shards, so that many workers can mark bits
+//! without a lock. Each shard keeps its own count of set bits, so counting
+//! a group (or the whole map) needs no scan.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Bits per shard: 2^15, one block group's worth with 4 KiB blocks.
+pub const SHARD_BITS_LOG2: u32 = 15;
+const SHARD_BITS: u64 = 1 << SHARD_BITS_LOG2;
+const WORDS_PER_SHARD: usize = (SHARD_BITS / 64) as usize;
+
+/// A fixed-size bitmap of atomic words with per-shard set-bit counters.
+pub struct AtomicBitmap {
+    words: Box<[AtomicU64]>,
+    counts: Box<[AtomicU32]>,
+    len: u64,
+}
+
+impl AtomicBitmap {
+    /// A bitmap of `len` clear bits.
+    pub fn new(len: u64) -> Self {
+        let nwords = len.div_ceil(64) as usize;
+        let nshards = len.div_ceil(SHARD_BITS) as usize;
+        AtomicBitmap {
+            words: (0..nwords).map(|_| AtomicU64::new(0)).collect(),
+            counts: (0..nshards).map(|_| AtomicU32::new(0)).collect(),
+            len,
+        }
+    }
+
+    /// Number of bits.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the bitmap has no bits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets bit `i` and returns its previous value. Out-of-range bits are
+    /// ignored and reported as already set, so callers never count them.
+    #[inline]
+    pub fn test_and_set(&self, i: u64) -> bool {
+        if i >= self.len {
+            return true;
+        }
+        let mask = 1u64 << (i % 64);
+        let prev = self.words[(i / 64) as usize].fetch_or(mask, Ordering::Relaxed);
+        let was = prev & mask != 0;
+        if !was {
+            self.counts[(i >> SHARD_BITS_LOG2) as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        was
+    }
+
+    /// Clears bit `i` and returns its previous value.
+    #[inline]
+    pub fn test_and_clear(&self, i: u64) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        let mask = 1u64 << (i % 64);
+        let prev = self.words[(i / 64) as usize].fetch_and(!mask, Ordering::Relaxed);
+        let was = prev & mask != 0;
+        if was {
+            self.counts[(i >> SHARD_BITS_LOG2) as usize].fetch_sub(1, Ordering::Relaxed);
+        }
+        was
+    }
+
+    /// Reads bit `i` (false when out of range).
+    #[inline]
+    pub fn get(&self, i: u64) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        self.words[(i / 64) as usize].load(Ordering::Relaxed) & (1u64 << (i % 64)) != 0
+    }
+
+    /// Sets a range of bits, returning how many were already set.
+    pub fn set_range(&self, start: u64, count: u64) -> u64 {
+        let mut already = 0;
+        for i in start..start.saturating_add(count).min(self.len) {
+            if self.test_and_set(i) {
+                already += 1;
+            }
+        }
+        already
+    }
+
+    /// Total set bits.
+    pub fn count_ones(&self) -> u64 {
+        self.counts.iter().map(|c| u64::from(c.load(Ordering::Relaxed))).sum()
+    }
+
+    /// Set bits in `[start, start + count)`.
+    pub fn count_range(&self, start: u64, count: u64) -> u64 {
+        let end = start.saturating_add(count).min(self.len);
+        if start >= end {
+            return 0;
+        }
+        // Whole shards use their counters; the ragged ends are scanned.
+        let mut n = 0u64;
+        let mut i = start;
+        while i < end {
+            let shard = i >> SHARD_BITS_LOG2;
+            let shard_start = shard << SHARD_BITS_LOG2;
+            let shard_end = shard_start + SHARD_BITS;
+            if i == shard_start && shard_end <= end {
+                n += u64::from(self.counts[shard as usize].load(Ordering::Relaxed));
+                i = shard_end;
+                continue;
+            }
+            let stop = end.min(shard_end);
+            while i < stop {
+                if i % 64 == 0 && i + 64 <= stop {
+                    n += u64::from(self.words[(i / 64) as usize].load(Ordering::Relaxed).count_ones());
+                    i += 64;
+                } else {
+                    n += u64::from(self.get(i));
+                    i += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Finds the first set bit at or after `from`.
+    pub fn next_set(&self, from: u64) -> Option<u64> {
+        let mut i = from;
+        while i < self.len {
+            let w = self.words[(i / 64) as usize].load(Ordering::Relaxed) >> (i % 64);
+            if w != 0 {
+                let bit = i + u64::from(w.trailing_zeros());
+                return (bit < self.len).then_some(bit);
+            }
+            i = (i / 64 + 1) * 64;
+        }
+        None
+    }
+
+    /// The number of shards.
+    pub fn shards(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Words per shard (for tests and sizing).
+    pub const WORDS_PER_SHARD: usize = WORDS_PER_SHARD;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn test_and_set_reports_previous() {
+        let b = AtomicBitmap::new(100);
+        assert!(!b.test_and_set(5));
+        assert!(b.test_and_set(5));
+        assert!(b.get(5));
+        assert_eq!(b.count_ones(), 1);
+        assert!(b.test_and_set(1000), "out of range counts as set");
+        assert!(b.test_and_clear(5));
+        assert_eq!(b.count_ones(), 0);
+    }
+
+    #[test]
+    fn concurrent_setters_agree_on_one_winner() {
+        let b = AtomicBitmap::new(1 << 16);
+        let winners = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for i in 0..(1u64 << 16) {
+                        if !b.test_and_set(i) {
+                            winners.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(winners.load(Ordering::Relaxed), 1 << 16);
+        assert_eq!(b.count_ones(), 1 << 16);
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_plain_model(len in 1u64..200_000, ops in proptest::collection::vec((any::<u64>(), any::<bool>()), 0..300)) {
+            let b = AtomicBitmap::new(len);
+            let mut model = vec![false; len as usize];
+            for (raw, set) in ops {
+                let i = raw % len;
+                if set {
+                    prop_assert_eq!(b.test_and_set(i), model[i as usize]);
+                    model[i as usize] = true;
+                } else {
+                    prop_assert_eq!(b.test_and_clear(i), model[i as usize]);
+                    model[i as usize] = false;
+                }
+            }
+            let ones = model.iter().filter(|&&x| x).count() as u64;
+            prop_assert_eq!(b.count_ones(), ones);
+            let start = len / 3;
+            let count = len / 2;
+            let expect = model[start as usize..(start + count).min(len) as usize].iter().filter(|&&x| x).count() as u64;
+            prop_assert_eq!(b.count_range(start, count), expect);
+            let first = model.iter().position(|&x| x).map(|p| p as u64);
+            prop_assert_eq!(b.next_set(0), first);
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! State shared by the passes: per-inode and per-block maps that workers
+//! update without locks, and the results merged at pass boundaries.
+
+use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
+
+use crate::bitmap::AtomicBitmap;
+use crate::fs::{BitSet, Fs};
+use crate::problem::{Finding, Pass};
+
+/// Options that change what the checker does.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckOptions {
+    /// Worker threads for the parallel passes (at least 1).
+    pub threads: usize,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions { threads: 1 }
+    }
+}
+
+/// Inode-indexed and block-indexed maps built in pass 1 and read later.
+/// Inode maps are indexed by `ino - 1`; block maps by cluster number.
+pub struct Maps {
+    /// Inodes in use.
+    pub inode_used: AtomicBitmap,
+    /// Directories.
+    pub inode_dir: AtomicBitmap,
+    /// Regular files.
+    pub inode_reg: AtomicBitmap,
+    /// Inodes with problems deferred to pass 2 or 4.
+    pub inode_bad: AtomicBitmap,
+    /// Inodes lying in bad blocks of the inode table.
+    pub inode_bb: AtomicBitmap,
+    /// Inodes with the imagic flag (imagic_inodes feature).
+    pub inode_imagic: AtomicBitmap,
+    /// Inodes whose checksum does not match (unfixed).
+    pub inode_csum_bad: AtomicBitmap,
+    /// Inodes with the casefold flag.
+    pub inode_casefold: AtomicBitmap,
+    /// Inodes visited by the pass-1 scan.
+    pub inode_scanned: AtomicBitmap,
+    /// `i_links_count` of in-use inodes.
+    pub link_info: Vec<AtomicU16>,
+    /// Directory entry file type of each in-use inode, from its mode.
+    pub ftype: Vec<AtomicU8>,
+    /// Clusters found in use.
+    pub block_found: AtomicBitmap,
+    /// Clusters claimed more than once.
+    pub block_dup: AtomicBitmap,
+    /// Blocks of critical metadata (superblocks, descriptors, bitmaps, inode tables).
+    pub metadata: BitSet,
+    /// EA blocks already claimed by some inode.
+    pub ea_claimed: AtomicBitmap,
+}
+
+impl Maps {
+    /// Empty maps sized for `fs`.
+    pub fn new(fs: &Fs) -> Self {
+        let ni = u64::from(fs.geo.inodes_count);
+        let clusters = fs.geo.blocks_count.div_ceil(u64::from(fs.geo.cluster_ratio));
+        Maps {
+            inode_used: AtomicBitmap::new(ni),
+            inode_dir: AtomicBitmap::new(ni),
+            inode_reg: AtomicBitmap::new(ni),
+            inode_bad: AtomicBitmap::new(ni),
+            inode_bb: AtomicBitmap::new(ni),
+            inode_imagic: AtomicBitmap::new(ni),
+            inode_csum_bad: AtomicBitmap::new(ni),
+            inode_casefold: AtomicBitmap::new(ni),
+            inode_scanned: AtomicBitmap::new(ni),
+            link_info: (0..ni).map(|_| AtomicU16::new(0)).collect(),
+            ftype: (0..ni).map(|_| AtomicU8::new(0)).collect(),
+            block_found: AtomicBitmap::new(clusters),
+            block_dup: AtomicBitmap::new(clusters),
+            metadata: BitSet::new(fs.geo.blocks_count),
+            ea_claimed: AtomicBitmap::new(fs.geo.blocks_count),
+        }
+    }
+
+    /// Whether inode `ino` is in use.
+    #[inline]
+    pub fn used(&self, ino: u32) -> bool {
+        ino != 0 && self.inode_used.get(u64::from(ino - 1))
+    }
+
+    /// Whether inode `ino` is a directory.
+    #[inline]
+    pub fn is_dir(&self, ino: u32) -> bool {
+        ino != 0 && self.inode_dir.get(u64::from(ino - 1))
+    }
+
+    /// Whether inode `ino` is a regular file.
+    #[inline]
+    pub fn is_reg(&self, ino: u32) -> bool {
+        ino != 0 && self.inode_reg.get(u64::from(ino - 1))
+    }
+
+    /// Whether inode `ino` is marked bad.
+    #[inline]
+    pub fn is_bad(&self, ino: u32) -> bool {
+        ino != 0 && self.inode_bad.get(u64::from(ino - 1))
+    }
+
+    /// Sets a bit of an inode map.
+    #[inline]
+    pub fn mark(map: &AtomicBitmap, ino: u32) {
+        if ino != 0 {
+            map.test_and_set(u64::from(ino - 1));
+        }
+    }
+
+    /// The stored link count of an inode.
+    #[inline]
+    pub fn links(&self, ino: u32) -> u16 {
+        ino.checked_sub(1)
+            .and_then(|i| self.link_info.get(i as usize))
+            .map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    /// Records the link count of an inode.
+    #[inline]
+    pub fn set_links(&self, ino: u32, n: u16) {
+        if let Some(a) = ino.checked_sub(1).and_then(|i| self.link_info.get(i as usize)) {
+            a.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The file type code recorded for an inode.
+    #[inline]
+    pub fn ftype(&self, ino: u32) -> u8 {
+        ino.checked_sub(1)
+            .and_then(|i| self.ftype.get(i as usize))
+            .map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    /// Records the file type code of an inode.
+    #[inline]
+    pub fn set_ftype(&self, ino: u32, t: u8) {
+        if let Some(a) = ino.checked_sub(1).and_then(|i| self.ftype.get(i as usize)) {
+            a.store(t, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Where a fatal problem stopped the check, so that findings the original
+/// sequential order would never have reached can be dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AbortAt {
+    /// The pass that stopped.
+    pub pass: Pass,
+    /// The inode (or directory) being processed, 0 if none.
+    pub ino: u32,
+    /// Why.
+    pub reason: String,
+}
+
+impl AbortAt {
+    /// An abort at an inode of a pass.
+    pub fn new(pass: Pass, ino: u32, reason: impl Into<String>) -> Self {
+        AbortAt {
+            pass,
+            ino,
+            reason: reason.into(),
+        }
+    }
+
+    /// Keeps the earlier of two aborts.
+    pub fn earliest(a: Option<AbortAt>, b: Option<AbortAt>) -> Option<AbortAt> {
+        match (a, b) {
+            (Some(x), Some(y)) => Some(if (y.pass, y.ino) < (x.pass, x.ino) { y } else { x }),
+            (x, None) => x,
+            (None, y) => y,
+        }
+    }
+
+    /// Whether a finding comes after this abort point.
+    pub fn is_after(&self, f: &Finding) -> bool {
+        let p = f.code.pass();
+        if p != self.pass {
+            return p > self.pass;
+        }
+        f.ino.or(f.dir).unwrap_or(0) > self.ino
+    }
+}

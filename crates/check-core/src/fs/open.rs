@@ -1,0 +1,473 @@
+//! Opening the file system the way e2fsck does: validate the primary
+//! superblock, fall back to a backup when the primary (or its descriptor
+//! table) is unusable, and give up with an operational error otherwise.
+
+use std::sync::Arc;
+
+use ext4_layout::features::{
+    IncompatFeatures, RoCompatFeatures, SUPPORTED_COMPAT, SUPPORTED_INCOMPAT, SUPPORTED_RO_COMPAT,
+};
+use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_CHECKSUM_OFFSET, BG_INODE_UNINIT};
+use ext4_layout::superblock::{Superblock, CHECKSUM_TYPE_CRC32C, EXT2_MAGIC, SUPERBLOCK_SIZE};
+use ext4_layout::{Geometry, GeometryError};
+use pipeline::Device;
+
+use super::layout::check_desc;
+use super::Fs;
+use crate::problem::{Code, Finding};
+
+/// How the file system is to be opened.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenOptions {
+    /// True for a read-only check (`-n`).
+    pub read_only: bool,
+}
+
+/// A successfully opened file system and what was noticed on the way.
+pub struct Opened {
+    /// The file system.
+    pub fs: Fs,
+    /// Findings made while opening.
+    pub findings: Vec<Finding>,
+    /// Lines to show before the report (which superblock is in use...).
+    pub notes: Vec<String>,
+}
+
+/// Why the file system could not be checked at all.
+#[derive(Debug)]
+pub struct OpenFailure {
+    /// The exit code: 8, or 12 when the failure came after the file
+    /// system was recognised (e2fsck counts those as errors left too).
+    pub exit: i32,
+    /// What went wrong, for the user.
+    pub message: String,
+    /// Lines printed on the way.
+    pub notes: Vec<String>,
+}
+
+/// The library-level reasons an open fails.
+#[derive(Debug)]
+enum OpenErr {
+    Io(std::io::Error),
+    BadMagic,
+    SbCsumInvalid,
+    UnknownCsum,
+    Corrupt(String),
+    RevTooHigh,
+    UnsuppFeature(Vec<String>),
+    BadDescSize,
+    JournalDev,
+}
+
+impl OpenErr {
+    fn describe(&self) -> String {
+        match self {
+            OpenErr::Io(e) => format!("cannot read the superblock: {e}"),
+            OpenErr::BadMagic => "bad magic number in superblock (not an ext2/3/4 file system?)".into(),
+            OpenErr::SbCsumInvalid => "the superblock checksum does not match the superblock".into(),
+            OpenErr::UnknownCsum => "the superblock names an unknown checksum algorithm".into(),
+            OpenErr::Corrupt(why) => format!("the superblock is corrupt: {why}"),
+            OpenErr::RevTooHigh => "the file system revision is too high for this checker".into(),
+            OpenErr::UnsuppFeature(f) => format!("unsupported feature(s): {}", f.join(" ")),
+            OpenErr::BadDescSize => "the group descriptor size is invalid".into(),
+            OpenErr::JournalDev => "this is an external journal device, not a file system".into(),
+        }
+    }
+
+    /// Errors that make e2fsck look for a backup superblock.
+    fn wants_backup(&self) -> bool {
+        matches!(self, OpenErr::BadMagic | OpenErr::SbCsumInvalid | OpenErr::Corrupt(_))
+    }
+}
+
+/// What one open attempt produced.
+struct Parts {
+    sb: Box<[u8; SUPERBLOCK_SIZE]>,
+    geo: Geometry,
+    gdt: Vec<u8>,
+    sb_block: u64,
+}
+
+fn read_sb(dev: &Device, byte_off: u64) -> Result<Box<[u8; SUPERBLOCK_SIZE]>, OpenErr> {
+    let mut sb = Box::new([0u8; SUPERBLOCK_SIZE]);
+    dev.read_at(&mut sb[..], byte_off).map_err(OpenErr::Io)?;
+    Ok(sb)
+}
+
+/// One open attempt: the superblock at `at` (None: the primary at byte
+/// 1024; Some((block, block_size)): a backup), validated as the library
+/// does, then the descriptor table.
+fn try_open(dev: &Device, at: Option<(u64, u32)>, ignore_sb_errors: bool) -> Result<Parts, OpenErr> {
+    let (byte_off, sb_block) = match at {
+        None => (1024, 0),
+        Some((blk, bs)) => (blk * u64::from(bs), blk),
+    };
+    let raw = read_sb(dev, byte_off)?;
+    let sb = Superblock::from_array(&raw);
+    let metadata_csum = sb.ro_compat().contains(RoCompatFeatures::METADATA_CSUM);
+    let mut pending = None;
+    if metadata_csum && sb.s_checksum_type() != CHECKSUM_TYPE_CRC32C {
+        pending = Some(OpenErr::UnknownCsum);
+    }
+    if metadata_csum && !sb.checksum_ok() {
+        pending = Some(OpenErr::SbCsumInvalid);
+    }
+    if sb.s_magic() != EXT2_MAGIC {
+        return Err(OpenErr::BadMagic);
+    }
+    if let Some(e) = pending {
+        return Err(e);
+    }
+    if sb.s_rev_level() > ext4_layout::superblock::DYNAMIC_REV {
+        return Err(OpenErr::RevTooHigh);
+    }
+    let unsupported = sb.incompat().difference(SUPPORTED_INCOMPAT);
+    if !unsupported.is_empty() {
+        return Err(OpenErr::UnsuppFeature(unsupported.names()));
+    }
+    if sb.incompat().contains(IncompatFeatures::JOURNAL_DEV) {
+        return Err(OpenErr::JournalDev);
+    }
+    let log_block = sb.s_log_block_size();
+    let log_cluster = sb.s_log_cluster_size();
+    let bigalloc = sb.ro_compat().contains(RoCompatFeatures::BIGALLOC);
+    if log_block > 6 {
+        return Err(OpenErr::Corrupt(format!("block size exponent {log_block} is too large")));
+    }
+    if log_cluster > 19 || (bigalloc && log_block > log_cluster) {
+        return Err(OpenErr::Corrupt(format!("cluster size exponent {log_cluster} is invalid")));
+    }
+    if sb.s_log_groups_per_flex() > 31 {
+        return Err(OpenErr::Corrupt("flex group size is too large".into()));
+    }
+    if !bigalloc && log_block != log_cluster {
+        return Err(OpenErr::Corrupt("cluster size differs from block size without bigalloc".into()));
+    }
+    let bs = 1024u32 << log_block;
+    let isz = sb.inode_size();
+    if isz < 128 || u32::from(isz) > bs || !isz.is_power_of_two() {
+        return Err(OpenErr::Corrupt(format!("inode size {isz} is invalid")));
+    }
+    if sb.is_64bit() {
+        let ds = sb.s_desc_size_raw();
+        if ds == 0 || (!ignore_sb_errors && (!(64..=1024).contains(&ds) || !ds.is_power_of_two())) {
+            return Err(OpenErr::BadDescSize);
+        }
+    }
+    let ratio_bits = if bigalloc { log_cluster - log_block } else { 0 };
+    if u64::from(sb.s_blocks_per_group()) != u64::from(sb.s_clusters_per_group()) << ratio_bits
+        && bigalloc
+    {
+        return Err(OpenErr::Corrupt("blocks per group disagrees with clusters per group".into()));
+    }
+    if sb.s_inodes_per_group() == 0 {
+        return Err(OpenErr::Corrupt("inodes per group is zero".into()));
+    }
+    let bpg = sb.s_blocks_per_group();
+    let max_bpg = 65528u64 << ratio_bits;
+    let ipb = bs / u32::from(isz);
+    let itb = (u64::from(sb.s_inodes_per_group()) * u64::from(isz)).div_ceil(u64::from(bs));
+    if bpg < 8 || u64::from(bpg) > max_bpg || itb > u64::from(65536 - ipb) {
+        return Err(OpenErr::Corrupt(format!("blocks per group {bpg} is out of range")));
+    }
+    if u64::from(sb.s_first_data_block()) >= sb.blocks_count() {
+        return Err(OpenErr::Corrupt("first data block is past the end of the file system".into()));
+    }
+    let groups = (sb.blocks_count() - u64::from(sb.s_first_data_block())).div_ceil(u64::from(bpg));
+    if groups >= 1 << 32 {
+        return Err(OpenErr::Corrupt("too many block groups".into()));
+    }
+    if !ignore_sb_errors && groups * u64::from(sb.s_inodes_per_group()) != u64::from(sb.s_inodes_count()) {
+        return Err(OpenErr::Corrupt(format!(
+            "inode count {} disagrees with {groups} groups of {} inodes",
+            sb.s_inodes_count(),
+            sb.s_inodes_per_group()
+        )));
+    }
+    let geo = Geometry::from_superblock(&sb).map_err(geometry_err)?;
+    if sb.incompat().contains(IncompatFeatures::META_BG)
+        && geo.first_meta_bg > geo.desc_blocks
+        && !ignore_sb_errors
+    {
+        return Err(OpenErr::Corrupt("first meta block group is past the descriptor table".into()));
+    }
+    let gdt = read_gdt(dev, &geo, sb_block)?;
+    let mut parts = Parts {
+        sb: raw,
+        geo,
+        gdt,
+        sb_block,
+    };
+    if sb_block > 1 && parts.geo.has_gdt_csum() {
+        // A backup's descriptors are stale: forget their UNINIT hints.
+        clear_uninit_in_memory(&mut parts);
+    }
+    Ok(parts)
+}
+
+fn geometry_err(e: GeometryError) -> OpenErr {
+    match e {
+        GeometryError::BadMagic(_) => OpenErr::BadMagic,
+        GeometryError::BadRevision(_) => OpenErr::RevTooHigh,
+        GeometryError::BadDescSize(_) => OpenErr::BadDescSize,
+        other => OpenErr::Corrupt(other.to_string()),
+    }
+}
+
+/// Reads the descriptor table that belongs to the superblock at `sb_block`.
+fn read_gdt(dev: &Device, geo: &Geometry, sb_block: u64) -> Result<Vec<u8>, OpenErr> {
+    let bs = geo.block_size as usize;
+    let group_block = if sb_block == 0 { geo.first_data_block } else { sb_block };
+    let zero_adjust = u64::from(group_block == 0 && bs == 1024);
+    let desc_blocks = geo.desc_blocks as usize;
+    // Cap the allocation: a sane table never exceeds the file system.
+    let bytes = desc_blocks
+        .checked_mul(bs)
+        .filter(|&n| (n as u64) <= dev.size())
+        .ok_or_else(|| OpenErr::Corrupt("the descriptor table is larger than the device".into()))?;
+    let mut gdt = vec![0u8; bytes];
+    let first_meta = if geo.incompat.contains(IncompatFeatures::META_BG) {
+        (geo.first_meta_bg as usize).min(desc_blocks)
+    } else {
+        desc_blocks
+    };
+    if first_meta > 0 {
+        let start = (group_block + zero_adjust + 1) * bs as u64;
+        dev.read_at(&mut gdt[..first_meta * bs], start).map_err(OpenErr::Io)?;
+    }
+    for i in first_meta..desc_blocks {
+        let mut blk = geo.descriptor_block(group_block, i as u32).0;
+        if i == 0 {
+            blk += zero_adjust;
+        }
+        dev.read_at(&mut gdt[i * bs..(i + 1) * bs], blk * bs as u64)
+            .map_err(OpenErr::Io)?;
+    }
+    gdt.truncate(geo.group_count as usize * geo.desc_size as usize);
+    Ok(gdt)
+}
+
+fn clear_uninit_in_memory(p: &mut Parts) {
+    let ds = p.geo.desc_size as usize;
+    let sb = Superblock::from_array(&p.sb);
+    let uuid = sb.s_uuid();
+    for g in 0..p.geo.group_count {
+        let off = g as usize * ds;
+        let Some(d) = p.gdt.get_mut(off..off + ds) else {
+            break;
+        };
+        let flags = u16::from_le_bytes([d[0x12], d[0x13]]) & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
+        d[0x12..0x14].copy_from_slice(&flags.to_le_bytes());
+        d[0x1C..0x1E].copy_from_slice(&[0, 0]);
+        if ds >= 0x34 {
+            d[0x32..0x34].copy_from_slice(&[0, 0]);
+        }
+        let c = ext4_layout::group_desc::GroupDesc::over(d).computed_checksum(
+            g,
+            p.geo.metadata_csum(),
+            p.geo.csum_seed,
+            &uuid,
+        );
+        d[BG_CHECKSUM_OFFSET..BG_CHECKSUM_OFFSET + 2].copy_from_slice(&c.to_le_bytes());
+    }
+}
+
+/// Groups that may hold superblock backups, in the order e2fsck probes
+/// them when it does not yet know the layout: 1, then powers of 3, 5 and 7.
+fn backup_candidates(limit: u64) -> Vec<u64> {
+    let mut v = vec![1u64];
+    for base in [3u64, 5, 7] {
+        let mut p = base;
+        while p <= limit {
+            v.push(p);
+            p = match p.checked_mul(base) {
+                Some(n) => n,
+                None => break,
+            };
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    v.retain(|&g| g <= limit);
+    v
+}
+
+/// Finds a backup superblock: block size and blocks per group are known
+/// when the primary opened, else every block size is tried with the
+/// default of 8 × block size blocks per group.
+fn find_backup(dev: &Device, known: Option<&Parts>) -> Option<(u64, u32)> {
+    let sizes: Vec<(u32, u64)> = match known {
+        Some(p) => vec![(p.geo.block_size, u64::from(p.geo.blocks_per_group))],
+        None => (0..=6).map(|l| (1024u32 << l, u64::from(1024u32 << l) * 8)).collect(),
+    };
+    for (bs, bpg) in sizes {
+        let blocks = match known {
+            Some(p) => p.geo.blocks_count,
+            None => dev.size() / u64::from(bs),
+        };
+        let limit = blocks / bpg;
+        for g in backup_candidates(limit) {
+            let blk = g * bpg + u64::from(bs == 1024);
+            let Ok(raw) = read_sb(dev, blk * u64::from(bs)) else {
+                continue;
+            };
+            let sb = Superblock::from_array(&raw);
+            if sb.s_magic() == EXT2_MAGIC && sb.block_size() == Some(bs) {
+                return Some((blk, bs));
+            }
+        }
+    }
+    None
+}
+
+/// Opens the file system, choosing the superblock as e2fsck does.
+pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailure> {
+    let mut notes = Vec::new();
+    let mut findings = Vec::new();
+    let mut ignore_sb_errors = false;
+    let parts = loop {
+        let attempt = match try_open(&dev, None, ignore_sb_errors) {
+            Ok(primary) => {
+                let probe = parts_to_fs(&dev, primary, false);
+                match check_desc(&probe) {
+                    Ok(()) => Ok((fs_to_parts(probe), false)),
+                    Err(e) => {
+                        notes.push(format!("group descriptors look bad: {}", e.describe()));
+                        let primary = fs_to_parts(probe);
+                        if primary.geo.group_count > 1 {
+                            notes.push("trying the backup superblock and descriptors".into());
+                            match find_backup(&dev, Some(&primary))
+                                .map(|at| try_open(&dev, Some(at), ignore_sb_errors))
+                            {
+                                Some(Ok(b)) => {
+                                    findings.push(
+                                        Finding::new(Code::DescriptorsUsedBackup)
+                                            .str(e.describe())
+                                            .blk(b.sb_block),
+                                    );
+                                    Ok((b, true))
+                                }
+                                Some(Err(e2)) => {
+                                    notes.push(format!(
+                                        "the backup cannot be used ({}); going back to the primary",
+                                        e2.describe()
+                                    ));
+                                    Ok((primary, false))
+                                }
+                                None => Ok((primary, false)),
+                            }
+                        } else {
+                            findings.push(Finding::new(Code::DescriptorsBad).str(e.describe()));
+                            Ok((primary, false))
+                        }
+                    }
+                }
+            }
+            Err(e) if e.wants_backup() => {
+                notes.push(format!("superblock invalid ({}); trying backup blocks", e.describe()));
+                match find_backup(&dev, None).map(|at| try_open(&dev, Some(at), ignore_sb_errors)) {
+                    Some(Ok(b)) => {
+                        findings.push(
+                            Finding::new(Code::SuperblockUsedBackup)
+                                .str(e.describe())
+                                .blk(b.sb_block),
+                        );
+                        Ok((b, true))
+                    }
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match attempt {
+            Ok(p) => break p,
+            Err(e) => {
+                if matches!(e, OpenErr::Corrupt(_) | OpenErr::BadDescSize) && !ignore_sb_errors {
+                    notes.push("trying to load the superblock despite errors".into());
+                    ignore_sb_errors = true;
+                    continue;
+                }
+                return Err(OpenFailure {
+                    exit: 8,
+                    message: format!(
+                        "{}: {}; the superblock could not be read or does not describe a valid \
+                         ext2/3/4 file system (if it is one, a backup superblock may help)",
+                        dev.path().display(),
+                        e.describe()
+                    ),
+                    notes,
+                });
+            }
+        }
+    };
+    let (parts, backup) = parts;
+    let fs = parts_to_fs(&dev, parts, backup);
+    // Feature sets the checker cannot handle stop it here, after the file
+    // system was recognised (e2fsck exits 12 for these).
+    let compat = fs.sb().compat().difference(SUPPORTED_COMPAT);
+    let ro = fs.sb().ro_compat().difference(SUPPORTED_RO_COMPAT);
+    let mut bad = compat.names();
+    bad.extend(ro.names());
+    if !bad.is_empty() {
+        return Err(OpenFailure {
+            // Read-only, the open succeeds and the check stops after it (12);
+            // a read-write open already refuses unknown ro_compat bits (8).
+            exit: if !opts.read_only && !ro.is_empty() { 8 } else { 12 },
+            message: format!(
+                "{} has unsupported feature(s): {}; a newer checker is needed",
+                dev.path().display(),
+                bad.join(" ")
+            ),
+            notes,
+        });
+    }
+    if fs.sb().incompat().contains(IncompatFeatures::CASEFOLD) && fs.sb().s_encoding() != 1 {
+        return Err(OpenFailure {
+            exit: 12,
+            message: format!(
+                "{}: the file system uses an unknown file name encoding ({})",
+                dev.path().display(),
+                fs.sb().s_encoding()
+            ),
+            notes,
+        });
+    }
+    if backup {
+        notes.push(format!("using the backup superblock at block {}", fs.sb_block));
+    }
+    Ok(Opened { fs, findings, notes })
+}
+
+fn parts_to_fs(dev: &Arc<Device>, p: Parts, backup: bool) -> Fs {
+    let dev_blocks = dev.size() / u64::from(p.geo.block_size);
+    Fs {
+        dev: dev.clone(),
+        sb: p.sb,
+        geo: p.geo,
+        gdt: p.gdt,
+        sb_block: p.sb_block,
+        backup_in_use: backup,
+        dev_blocks,
+    }
+}
+
+fn fs_to_parts(fs: Fs) -> Parts {
+    Parts {
+        sb: fs.sb,
+        geo: fs.geo,
+        gdt: fs.gdt,
+        sb_block: fs.sb_block,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backup_order() {
+        assert_eq!(backup_candidates(30), vec![1, 3, 5, 7, 9, 25, 27]);
+        assert_eq!(backup_candidates(0), Vec::<u64>::new());
+        assert_eq!(backup_candidates(1), vec![1]);
+    }
+}

@@ -1,0 +1,245 @@
+//! The journal as seen before pass 1: is the journal inode usable, is its
+//! superblock sound, and does it need recovery. A journal that cannot be
+//! used stops the check (e2fsck exits 12 for these, as the file system
+//! was already recognised).
+
+use ext4_layout::features::{CompatFeatures, IncompatFeatures};
+use ext4_layout::inode::{flags, Inode};
+use ext4_layout::journal::{blocktype, JournalFeatures, JournalSuperblock, JBD2_MAGIC};
+
+use crate::blockiter::{bmap, journal_extent_ok};
+use crate::fs::Fs;
+use crate::io::Io;
+use crate::problem::{Code, Finding};
+
+/// The outcome of the journal check.
+pub struct JournalCheck {
+    /// Findings (notices).
+    pub findings: Vec<Finding>,
+    /// Set when the journal makes the check impossible.
+    pub fatal: Option<String>,
+}
+
+enum LoadErr {
+    BadInode(String),
+    Corrupt(String),
+    Unsupported(String),
+    Fatal(String),
+}
+
+/// e2fsck's journal checks, answering "no" to every question.
+pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
+    let sb = fs.sb();
+    let geo = &fs.geo;
+    let mut out = JournalCheck {
+        findings: Vec::new(),
+        fatal: None,
+    };
+    let has_journal = geo.compat.contains(CompatFeatures::HAS_JOURNAL);
+    let recover = geo.incompat.contains(IncompatFeatures::RECOVER);
+    let uuid_set = sb.s_journal_uuid().iter().any(|&b| b != 0);
+    if !has_journal && !recover && sb.s_journal_inum() == 0 && sb.s_journal_dev() == 0 && !uuid_set {
+        return out;
+    }
+    let fix_bad_inode = |out: &mut JournalCheck, why: String| {
+        if has_journal || sb.s_journal_inum() != 0 {
+            out.findings.push(Finding::new(Code::JournalBadInode).str(why.clone()));
+            out.fatal = Some(format!("the journal is unusable: {why}"));
+        } else if recover {
+            out.findings.push(Finding::new(Code::JournalRecoverWithoutJournal));
+            out.fatal = Some("needs_recovery is set but there is no journal".into());
+        }
+    };
+    if uuid_set {
+        out.findings.push(Finding::new(Code::ExternalJournal));
+        out.fatal = Some("the file system uses an external journal, which cannot be found".into());
+        return out;
+    }
+    let result = load(fs, io);
+    match result {
+        Ok(jsb) => {
+            let j = JournalSuperblock::new(&jsb);
+            if let Some(j) = j {
+                if !has_journal {
+                    out.findings.push(Finding::new(Code::JournalFlagMissing));
+                }
+                if has_journal && !recover && j.s_start() != 0 {
+                    out.findings.push(Finding::new(Code::JournalRecoveryFlagClear));
+                }
+                if !recover && j.s_errno() != 0 {
+                    out.findings.push(Finding::new(Code::JournalErrno).num(j.s_errno() as u64));
+                }
+            }
+            if recover {
+                out.findings.push(Finding::new(Code::JournalNeedsRecovery));
+            }
+        }
+        Err(LoadErr::BadInode(why)) => fix_bad_inode(&mut out, why),
+        Err(LoadErr::Fatal(why)) => out.fatal = Some(why),
+        Err(LoadErr::Unsupported(why)) => {
+            out.findings.push(Finding::new(Code::JournalUnsupported).str(why.clone()));
+            if has_journal {
+                out.findings.push(Finding::new(Code::JournalBadSuper).str(why.clone()));
+                out.fatal = Some(format!("the journal superblock is unusable: {why}"));
+            } else {
+                fix_bad_inode(&mut out, why);
+            }
+        }
+        Err(LoadErr::Corrupt(why)) => {
+            if has_journal {
+                out.findings.push(Finding::new(Code::JournalBadSuper).str(why.clone()));
+                out.fatal = Some(format!("the journal superblock is corrupt: {why}"));
+            } else {
+                fix_bad_inode(&mut out, why);
+            }
+        }
+    }
+    out
+}
+
+/// Validates the journal inode (or its superblock backup) and returns the
+/// journal superblock block.
+fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let inum = sb.s_journal_inum();
+    if inum == 0 || inum > geo.inodes_count {
+        return Err(LoadErr::BadInode(format!("journal inode number {inum} is invalid")));
+    }
+    let mut ib = vec![0u8; geo.inode_size as usize];
+    let primary = io.read_inode(inum, &mut ib).ok().and_then(|_| {
+        let ok = Inode::new(&ib).is_some_and(|i| !fs.metadata_csum() || i.checksum_ok(geo.csum_seed, inum));
+        ok.then(|| ib.clone())
+    });
+    let mut tried_backup = false;
+    let mut candidate = primary;
+    let first_block = loop {
+        let err = match candidate.as_deref().and_then(Inode::new) {
+            Some(inode) => match validate_inode(fs, io, &inode) {
+                Ok(b) => break b,
+                Err(e) => e,
+            },
+            None => "the journal inode cannot be read".to_string(),
+        };
+        if tried_backup || sb.s_jnl_backup_type() != 1 {
+            return Err(LoadErr::BadInode(err));
+        }
+        tried_backup = true;
+        // Rebuild the inode from the superblock's copy of its block map.
+        let mut fake = vec![0u8; geo.inode_size as usize];
+        let jb = sb.s_jnl_blocks();
+        for (i, w) in jb.iter().take(15).enumerate() {
+            fake[0x28 + 4 * i..0x2C + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        fake[0x6C..0x70].copy_from_slice(&jb[15].to_le_bytes());
+        fake[0x04..0x08].copy_from_slice(&jb[16].to_le_bytes());
+        fake[0x1A..0x1C].copy_from_slice(&1u16.to_le_bytes());
+        fake[0x00..0x02].copy_from_slice(&0o100600u16.to_le_bytes());
+        candidate = Some(fake);
+    };
+    let bs = fs.block_size();
+    let mut jsb = vec![0u8; bs.max(1024)];
+    io.read_blocks(first_block, &mut jsb[..bs])
+        .map_err(|e| LoadErr::Fatal(format!("cannot read the journal superblock: {e}")))?;
+    let Some(j) = JournalSuperblock::new(&jsb) else {
+        return Err(LoadErr::Corrupt("short journal superblock".into()));
+    };
+    let h = j.header();
+    if h.h_magic != JBD2_MAGIC {
+        return Err(LoadErr::BadInode("the journal superblock has a bad magic number".into()));
+    }
+    match h.h_blocktype {
+        blocktype::SUPERBLOCK_V1 => {}
+        blocktype::SUPERBLOCK_V2 => {
+            if j.s_nr_users() > 1 {
+                return Err(LoadErr::Fatal(format!(
+                    "the journal claims to be shared by {} file systems",
+                    j.s_nr_users()
+                )));
+            }
+        }
+        blocktype::DESCRIPTOR | blocktype::COMMIT | blocktype::REVOKE => {
+            return Err(LoadErr::Corrupt("the journal superblock has the type of another block".into()));
+        }
+        t => return Err(LoadErr::Unsupported(format!("unknown journal superblock version {t}"))),
+    }
+    let f = j.features();
+    if j.is_v2() {
+        if f.incompat & !JournalFeatures::KNOWN_INCOMPAT != 0 {
+            return Err(LoadErr::Unsupported(format!("unknown journal features 0x{:x}", f.incompat)));
+        }
+        if f.ro_compat != 0 {
+            return Err(LoadErr::Unsupported(format!(
+                "unknown read-only journal features 0x{:x}",
+                f.ro_compat
+            )));
+        }
+    }
+    let v2 = f.incompat & JournalFeatures::INCOMPAT_CSUM_V2 != 0;
+    let v3 = f.incompat & JournalFeatures::INCOMPAT_CSUM_V3 != 0;
+    if (v2 && v3) || ((v2 || v3) && f.compat & JournalFeatures::COMPAT_CHECKSUM != 0) {
+        return Err(LoadErr::Corrupt("conflicting journal checksum features".into()));
+    }
+    if (v2 || v3) && (j.s_checksum_type() != 4 || !j.checksum_ok()) {
+        return Err(LoadErr::Corrupt("the journal superblock checksum does not match".into()));
+    }
+    if j.s_blocksize() as usize != bs {
+        return Err(LoadErr::Corrupt(format!("journal block size {} differs from the file system's", j.s_blocksize())));
+    }
+    let total = journal_len_blocks(fs, io, sb.s_journal_inum());
+    if u64::from(j.s_maxlen()) > total {
+        return Err(LoadErr::Corrupt(format!(
+            "the journal claims {} blocks but has {total}",
+            j.s_maxlen()
+        )));
+    }
+    if f.incompat & JournalFeatures::INCOMPAT_FAST_COMMIT != 0 {
+        let fc = if j.s_num_fc_blks() == 0 { 256 } else { j.s_num_fc_blks() };
+        if j.s_maxlen().saturating_sub(fc) < 1024 {
+            return Err(LoadErr::Corrupt("the journal is too small for its fast commit area".into()));
+        }
+    }
+    Ok(jsb)
+}
+
+/// The journal inode's length in blocks (`i_size / block size`).
+fn journal_len_blocks(fs: &Fs, io: &mut Io<'_>, inum: u32) -> u64 {
+    let mut ib = vec![0u8; fs.geo.inode_size as usize];
+    if io.read_inode(inum, &mut ib).is_err() {
+        return u64::MAX;
+    }
+    Inode::new(&ib).map_or(u64::MAX, |i| i.size() / u64::from(fs.geo.block_size))
+}
+
+/// Checks a journal inode and returns the block of its superblock.
+fn validate_inode(fs: &Fs, io: &mut Io<'_>, inode: &Inode<'_>) -> Result<u64, String> {
+    let geo = &fs.geo;
+    if inode.i_links_count() == 0 || !inode.is_reg() || inode.has_flag(flags::ENCRYPT) {
+        return Err("the journal inode is not a regular file in use".into());
+    }
+    let bs = u64::from(geo.block_size);
+    if inode.size() / bs < 1024 {
+        return Err("the journal is too small".into());
+    }
+    if inode.has_flag(flags::EXTENTS) && !journal_extent_ok(inode) {
+        return Err("the journal inode's extent tree is invalid".into());
+    }
+    // Every block up to i_size must be mapped inside the file system: the
+    // walk stops at the first hole or out-of-range block.
+    let mut expected = 0i64;
+    let mut stopped = false;
+    crate::blockiter::for_each_block(io, inode, &mut |b, l| {
+        if stopped || l < 0 {
+            return;
+        }
+        if l != expected || !geo.block_in_range(b) {
+            stopped = true;
+            return;
+        }
+        expected += 1;
+    });
+    if (expected as u64) * bs < inode.size() {
+        return Err("the journal inode has holes or blocks outside the file system".into());
+    }
+    bmap(io, inode, 0).ok_or_else(|| "the first journal block cannot be mapped".into())
+}

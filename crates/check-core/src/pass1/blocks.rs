@@ -1,0 +1,863 @@
+//! `check_blocks`: walk an inode's blocks (block map, extent tree or
+//! inline data), claim them, and check `i_size` and `i_blocks`.
+
+use ext4_layout::blockmap::IndirectBlock;
+use ext4_layout::extent::ExtentNode;
+use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
+use ext4_layout::htree::DxRoot;
+use ext4_layout::inode::{flags, inode_csum_seed, Inode};
+use ext4_layout::superblock::OS_HURD;
+
+use super::inode::{has_valid_blocks, Cur, Worker};
+use super::{DirBlock, DxInfo};
+use crate::problem::{Code, Finding};
+use crate::xattr_read;
+
+/// Per-inode state of the block walk (e2fsck's process_block_struct).
+struct Walk {
+    ino: u32,
+    is_dir: bool,
+    is_reg: bool,
+    size_high: u32,
+    num_blocks: u64,
+    max_blocks: u64,
+    /// Highest logical block accepted; `u64::MAX` (i.e. -1) before any.
+    last_block: u64,
+    last_init_lblock: i64,
+    last_db_block: i64,
+    num_illegal: u32,
+    previous_block: u64,
+    fragmented: bool,
+    next_lblock: u64,
+    /// Set when the walk failed in a way e2fsck treats as fatal.
+    error: Option<String>,
+}
+
+/// Why a block-map walk stopped.
+enum MapErr {
+    BadInd(u64),
+    Read(u64),
+}
+
+impl Worker<'_, '_, '_> {
+    /// Claims a cluster; a second claim marks it multiply claimed.
+    pub(super) fn mark_block_used(&mut self, blk: u64) {
+        let fs = self.p.fs;
+        let c = blk >> fs.geo.cluster_bits;
+        let maps = self.p.maps;
+        if maps.block_found.test_and_set(c) && !fs.geo.ro_compat.contains(RoCompatFeatures::SHARED_BLOCKS) {
+            maps.block_dup.test_and_set(c);
+        }
+    }
+
+    fn mark_blocks_used(&mut self, start: u64, n: u64) {
+        let bits = self.p.fs.geo.cluster_bits;
+        if n == 0 {
+            return;
+        }
+        let first = start >> bits;
+        let last = (start + n - 1) >> bits;
+        for c in first..=last {
+            self.mark_block_used(c << bits);
+        }
+    }
+
+    /// Checks and claims all blocks of an inode, then its size and block count.
+    pub(super) fn check_blocks(&mut self, cur: &mut Cur<'_>) {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let inode = cur.inode;
+        let ino = cur.ino;
+        let mut w = Walk {
+            ino,
+            is_dir: inode.is_dir(),
+            is_reg: inode.is_reg(),
+            size_high: inode.i_size_high(),
+            num_blocks: cur.ea_ibody_quota_blocks >> geo.cluster_bits,
+            max_blocks: 1u64 << (31 - (geo.block_size_bits - 10)),
+            last_block: u64::MAX,
+            last_init_lblock: -1,
+            last_db_block: -1,
+            num_illegal: 0,
+            previous_block: 0,
+            fragmented: false,
+            next_lblock: 0,
+            error: None,
+        };
+        let ea = self.check_ext_attr(cur);
+        if ea.counted {
+            w.num_blocks += 1 + (ea.quota_blocks >> geo.cluster_bits);
+        }
+        if self.out.abort.is_some() {
+            return;
+        }
+        let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
+        let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
+        if inline_fs && inode.has_flag(flags::INLINE_DATA) {
+            self.check_inline_data(cur, &mut w);
+        } else if has_valid_blocks(fs, &inode) {
+            if extent_fs && inode.has_flag(flags::EXTENTS) {
+                self.check_extents(cur, &mut w);
+            } else {
+                if inode.has_flag(flags::EXTENTS) {
+                    self.walk_foreign_extents(cur, &mut w);
+                } else if let Err(e) = self.walk_block_map(cur, &mut w) {
+                    w.error = Some(match e {
+                        MapErr::BadInd(b) => format!("illegal indirect block {b}"),
+                        MapErr::Read(b) => format!("cannot read indirect block {b}"),
+                    });
+                }
+                w.last_init_lblock = w.last_block as i64;
+            }
+        }
+        if let Some(why) = w.error.take() {
+            self.abort(ino, format!("error while iterating over the blocks of inode {ino}: {why}"));
+            return;
+        }
+        if w.fragmented && w.num_blocks < u64::from(geo.blocks_per_group) {
+            if w.is_dir {
+                self.out.stats.fragmented_dir += 1;
+            } else {
+                self.out.stats.fragmented += 1;
+            }
+        }
+        if inode.has_flag(flags::INDEX) {
+            self.handle_htree(cur, &w);
+        }
+        if w.num_blocks == 0 && w.is_dir && !inode.has_flag(flags::INLINE_DATA) {
+            self.report(Finding::new(Code::ZeroLengthDir).ino(ino));
+        }
+        self.charge_quota(cur, w.num_blocks);
+        let huge = geo.ro_compat.contains(RoCompatFeatures::HUGE_FILE);
+        let mut expect = w.num_blocks;
+        if !huge || !inode.has_flag(flags::HUGE_FILE) {
+            expect = expect.saturating_mul(u64::from(geo.block_size / 512));
+        }
+        expect = expect.saturating_mul(u64::from(geo.cluster_ratio));
+        self.check_size(cur, &w);
+        if inode.is_reg() && inode.size() >= 0x8000_0000 {
+            self.out.stats.large_files += 1;
+        }
+        let actual = inode.blocks_raw(huge);
+        if fs.sb().s_creator_os() != OS_HURD
+            && (expect != actual || (huge && inode.has_flag(flags::HUGE_FILE) && inode.l_i_blocks_high() != 0))
+        {
+            self.report(Finding::new(Code::BadIBlocks).ino(ino).num(actual).num2(expect));
+        }
+    }
+
+    fn check_size(&mut self, cur: &Cur<'_>, w: &Walk) {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let inode = cur.inode;
+        let size = inode.size();
+        let bs = u64::from(geo.block_size);
+        let mut bad = false;
+        let mut expect = w.last_block.wrapping_add(1).wrapping_mul(bs);
+        if w.is_dir {
+            let nblock = u64::from((size >> geo.block_size_bits) as u32);
+            let have = w.last_block.wrapping_add(1);
+            if inode.has_flag(flags::INLINE_DATA) {
+                match xattr_read::inline_data_size(self.io, &inode, true) {
+                    Some(sz) if sz == size => {}
+                    other => {
+                        bad = true;
+                        expect = other.unwrap_or(0);
+                    }
+                }
+            } else if size & (bs - 1) != 0 || nblock > have {
+                bad = true;
+            } else if nblock < have && have - nblock > u64::from(fs.sb().s_prealloc_dir_blocks()) {
+                bad = true;
+            }
+        } else {
+            let extents = geo.incompat.contains(IncompatFeatures::EXTENTS) && inode.has_flag(flags::EXTENTS);
+            if w.last_init_lblock >= 0
+                && size < (w.last_init_lblock as u64).wrapping_mul(bs)
+                && !inode.has_flag(flags::VERITY)
+            {
+                bad = true;
+            } else if !extents && size > max_blockmap_size(geo.block_size_bits) {
+                bad = true;
+            } else if extents && size > (1u64 << (32 + geo.block_size_bits)) - 1 {
+                bad = true;
+            }
+        }
+        if bad && !inode.is_symlink() {
+            self.report(Finding::new(Code::BadISize).ino(cur.ino).num(size).num2(expect));
+        }
+    }
+
+    fn charge_quota(&mut self, cur: &Cur<'_>, num_blocks: u64) {
+        let fs = self.p.fs;
+        if !fs.geo.ro_compat.contains(RoCompatFeatures::QUOTA) {
+            return;
+        }
+        let sb = fs.sb();
+        let ino = cur.ino;
+        let inode = cur.inode;
+        if ino == sb.s_prj_quota_inum()
+            || ino == sb.s_orphan_file_inum()
+            || !(ino == 2 || ino >= fs.geo.first_ino)
+            || inode.has_flag(flags::EA_INODE)
+        {
+            return;
+        }
+        let space = num_blocks * (u64::from(fs.geo.block_size) << fs.geo.cluster_bits);
+        let u = super::QuotaUse { space, inodes: 1 };
+        self.out.quota.push(((0, inode.uid()), u));
+        self.out.quota.push(((1, inode.gid()), u));
+        if fs.geo.inode_size > 128 {
+            self.out.quota.push(((2, inode.i_projid().unwrap_or(0)), u));
+        }
+    }
+
+    /// Records a directory block for pass 2.
+    fn add_dir_block(&mut self, ino: u32, pblk: u64, lblk: u64) {
+        self.out.dir_blocks.push(DirBlock { pblk, ino, lblk });
+    }
+
+    /// e2fsck's per-block callback for block-mapped files.
+    fn process_block(&mut self, w: &mut Walk, blk: u64, blockcnt: i64, ref_block: u64) {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        if w.is_dir && blockcnt == 0 && blk == 0 {
+            self.add_dir_block(w.ino, 0, 0);
+            w.last_db_block += 1;
+        }
+        if blk == 0 {
+            return;
+        }
+        if w.previous_block != 0 && w.ino != 7 && w.previous_block + 1 != blk {
+            w.fragmented = true;
+        }
+        let mut problem = None;
+        if w.is_dir
+            && !geo.incompat.contains(IncompatFeatures::LARGEDIR)
+            && w.size_high == 0
+            && blockcnt > (1i64 << (21 - (geo.block_size_bits - 10)))
+        {
+            problem = Some(Code::TooBig);
+        }
+        if (w.is_dir || w.is_reg) && w.num_blocks + 1 >= w.max_blocks {
+            problem = Some(Code::TooBig);
+        }
+        if !w.is_dir && !w.is_reg && blockcnt > 0 {
+            problem = Some(Code::TooBig);
+        }
+        if !geo.block_in_range(blk) {
+            problem = Some(Code::IllegalBlock);
+        }
+        let maps = self.p.maps;
+        if blockcnt < 0 && w.ino != 7 && blk < u64::from(fs.sb().s_blocks_count_lo()) && maps.metadata.get(blk) {
+            self.report(Finding::new(Code::CriticalMetadataCollision).ino(w.ino).blk(blk));
+        }
+        if let Some(code) = problem {
+            w.num_illegal += 1;
+            if w.ino != 7 && ref_block != 0 && maps.metadata.get(ref_block) {
+                return;
+            }
+            if w.num_illegal % 12 == 0 && code == Code::IllegalBlock {
+                // e2fsck offers to clear the inode here; declining changes nothing.
+            }
+            let f = Finding::new(code).ino(w.ino).blk(blk);
+            let f = if code == Code::IllegalBlock {
+                f.str(describe_blockcnt(blockcnt))
+            } else {
+                f.num(blockcnt.max(0) as u64)
+            };
+            self.report(f);
+            return;
+        }
+        if w.ino == 7 {
+            if blockcnt == -2 {
+                self.mark_block_used(blk);
+            }
+            w.num_blocks += 1;
+        } else {
+            let bits = geo.cluster_bits;
+            let mask = (1u64 << bits) - 1;
+            let same_cluster = bits > 0
+                && w.previous_block != 0
+                && (blk >> bits) == (w.previous_block >> bits)
+                && (blk & mask) == (blockcnt as u64 & mask);
+            if !same_cluster {
+                self.mark_block_used(blk);
+                w.num_blocks += 1;
+            }
+        }
+        if blockcnt >= 0 {
+            w.last_block = blockcnt as u64;
+        }
+        w.previous_block = blk;
+        if w.is_dir && blockcnt >= 0 {
+            w.last_db_block += 1;
+            while w.last_db_block < blockcnt {
+                self.add_dir_block(w.ino, 0, w.last_db_block as u64);
+                w.last_db_block += 1;
+            }
+            self.add_dir_block(w.ino, blk, blockcnt as u64);
+        }
+    }
+
+    /// Walks a block map in the library's order: direct blocks, then the
+    /// single, double and triple indirect trees, each map block reported
+    /// before its entries.
+    fn walk_block_map(&mut self, cur: &Cur<'_>, w: &mut Walk) -> Result<(), MapErr> {
+        let inode = cur.inode;
+        let per = u64::from(self.p.fs.geo.block_size / 4);
+        let mut bcount: i64 = 0;
+        for i in 0..12 {
+            let b = u64::from(inode.i_block_word(i));
+            if b != 0 || w.is_dir {
+                self.process_block(w, b, bcount, 0);
+            }
+            bcount += 1;
+        }
+        // The error that counts is the latest: a later successful read of
+        // a map block clears it.
+        let mut err: Option<MapErr> = None;
+        let mut any_error = false;
+        let ind = u64::from(inode.i_block_word(12));
+        if ind != 0 {
+            self.walk_ind(w, ind, 0, 1, &mut bcount, &mut err, &mut any_error);
+        } else {
+            bcount += per as i64;
+        }
+        let dind = u64::from(inode.i_block_word(13));
+        if dind != 0 {
+            self.walk_ind(w, dind, 0, 2, &mut bcount, &mut err, &mut any_error);
+        } else {
+            bcount += (per * per) as i64;
+        }
+        let tind = u64::from(inode.i_block_word(14));
+        if tind != 0 {
+            self.walk_ind(w, tind, 0, 3, &mut bcount, &mut err, &mut any_error);
+        }
+        match err {
+            Some(e) if any_error => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// One map block at `level` (1 = single indirect). Returns whether the
+    /// walk below reported an error (which stops the parent's loop).
+    #[allow(clippy::too_many_arguments)]
+    fn walk_ind(
+        &mut self,
+        w: &mut Walk,
+        blk: u64,
+        ref_block: u64,
+        level: u32,
+        bcount: &mut i64,
+        err: &mut Option<MapErr>,
+        any_error: &mut bool,
+    ) -> bool {
+        let fs = self.p.fs;
+        let per = u64::from(fs.geo.block_size / 4);
+        let span = per.pow(level) as i64;
+        self.process_block(w, blk, -(level as i64), ref_block);
+        if blk >= fs.geo.blocks_count || blk < fs.geo.first_data_block {
+            *err = Some(MapErr::BadInd(blk));
+            *any_error = true;
+            return true;
+        }
+        let mut buf = vec![0u8; fs.block_size()];
+        if self.io.read_blocks(blk, &mut buf).is_err() {
+            *err = Some(MapErr::Read(blk));
+            *any_error = true;
+            return true;
+        }
+        *err = None;
+        let ib = IndirectBlock::new(&buf);
+        for i in 0..ib.len() {
+            let b = u64::from(ib.get(i));
+            if level == 1 {
+                if b != 0 {
+                    self.process_block(w, b, *bcount, blk);
+                }
+                *bcount += 1;
+            } else if b == 0 {
+                *bcount += span / per as i64;
+            } else if self.walk_ind(w, b, blk, level - 1, bcount, err, any_error) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// An inode with the extents flag on a file system without extents:
+    /// the library still walks it as an extent tree.
+    fn walk_foreign_extents(&mut self, cur: &Cur<'_>, w: &mut Walk) {
+        let ib = cur.inode.i_block();
+        if ib.iter().all(|&b| b == 0) {
+            return;
+        }
+        let Some(root) = ExtentNode::new(ib).filter(|n| n.validate(true).is_ok()) else {
+            w.error = Some("the extent header is invalid".into());
+            return;
+        };
+        let depth = root.eh_depth();
+        self.foreign_node(w, ib.to_vec(), 0, depth);
+    }
+
+    fn foreign_node(&mut self, w: &mut Walk, node: Vec<u8>, level: u16, max_depth: u16) {
+        let Some(n) = ExtentNode::new(&node) else {
+            return;
+        };
+        let bs = self.p.fs.block_size();
+        for i in 0..n.entry_count() {
+            if w.error.is_some() {
+                return;
+            }
+            if level == max_depth {
+                let e = n.leaf(i);
+                for j in 0..u64::from(e.len()) {
+                    self.process_block(w, e.start + j, (u64::from(e.ee_block) + j) as i64, 0);
+                }
+            } else {
+                let ix = n.index(i);
+                self.process_block(w, ix.leaf, -1, 0);
+                let mut buf = vec![0u8; bs];
+                if self.io.read_blocks(ix.leaf, &mut buf).is_err() {
+                    w.error = Some(format!("cannot read extent block {}", ix.leaf));
+                    return;
+                }
+                let ok = ExtentNode::new(&buf).is_some_and(|c| c.validate(false).is_ok() && c.eh_entries() > 0);
+                if !ok {
+                    w.error = Some(format!("bad extent block {}", ix.leaf));
+                    return;
+                }
+                self.foreign_node(w, buf, level + 1, max_depth);
+            }
+        }
+    }
+
+    fn check_inline_data(&mut self, cur: &Cur<'_>, w: &mut Walk) {
+        if !w.is_dir {
+            return;
+        }
+        let ino = cur.ino;
+        self.add_dir_block(ino, 0, 0);
+        let Some(size) = xattr_read::inline_data_size(self.io, &cur.inode, true) else {
+            return;
+        };
+        if size > 60 {
+            self.add_dir_block(ino, 0, 1);
+        }
+        let data = xattr_read::inline_data(self.io, &cur.inode);
+        if let Some(d) = self.out.dirs.last_mut().filter(|d| d.ino == ino) {
+            d.inline = data;
+        }
+    }
+
+    /// Checks an extent tree.
+    fn check_extents(&mut self, cur: &Cur<'_>, w: &mut Walk) {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let inode = cur.inode;
+        let ib = inode.i_block();
+        let Some(root) = ExtentNode::new(ib).filter(|n| n.validate(true).is_ok()) else {
+            self.report(Finding::new(Code::ExtentHeaderInvalid).ino(cur.ino));
+            return;
+        };
+        let max_depth = max_extent_depth(geo.block_size);
+        if root.eh_depth() > max_depth {
+            self.report(
+                Finding::new(Code::ExtentBadMaxDepth)
+                    .ino(cur.ino)
+                    .num(u64::from(root.eh_depth()))
+                    .num2(u64::from(max_depth)),
+            );
+        }
+        let bs = u64::from(geo.block_size);
+        let size = inode.size();
+        let end_blk = size.div_ceil(bs);
+        let eof = end_blk.wrapping_sub(1);
+        let seed = if cur.csum_bad {
+            None
+        } else {
+            Some(inode_csum_seed(geo.csum_seed, cur.ino, inode.i_generation()))
+        };
+        let mut tree = Tree {
+            max_depth: root.eh_depth(),
+            eof,
+            seed,
+            is_verity: inode.has_flag(flags::VERITY),
+            path: Vec::new(),
+        };
+        if let Err(why) = self.scan_node(cur, w, &mut tree, ib, 0, end_blk, 0, 0, true, false) {
+            self.report(Finding::new(Code::ExtentIterateFailure).ino(cur.ino).str(why.clone()));
+            w.error = Some(why);
+        }
+    }
+
+    /// e2fsck's scan of one extent node. `node_end` bounds the logical
+    /// range of the node's last index entry.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_node(
+        &mut self,
+        cur: &Cur<'_>,
+        w: &mut Walk,
+        t: &mut Tree,
+        node: &[u8],
+        level: u16,
+        node_end: u64,
+        mut start_block: u64,
+        end_block: u64,
+        try_repairs: bool,
+        mut failed_csum: bool,
+    ) -> Result<(), String> {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let Some(n) = ExtentNode::new(node) else {
+            return Ok(());
+        };
+        let entries = usize::from(n.eh_entries());
+        let is_leaf = level == t.max_depth;
+        let ino = cur.ino;
+        let mut last_pblk_reported = (0u64, 0u64, 0u64);
+        for i in 0..entries {
+            let (lblk, pblk, len, uninit) = if is_leaf {
+                let e = n.leaf(i);
+                (u64::from(e.ee_block), e.start, u64::from(e.len()), e.is_uninit())
+            } else {
+                let ix = n.index(i);
+                let end = if i + 1 < entries { u64::from(n.index(i + 1).ei_block) } else { node_end };
+                let len = u64::from(end.wrapping_sub(u64::from(ix.ei_block)) as u32);
+                (u64::from(ix.ei_block), ix.leaf, len, false)
+            };
+            last_pblk_reported = (lblk, pblk, len);
+            let mut last_lblk = lblk.wrapping_add(len).wrapping_sub(1);
+            let mut problem = None;
+            if pblk == 0 || pblk < geo.first_data_block || pblk >= geo.blocks_count {
+                problem = Some(Code::ExtentBadStart);
+            } else if lblk < start_block {
+                problem = Some(Code::OutOfOrderExtents);
+            } else if end_block != 0 && last_lblk > end_block && !(last_lblk > t.eof && (uninit || t.is_verity)) {
+                problem = Some(Code::ExtentEndOutOfBounds);
+            } else if is_leaf && len == 0 {
+                problem = Some(Code::ExtentLengthZero);
+            } else if is_leaf && pblk + len > geo.blocks_count {
+                problem = Some(Code::ExtentEndsBeyond);
+            } else if is_leaf
+                && w.is_dir
+                && w.size_high == 0
+                && !geo.incompat.contains(IncompatFeatures::LARGEDIR)
+                && lblk + len > (1u64 << (21 - (geo.block_size_bits - 10)))
+            {
+                problem = Some(Code::TooBig);
+            }
+            if is_leaf && problem.is_none() && len > 0 {
+                if lblk < w.next_lblock {
+                    problem = Some(Code::ExtentCollision);
+                } else if lblk + len > w.next_lblock {
+                    w.next_lblock = lblk + len;
+                }
+            }
+            if try_repairs && w.is_dir && problem.is_none() && uninit {
+                self.report(Finding::new(Code::UninitExtentOnDir).ino(ino).num(lblk).blk(pblk));
+            }
+            if let Some(code) = problem {
+                if try_repairs {
+                    let f = Finding::new(code).ino(ino).blk(pblk).num(lblk).num2(len);
+                    let f = if code == Code::ExtentEndOutOfBounds { f.num2(u64::from(level)) } else { f };
+                    self.report(f);
+                    continue;
+                }
+            }
+            if !is_leaf {
+                let mut child_repairs = true;
+                if ino != 7 && pblk < u64::from(fs.sb().s_blocks_count_lo()) && self.p.maps.metadata.get(pblk) {
+                    child_repairs = false;
+                    self.report(Finding::new(Code::CriticalMetadataCollision).ino(ino).blk(pblk));
+                }
+                // Going down: cycle, read, header, checksum, entries.
+                if t.path.contains(&pblk) {
+                    return Err(format!("extent tree cycle at block {pblk}"));
+                }
+                let mut child = vec![0u8; fs.block_size()];
+                if self.io.read_blocks(pblk, &mut child).is_err() {
+                    return Err(format!("cannot read extent block {pblk}"));
+                }
+                let cn = ExtentNode::new(&child);
+                if !cn.is_some_and(|c| c.validate(false).is_ok()) {
+                    if !child_repairs {
+                        return Err(format!("bad extent block {pblk}"));
+                    }
+                    self.report(
+                        Finding::new(Code::ExtentNodeInvalid)
+                            .ino(ino)
+                            .blk(pblk)
+                            .str(format!("bad header, logical block {lblk}")),
+                    );
+                    continue;
+                }
+                let Some(cn) = cn else {
+                    continue;
+                };
+                let mut child_csum_bad = geo.metadata_csum() && t.seed.is_none_or(|s| !cn.checksum_ok(s));
+                if cn.eh_entries() == 0 {
+                    return Err(format!("extent block {pblk} has no entries"));
+                }
+                let child_first = if level + 1 == t.max_depth {
+                    u64::from(cn.leaf(0).ee_block)
+                } else {
+                    u64::from(cn.index(0).ei_block)
+                };
+                if child_first != lblk {
+                    self.report(
+                        Finding::new(Code::ExtentIndexStartInvalid).ino(ino).num(lblk).num2(child_first).blk(pblk),
+                    );
+                    child_csum_bad = false;
+                }
+                let child_end = if i + 1 < entries { u64::from(n.index(i + 1).ei_block) } else { node_end };
+                t.path.push(pblk);
+                let r = self.scan_node(
+                    cur,
+                    w,
+                    t,
+                    &child,
+                    level + 1,
+                    child_end,
+                    child_first,
+                    last_lblk,
+                    child_repairs,
+                    child_csum_bad,
+                );
+                t.path.pop();
+                r?;
+                self.mark_block_used(pblk);
+                w.num_blocks += 1;
+                continue;
+            }
+            if w.previous_block != 0 && w.previous_block + 1 != pblk {
+                w.fragmented = true;
+            }
+            if try_repairs && w.is_dir && w.last_block.wrapping_add(1) < lblk {
+                self.report(Finding::new(Code::CollapseDblock).ino(ino).num(lblk));
+            }
+            if w.is_dir {
+                w.last_db_block += 1;
+                while w.last_db_block < lblk as i64 {
+                    self.add_dir_block(ino, 0, w.last_db_block as u64);
+                    w.last_db_block += 1;
+                }
+                for j in 0..len {
+                    self.add_dir_block(ino, pblk + j, lblk + j);
+                }
+                if len > 0 {
+                    w.last_db_block = (lblk + len - 1) as i64;
+                } else {
+                    w.last_db_block -= 1;
+                }
+            }
+            let bits = geo.cluster_bits;
+            let start = if bits > 0 && w.previous_block != 0 && (pblk >> bits) == (w.previous_block >> bits) {
+                ((pblk >> bits) + 1) << bits
+            } else {
+                (pblk >> bits) << bits
+            };
+            if start < pblk + len {
+                self.mark_blocks_used(start, pblk + len - start);
+                w.num_blocks += (pblk + len - start).div_ceil(1u64 << bits);
+            }
+            w.previous_block = pblk + len - 1;
+            last_lblk = lblk.wrapping_add(len).wrapping_sub(1);
+            w.last_block = last_lblk;
+            start_block = last_lblk;
+            if !w.is_dir && !uninit {
+                w.last_init_lblock = last_lblk as i64;
+            }
+        }
+        if failed_csum {
+            let (l, p, _) = last_pblk_reported;
+            let _ = l;
+            self.report(Finding::new(Code::ExtentOnlyCsumInvalid).ino(ino).blk(p));
+            failed_csum = false;
+        }
+        let _ = failed_csum;
+        Ok(())
+    }
+
+    /// Checks the htree root of an indexed directory and registers it.
+    fn handle_htree(&mut self, cur: &Cur<'_>, w: &Walk) {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let ino = cur.ino;
+        let inode = cur.inode;
+        if !inode.is_dir() {
+            self.report(Finding::new(Code::HtreeNodir).ino(ino));
+        }
+        if !geo.compat.contains(ext4_layout::features::CompatFeatures::DIR_INDEX) {
+            self.report(Finding::new(Code::HtreeSet).ino(ino));
+        }
+        self.register_dx(ino, inode, w);
+        let blk = match map_logical(self, &inode, ino, 0) {
+            Some(b) if b != 0 && geo.block_in_range(b) => b,
+            _ => {
+                self.report(Finding::new(Code::HtreeRootBad).ino(ino));
+                return;
+            }
+        };
+        let mut buf = vec![0u8; fs.block_size()];
+        if self.io.read_blocks(blk, &mut buf).is_err() {
+            self.report(Finding::new(Code::HtreeRootBad).ino(ino));
+        }
+        let Some(r) = DxRoot::new(&buf) else {
+            return;
+        };
+        if let Some(d) = self.out.dirs.last_mut().filter(|d| d.ino == ino) {
+            if let Some(dx) = d.dx.as_mut() {
+                dx.hash_version = r.hash_version();
+                dx.indirect_levels = r.indirect_levels();
+            }
+        }
+        if r.reserved_zero() != 0 || r.info_length() < 8 {
+            self.report(Finding::new(Code::HtreeRootBad).ino(ino));
+        }
+        let hv = r.hash_version();
+        if !matches!(hv, 0 | 1 | 2 | 6) {
+            self.report(Finding::new(Code::HtreeHashv).ino(ino).num(u64::from(hv)));
+        }
+        if inode.has_flag(flags::ENCRYPT) && inode.has_flag(flags::CASEFOLD) {
+            if hv != 6 {
+                self.report(Finding::new(Code::HtreeNeedsSiphash).ino(ino));
+            }
+        } else if hv == 6 {
+            self.report(Finding::new(Code::HtreeCannotSiphash).ino(ino));
+        }
+        if r.unused_flags() & 1 != 0 {
+            self.report(Finding::new(Code::HtreeIncompat).ino(ino));
+        }
+        let levels = r.indirect_levels();
+        if levels > 3 {
+            self.report(Finding::new(Code::HtreeDepth).ino(ino).num(u64::from(levels)));
+        }
+        let largedir = geo.incompat.contains(IncompatFeatures::LARGEDIR);
+        let max_levels = if largedir { 3 } else { 2 };
+        if levels > max_levels && !largedir {
+            // e2fsck compares against a maximal two-level tree, with its
+            // 32-bit arithmetic.
+            let blockbits = geo.block_size_bits + 10;
+            let idx_pb: u32 = 1u32.wrapping_shl(blockbits - 3);
+            let prod = idx_pb.wrapping_sub(1).wrapping_mul(idx_pb.wrapping_sub(2));
+            let size_lim = prod.wrapping_shl(blockbits);
+            let blocks_lim = prod.wrapping_shl(blockbits - 9);
+            if inode.size() < u64::from(size_lim) && inode.i_blocks_lo() < blocks_lim {
+                self.report(Finding::new(Code::HtreeDepth).ino(ino).num(u64::from(levels)));
+            }
+        }
+        if levels > 2 || inode.size() >= 0x8000_0000 {
+            self.out.stats.large_dirs += 1;
+        }
+    }
+
+    fn register_dx(&mut self, ino: u32, inode: Inode<'_>, w: &Walk) {
+        if let Some(d) = self.out.dirs.last_mut().filter(|d| d.ino == ino) {
+            d.dx = Some(DxInfo {
+                numblocks: w.last_block.wrapping_add(1),
+                casefolded: inode.has_flag(flags::CASEFOLD),
+                hash_version: 0,
+                indirect_levels: 0,
+            });
+        }
+    }
+}
+
+struct Tree {
+    max_depth: u16,
+    eof: u64,
+    seed: Option<u32>,
+    is_verity: bool,
+    path: Vec<u64>,
+}
+
+/// The deepest extent tree e2fsck accepts for a block size.
+pub fn max_extent_depth(block_size: u32) -> u16 {
+    let cap = (block_size - 12) / 12;
+    let lg = 31 - cap.leading_zeros();
+    (1 + 29 / lg) as u16
+}
+
+/// The largest file a block map can address.
+fn max_blockmap_size(bits: u32) -> u64 {
+    let bpp = 1u64 << (bits - 2);
+    (12 + bpp + bpp * bpp + bpp * bpp * bpp) << bits
+}
+
+fn describe_blockcnt(blockcnt: i64) -> String {
+    match blockcnt {
+        -1 => "the indirect block".into(),
+        -2 => "the double indirect block".into(),
+        -3 => "the triple indirect block".into(),
+        n => format!("logical block {n}"),
+    }
+}
+
+/// Maps logical block `lblk` of an inode to its physical block (0 for a
+/// hole), reading extent blocks as needed. `None` if the map is unreadable.
+pub fn map_logical(w: &mut Worker<'_, '_, '_>, inode: &Inode<'_>, _ino: u32, lblk: u64) -> Option<u64> {
+    let fs = w.p.fs;
+    if inode.has_flag(flags::EXTENTS) {
+        let mut node = inode.i_block().to_vec();
+        let root = ExtentNode::new(&node)?;
+        root.validate(true).ok()?;
+        let mut depth = root.eh_depth();
+        loop {
+            let n = ExtentNode::new(&node)?;
+            if depth == 0 {
+                for e in n.leaves() {
+                    if lblk >= u64::from(e.ee_block) && lblk < e.logical_end() {
+                        return Some(e.start + (lblk - u64::from(e.ee_block)));
+                    }
+                }
+                return Some(0);
+            }
+            let mut next = None;
+            for ix in n.indexes() {
+                if u64::from(ix.ei_block) <= lblk {
+                    next = Some(ix.leaf);
+                } else {
+                    break;
+                }
+            }
+            let b = next?;
+            let mut buf = vec![0u8; fs.block_size()];
+            w.io.read_blocks(b, &mut buf).ok()?;
+            ExtentNode::new(&buf)?.validate(false).ok()?;
+            node = buf;
+            depth -= 1;
+        }
+    } else {
+        if lblk < 12 {
+            return Some(u64::from(inode.i_block_word(lblk as usize)));
+        }
+        let per = u64::from(fs.geo.block_size / 4);
+        let mut buf = vec![0u8; fs.block_size()];
+        let mut rel = lblk - 12;
+        let (mut blk, levels) = if rel < per {
+            (u64::from(inode.i_block_word(12)), 1)
+        } else if {
+            rel -= per;
+            rel < per * per
+        } {
+            (u64::from(inode.i_block_word(13)), 2)
+        } else {
+            rel -= per * per;
+            (u64::from(inode.i_block_word(14)), 3)
+        };
+        for l in (0..levels).rev() {
+            if blk == 0 {
+                return Some(0);
+            }
+            if !fs.geo.block_in_range(blk) {
+                return None;
+            }
+            w.io.read_blocks(blk, &mut buf).ok()?;
+            let idx = (rel / per.pow(l)) % per;
+            blk = u64::from(IndirectBlock::new(&buf).get(idx as usize));
+        }
+        Some(blk)
+    }
+}

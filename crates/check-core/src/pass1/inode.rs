@@ -1,0 +1,620 @@
+//! The checks made on each inode, in e2fsck's order. Under a read-only
+//! check every question is answered "no": a finding is recorded and the
+//! inode goes on to the next check, as e2fsck does with `-n`.
+
+use ext4_layout::extent::ExtentNode;
+use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
+use ext4_layout::inode::{flags, FileType, Inode, GOOD_OLD_INODE_SIZE, S_IFDIR, S_IFMT, S_IFREG};
+use ext4_layout::superblock::OS_HURD;
+use ext4_layout::Ino;
+
+use super::scan::ScanStatus;
+use super::{DirRec, P1Out, Pass1, Policy};
+use crate::ctx::{AbortAt, Maps};
+use crate::inode_checks::{device_ok, symlink_ok};
+use crate::io::Io;
+use crate::problem::{Code, Finding, Pass};
+use crate::xattr_read::{self, XattrError};
+
+/// One pass-1 worker: its reader and its own output.
+pub struct Worker<'p, 'f, 'io> {
+    /// The shared pass context.
+    pub p: &'p Pass1<'f>,
+    /// The worker's reader.
+    pub io: &'io mut Io<'f>,
+    /// What this worker found.
+    pub out: P1Out,
+    /// Scratch block buffer.
+    pub blockbuf: Vec<u8>,
+}
+
+/// Facts about the inode being checked, passed between the checks.
+pub struct Cur<'b> {
+    /// Inode number.
+    pub ino: u32,
+    /// The inode.
+    pub inode: Inode<'b>,
+    /// Whether its checksum fails.
+    pub csum_bad: bool,
+    /// Quota blocks charged by in-inode EA values stored in EA inodes.
+    pub ea_ibody_quota_blocks: u64,
+}
+
+impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
+    /// A worker for one chunk.
+    pub fn new(p: &'p Pass1<'f>, io: &'io mut Io<'f>) -> Self {
+        let bs = p.fs.block_size();
+        Worker {
+            p,
+            io,
+            out: P1Out::default(),
+            blockbuf: vec![0u8; bs],
+        }
+    }
+
+    /// The worker's output.
+    pub fn finish(self) -> P1Out {
+        self.out
+    }
+
+    /// Records a finding.
+    pub fn report(&mut self, f: Finding) {
+        self.out.findings.push(f);
+    }
+
+    /// Stops the pass at this inode.
+    pub fn abort(&mut self, ino: u32, why: impl Into<String>) {
+        let a = AbortAt::new(Pass::P1, ino, why);
+        self.out.abort = AbortAt::earliest(self.out.abort.take(), Some(a));
+    }
+
+    fn maps(&self) -> &'f Maps {
+        self.p.maps
+    }
+
+    /// Checks one inode.
+    pub fn check_inode(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
+        let Some(inode) = Inode::new(raw) else {
+            return;
+        };
+        let maps = self.maps();
+        Maps::mark(&maps.inode_scanned, ino);
+        if csum_bad {
+            Maps::mark(&maps.inode_csum_bad, ino);
+        }
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let sb = fs.sb();
+        if status == ScanStatus::BadBlock {
+            if ino == 1 {
+                self.report(Finding::new(Code::BadblocksInBadblocks).ino(ino));
+            }
+            Maps::mark(&maps.inode_bb, ino);
+            Maps::mark(&maps.inode_used, ino);
+            return;
+        }
+        let links = inode.i_links_count();
+        if status == ScanStatus::Garbage && links > 0 {
+            self.report(Finding::new(Code::InodeIsGarbage).ino(ino));
+        }
+        let mut cur = Cur {
+            ino,
+            inode,
+            csum_bad,
+            ea_ibody_quota_blocks: 0,
+        };
+        let first_ino = geo.first_ino;
+        let dtime = inode.i_dtime();
+        if dtime != 0 && self.p.low_dtime_check && dtime < sb.s_inodes_count() {
+            self.report(Finding::new(Code::LowDtime).ino(ino).num(u64::from(dtime)));
+        }
+        if links != 0 {
+            maps.set_links(ino, links);
+        } else if ino >= first_ino && !self.is_quota_reserved(ino) {
+            if dtime == 0 && inode.i_mode() != 0 {
+                self.report(Finding::new(Code::ZeroDtime).ino(ino));
+            }
+            self.finish_inode(&cur);
+            return;
+        }
+        // Case-folding only makes sense on directories of a casefold file system.
+        if inode.has_flag(flags::CASEFOLD) {
+            if !inode.is_dir() {
+                self.report(Finding::new(Code::CasefoldNondir).ino(ino));
+            }
+            if !geo.incompat.contains(IncompatFeatures::CASEFOLD) {
+                self.report(Finding::new(Code::CasefoldFeature).ino(ino));
+            }
+        }
+        let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
+        let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
+        if inode.has_flag(flags::INLINE_DATA) && inode.has_flag(flags::EXTENTS) {
+            self.inline_and_extents(&cur, extent_fs, inline_fs);
+        }
+        if inode.has_flag(flags::INLINE_DATA) && !inline_fs && ino >= first_ino {
+            let found = matches!(xattr_read::system_data(self.io, &inode, ino, false), Ok(Some(_)));
+            if found {
+                self.report(Finding::new(Code::InlineDataFeature).ino(ino));
+            }
+            self.report(Finding::new(Code::InlineDataSet).ino(ino));
+        }
+        if inode.has_flag(flags::INLINE_DATA) && inline_fs && ino >= first_ino {
+            match xattr_read::system_data(self.io, &inode, ino, csum_bad) {
+                Ok(Some(_)) => {}
+                Ok(None) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
+                Err(XattrError::InodeCorrupted) | Err(XattrError::Io) => {
+                    self.abort(ino, format!("inode {ino} has unreadable extended attributes"));
+                    return;
+                }
+                Err(_) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
+            }
+        }
+        let root_ok = ExtentNode::new(inode.i_block()).is_some_and(|n| n.validate(true).is_ok());
+        if inode.has_flag(flags::EXTENTS) && !extent_fs && (links != 0 || ino == 1 || ino == 2 || ino == 8) {
+            if root_ok {
+                self.report(Finding::new(Code::ExtentFeature).ino(ino));
+            }
+            self.report(Finding::new(Code::ExtentsSet).ino(ino));
+        }
+        if extent_fs
+            && !inode.has_flag(flags::EXTENTS)
+            && (links != 0 || ino == 1 || ino == 2 || ino == 8)
+            && matches!(inode.i_mode() & S_IFMT, S_IFREG | S_IFDIR)
+            && root_ok
+        {
+            self.report(Finding::new(Code::UnsetExtentFlag).ino(ino));
+        }
+        if self.special_inode(&mut cur) {
+            return;
+        }
+        if inode.i_links_count() == 0 {
+            self.finish_inode(&cur);
+            return;
+        }
+        if dtime != 0 {
+            self.report(Finding::new(Code::SetDtime).ino(ino));
+        }
+        Maps::mark(&maps.inode_used, ino);
+        self.mark_bad_fields(&cur);
+        if inode.has_flag(flags::IMAGIC) {
+            if geo.compat.contains(CompatFeatures::IMAGIC_INODES) {
+                Maps::mark(&maps.inode_imagic, ino);
+            } else {
+                self.report(Finding::new(Code::SetImagic).ino(ino));
+            }
+        }
+        self.check_extra_space(&mut cur);
+        self.check_is_really_dir(&cur);
+        if extent_fs && inode.has_flag(flags::EXTENTS) && inode.is_symlink() && !has_valid_blocks(fs, &inode) {
+            self.report(Finding::new(Code::FastSymlinkExtentFlag).ino(ino));
+        }
+        let mut policy = None;
+        if inode.has_flag(flags::ENCRYPT) {
+            policy = self.check_encryption(&cur);
+        }
+        if geo.incompat.contains(IncompatFeatures::CASEFOLD) && inode.has_flag(flags::CASEFOLD) {
+            Maps::mark(&maps.inode_casefold, ino);
+        }
+        if let Some(p) = &policy {
+            self.out.policies.push((ino, p.clone()));
+        }
+        if !self.dispatch_type(&mut cur, policy) {
+            return;
+        }
+        self.check_blocks(&mut cur);
+        self.finish_inode(&cur);
+    }
+
+    /// The checksum recheck every inode ends with: under a read-only check
+    /// nothing was rewritten, so a bad checksum is still bad.
+    pub fn finish_inode(&mut self, cur: &Cur<'_>) {
+        if cur.csum_bad {
+            self.report(Finding::new(Code::InodeOnlyCsumInvalid).ino(cur.ino));
+        }
+    }
+
+    /// Inodes 3 and 4 and the project quota inode are checked even when
+    /// they have no links.
+    fn is_quota_reserved(&self, ino: u32) -> bool {
+        let prj = self.p.fs.sb().s_prj_quota_inum();
+        ino == 3 || ino == 4 || (prj != 0 && ino == prj)
+    }
+
+    fn inline_and_extents(&mut self, cur: &Cur<'_>, extent_fs: bool, inline_fs: bool) {
+        let (ino, inode) = (cur.ino, cur.inode);
+        if !extent_fs && !inline_fs {
+            return;
+        }
+        if matches!(
+            inode.file_type(),
+            Some(FileType::CharDevice | FileType::BlockDevice | FileType::Fifo | FileType::Socket)
+        ) {
+            self.report(Finding::new(Code::SpecialExtentsIdata).ino(ino));
+            return;
+        }
+        if ExtentNode::new(inode.i_block()).is_some_and(|n| n.validate(true).is_ok()) {
+            self.report(Finding::new(Code::ClearInlineDataForExtent).ino(ino));
+        }
+        let isz = u64::from(self.p.fs.geo.inode_size);
+        let max_inline_ea = if isz > 128 {
+            isz.wrapping_sub(128 + u64::from(inode.i_extra_isize()))
+        } else {
+            0
+        };
+        if inode.size() < 60u64.wrapping_add(max_inline_ea) {
+            self.report(Finding::new(Code::ClearExtentForInlineData).ino(ino));
+        }
+        let bc = self.p.fs.geo.blocks_count;
+        if (0..15).all(|i| u64::from(inode.i_block_word(i)) < bc) {
+            self.report(Finding::new(Code::ClearExtentInlineDataFlags).ino(ino));
+        }
+        self.report(Finding::new(Code::ClearExtentInlineDataInode).ino(ino));
+    }
+
+    /// The reserved and feature-owned inodes. Returns true when the inode
+    /// has been fully handled.
+    fn special_inode(&mut self, cur: &mut Cur<'_>) -> bool {
+        let fs = self.p.fs;
+        let sb = fs.sb();
+        let maps = self.maps();
+        let (ino, inode) = (cur.ino, cur.inode);
+        let geo = &fs.geo;
+        if ino == Ino::BAD.get() {
+            if cur.csum_bad
+                || inode.i_mode() != 0
+                || inode.i_uid() != 0
+                || inode.i_gid() != 0
+                || inode.i_links_count() != 0
+                || inode.has_flag(flags::INLINE_DATA)
+                || inode.i_file_acl_lo() != 0
+            {
+                self.report(Finding::new(Code::InvalidBadInode).ino(ino));
+            }
+            self.check_bad_blocks_inode(cur);
+            Maps::mark(&maps.inode_used, ino);
+            self.finish_inode(cur);
+            return true;
+        }
+        if ino == Ino::ROOT.get() {
+            if !inode.is_dir() {
+                self.report(Finding::new(Code::RootNotDir).ino(ino));
+            }
+            if inode.i_dtime() != 0 && inode.i_links_count() != 0 {
+                self.report(Finding::new(Code::RootDtime).ino(ino));
+            }
+            return false;
+        }
+        let not_clear = inode.i_links_count() != 0 || inode.i_blocks_lo() != 0 || inode.i_block_word(0) != 0;
+        if ino == Ino::JOURNAL.get() {
+            Maps::mark(&maps.inode_used, ino);
+            if sb.s_journal_inum() == Ino::JOURNAL.get() {
+                if !inode.is_reg() {
+                    self.report(Finding::new(Code::JournalBadMode).ino(ino));
+                }
+                self.check_blocks(cur);
+                self.finish_inode(cur);
+                return true;
+            }
+            if not_clear {
+                self.report(Finding::new(Code::JournalInodeNotClear).ino(ino));
+            }
+            return false;
+        }
+        if self.is_quota_reserved(ino) {
+            Maps::mark(&maps.inode_used, ino);
+            let named = ino == sb.s_usr_quota_inum() || ino == sb.s_grp_quota_inum() || ino == sb.s_prj_quota_inum();
+            if geo.ro_compat.contains(RoCompatFeatures::QUOTA) && named {
+                if !inode.is_reg() {
+                    self.report(Finding::new(Code::QuotaBadMode).ino(ino));
+                }
+                self.check_blocks(cur);
+                self.finish_inode(cur);
+                return true;
+            }
+            if not_clear {
+                self.report(Finding::new(Code::QuotaInodeNotClear).ino(ino));
+            }
+            return false;
+        }
+        let orphan = sb.s_orphan_file_inum();
+        if orphan != 0 && ino == orphan {
+            Maps::mark(&maps.inode_used, ino);
+            if geo.compat.contains(CompatFeatures::ORPHAN_FILE) {
+                if !inode.is_reg() {
+                    self.report(Finding::new(Code::OrphanFileBadMode).ino(ino));
+                }
+                self.check_blocks(cur);
+                self.finish_inode(cur);
+                return true;
+            }
+            if not_clear {
+                self.report(Finding::new(Code::OrphanFileNotClear).ino(ino));
+            }
+            return false;
+        }
+        if ino < geo.first_ino {
+            Maps::mark(&maps.inode_used, ino);
+            let mode = inode.i_mode();
+            let bad = match ino {
+                5 => mode & S_IFMT == S_IFDIR,
+                7 => mode != 0 && mode & S_IFMT != S_IFREG,
+                _ => mode != 0,
+            };
+            if bad {
+                self.report(Finding::new(Code::ReservedBadMode).ino(ino).num(u64::from(mode)));
+            }
+            self.check_blocks(cur);
+            self.finish_inode(cur);
+            return true;
+        }
+        false
+    }
+
+    /// Fields that must be zero; a problem is only reported when a
+    /// directory entry (pass 2) or pass 4 reaches the inode.
+    fn mark_bad_fields(&mut self, cur: &Cur<'_>) {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let inode = cur.inode;
+        let hurd = fs.sb().s_creator_os() == OS_HURD;
+        let (frag, fsize) = if hurd { (inode.h_i_frag(), inode.h_i_fsize()) } else { (0, 0) };
+        let bad = inode.i_faddr() != 0
+            || frag != 0
+            || fsize != 0
+            || (!geo.incompat.contains(IncompatFeatures::LARGEDIR) && inode.is_dir() && inode.i_size_high() != 0)
+            || (!hurd && !geo.incompat.contains(IncompatFeatures::BIT64) && inode.l_i_file_acl_high() != 0)
+            || (!hurd && !geo.ro_compat.contains(RoCompatFeatures::HUGE_FILE) && inode.l_i_blocks_high() != 0);
+        if bad {
+            Maps::mark(&self.maps().inode_bad, cur.ino);
+        }
+    }
+
+    /// `i_extra_isize`, the in-inode extended attributes and the extra
+    /// timestamp bits.
+    fn check_extra_space(&mut self, cur: &mut Cur<'_>) {
+        let isz = self.p.fs.geo.inode_size as usize;
+        if isz == GOOD_OLD_INODE_SIZE {
+            return;
+        }
+        let inode = cur.inode;
+        let extra = usize::from(inode.i_extra_isize());
+        let max = isz - GOOD_OLD_INODE_SIZE;
+        if extra != 0 && (extra < 4 || extra > max || extra % 4 != 0) {
+            self.report(Finding::new(Code::ExtraIsize).ino(cur.ino).num(extra as u64));
+            return;
+        }
+        if extra >= max.saturating_sub(4) {
+            return;
+        }
+        let bytes = inode.bytes();
+        if ext4_layout::bytes::le_u32(bytes, GOOD_OLD_INODE_SIZE + extra) == ext4_layout::xattr::EA_MAGIC {
+            self.check_ea_in_inode(cur, extra);
+        }
+        // A time with bit 31 set and both epoch bits set cannot be
+        // represented; the fields are read at fixed offsets.
+        let pairs = [(0x08usize, 0x8Cusize), (0x0C, 0x84), (0x90, 0x94), (0x10, 0x88)];
+        let bad = pairs.iter().any(|&(t, x)| {
+            let secs = ext4_layout::bytes::le_u32(bytes, t);
+            let ex = ext4_layout::bytes::le_u32(bytes, x);
+            secs & 0x8000_0000 != 0 && ex & 3 == 3
+        });
+        if bad {
+            self.report(Finding::new(Code::EaTimeOutOfRange).ino(cur.ino));
+        }
+    }
+
+    /// Whether a non-directory inode is really a directory: its first block
+    /// starts with '.' and '..'.
+    fn check_is_really_dir(&mut self, cur: &Cur<'_>) {
+        let fs = self.p.fs;
+        let geo = &fs.geo;
+        let inode = cur.inode;
+        let t = inode.i_mode() & S_IFMT;
+        if matches!(t, S_IFDIR | S_IFREG | 0o120000) || inode.i_block_word(0) == 0 {
+            return;
+        }
+        let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
+        let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
+        if inline_fs && inode.has_flag(flags::INLINE_DATA) {
+            let Some(size) = xattr_read::inline_data_size(self.io, &inode, !cur.csum_bad) else {
+                return;
+            };
+            if size % 4 != 0 {
+                return;
+            }
+            let ib = inode.i_block();
+            let parent = ext4_layout::bytes::le_u32(ib, 0);
+            let dino = ext4_layout::bytes::le_u32(ib, 4);
+            let rec_len = ext4_layout::dirent::decode_rec_len(ext4_layout::bytes::le_u16(ib, 8), fs.block_size());
+            let icount = fs.sb().s_inodes_count();
+            if parent >= icount
+                || (parent < geo.first_ino && parent != 2)
+                || dino >= icount
+                || (dino < geo.first_ino && dino != 0)
+                || rec_len > 56
+            {
+                return;
+            }
+            self.report(Finding::new(Code::TreatAsDirectory).ino(cur.ino).num(u64::from(inode.i_mode())));
+            return;
+        }
+        let mut not_device = false;
+        let blk;
+        if extent_fs && inode.has_flag(flags::EXTENTS) {
+            match super::blocks::map_logical(self, &inode, cur.ino, 0) {
+                Some(b) => blk = b,
+                None => return,
+            }
+            not_device = true;
+        } else {
+            for i in 0..15 {
+                let b = u64::from(inode.i_block_word(i));
+                if b == 0 {
+                    continue;
+                }
+                if i >= 4 {
+                    not_device = true;
+                }
+                if !geo.block_in_range(b) || self.maps().block_found.get(b >> geo.cluster_bits) {
+                    return;
+                }
+            }
+            blk = u64::from(inode.i_block_word(0));
+        }
+        if matches!(t, 0o020000 | 0o060000) && inode.i_links_count() == 1 && !not_device {
+            return;
+        }
+        let bs = fs.block_size();
+        let mut buf = std::mem::take(&mut self.blockbuf);
+        let ok = self.io.read_blocks(blk, &mut buf).is_ok() && looks_like_dir_block(fs, &buf, cur.ino, inode.i_generation());
+        self.blockbuf = buf;
+        debug_assert_eq!(self.blockbuf.len(), bs);
+        if ok {
+            self.report(Finding::new(Code::TreatAsDirectory).ino(cur.ino).num(u64::from(inode.i_mode())));
+        }
+    }
+
+    /// The encryption context of an encrypted inode.
+    fn check_encryption(&mut self, cur: &Cur<'_>) -> Option<Policy> {
+        let ino = cur.ino;
+        let attrs = if cur.csum_bad && self.p.fs.geo.inode_size > 128 {
+            None
+        } else {
+            xattr_read::read_all(self.io, &cur.inode, ino, false).ok()
+        };
+        let ctx = attrs.and_then(|v| v.into_iter().find(|a| a.index == 9 && a.name == b"c"));
+        let Some(c) = ctx else {
+            self.report(Finding::new(Code::MissingEncryptionXattr).ino(ino));
+            return None;
+        };
+        let v = &c.value;
+        let corrupt = v.is_empty() || v[0] == 0 || (v[0] == 1 && v.len() != 28) || (v[0] == 2 && v.len() != 40);
+        if corrupt {
+            self.report(Finding::new(Code::CorruptEncryptionXattr).ino(ino));
+            return None;
+        }
+        match v[0] {
+            1 | 2 => {
+                // The policy is the context without its 16-byte nonce.
+                let keep = v.len() - 16;
+                Some(Policy::Known(v[..keep].to_vec()))
+            }
+            _ => Some(Policy::Unrecognized),
+        }
+    }
+
+    /// Records the inode's type and checks special files. Returns false
+    /// when the inode needs no block check.
+    fn dispatch_type(&mut self, cur: &mut Cur<'_>, policy: Option<Policy>) -> bool {
+        let maps = self.maps();
+        let (ino, inode) = (cur.ino, cur.inode);
+        let ft = inode.file_type();
+        let mut counted = None;
+        match ft {
+            Some(FileType::Directory) => {
+                Maps::mark(&maps.inode_dir, ino);
+                maps.set_ftype(ino, 2);
+                self.out.dirs.push(DirRec {
+                    ino,
+                    generation: inode.i_generation(),
+                    iflags: inode.i_flags(),
+                    size: inode.size(),
+                    csum_ok: !cur.csum_bad,
+                    inline: None,
+                    dx: None,
+                    policy,
+                });
+                counted = Some(FileType::Directory);
+            }
+            Some(FileType::Regular) => {
+                Maps::mark(&maps.inode_reg, ino);
+                maps.set_ftype(ino, 1);
+                counted = Some(FileType::Regular);
+            }
+            Some(t @ (FileType::CharDevice | FileType::BlockDevice | FileType::Fifo | FileType::Socket))
+                if device_ok(&inode) =>
+            {
+                maps.set_ftype(ino, t.dirent_code());
+                if inode.has_flag(flags::EXTENTS) || inode.has_flag(flags::INLINE_DATA) {
+                    self.report(Finding::new(Code::SpecialExtentsIdata).ino(ino));
+                }
+                if inode.has_flag(flags::IMMUTABLE) || inode.has_flag(flags::APPEND) {
+                    self.report(Finding::new(Code::SetImmutable).ino(ino));
+                }
+                if inode.size() != 0 {
+                    self.report(Finding::new(Code::SetNonzeroSize).ino(ino).num(inode.size()));
+                }
+                counted = Some(t);
+            }
+            Some(FileType::Symlink) if symlink_ok(self.io, &inode, !cur.csum_bad) => {
+                maps.set_ftype(ino, 7);
+                if inode.has_flag(flags::IMMUTABLE) || inode.has_flag(flags::APPEND) {
+                    self.report(Finding::new(Code::SetImmutable).ino(ino));
+                }
+                self.out.stats.count_type(FileType::Symlink);
+                if inode.has_flag(flags::INLINE_DATA) {
+                    self.finish_inode(cur);
+                    return false;
+                }
+                if inode.size() < 60 {
+                    self.out.stats.fast_symlinks += 1;
+                }
+            }
+            other => {
+                // A bad mode, or a special file or symlink that fails its
+                // test: reported when something refers to the inode.
+                Maps::mark(&maps.inode_bad, ino);
+                if let Some(t) = other {
+                    maps.set_ftype(ino, t.dirent_code());
+                }
+            }
+        }
+        if let Some(t) = counted {
+            self.out.stats.count_type(t);
+        }
+        true
+    }
+}
+
+/// Whether a block starts with a '.' entry for `ino` and a '..' entry.
+fn looks_like_dir_block(fs: &crate::fs::Fs, buf: &[u8], ino: u32, generation: u32) -> bool {
+    use ext4_layout::bytes::{le_u16, le_u32, le_u8};
+    let bs = buf.len();
+    if fs.metadata_csum() {
+        let seed = ext4_layout::inode::inode_csum_seed(fs.geo.csum_seed, ino, generation);
+        let ok = match ext4_layout::dirent::DirTail::find(buf) {
+            Some(t) => t.det_checksum() == ext4_layout::dirent::leaf_checksum(buf, seed),
+            None => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    let rl = usize::from(le_u16(buf, 4));
+    if le_u8(buf, 6) != 1 || le_u8(buf, 8) != b'.' || le_u32(buf, 0) != ino || rl < 12 || rl % 4 != 0 || rl >= bs - 12 {
+        return false;
+    }
+    let rl2 = usize::from(le_u16(buf, rl + 4));
+    le_u8(buf, rl + 6) == 2 && le_u8(buf, rl + 8) == b'.' && le_u8(buf, rl + 9) == b'.' && rl2 >= 12 && rl2 % 4 == 0
+}
+
+/// Whether an inode has blocks to walk (the library's rule): devices and
+/// fast symlinks do not; an inline-data file does not.
+pub fn has_valid_blocks(fs: &crate::fs::Fs, inode: &Inode<'_>) -> bool {
+    let t = inode.i_mode() & S_IFMT;
+    if t != S_IFDIR && t != S_IFREG && t != 0o120000 {
+        return false;
+    }
+    if t == 0o120000 {
+        let acl = inode.file_acl(fs.geo.incompat.contains(IncompatFeatures::BIT64));
+        if acl == 0 {
+            if inode.i_blocks_lo() == 0 {
+                return false;
+            }
+        } else {
+            let size = u64::from(inode.i_size_lo());
+            return size >= 60 || (size > 4 && inode.i_block_word(1) == 0);
+        }
+    }
+    !inode.has_flag(flags::INLINE_DATA)
+}

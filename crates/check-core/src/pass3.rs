@@ -1,0 +1,94 @@
+//! Pass 3: every directory must be reachable from the root, and its '..'
+//! must name the directory that links to it. Then pass 3A: directories
+//! with duplicate names.
+
+use crate::bitmap::AtomicBitmap;
+use crate::ctx::{AbortAt, Maps};
+use crate::fs::Fs;
+use crate::pass1::DirRec;
+use crate::pass2::P2Out;
+use crate::problem::{Code, Finding, Pass};
+
+/// What pass 3 produced.
+pub struct P3Out {
+    /// Findings.
+    pub findings: Vec<Finding>,
+    /// A fatal problem (no usable root).
+    pub abort: Option<AbortAt>,
+}
+
+/// Runs pass 3 over the directory records and pass 2's parents.
+pub fn run(fs: &Fs, maps: &Maps, dirs: &[DirRec], p2: &P2Out) -> P3Out {
+    let mut out = P3Out {
+        findings: Vec::new(),
+        abort: None,
+    };
+    if maps.used(2) {
+        if !maps.is_dir(2) {
+            out.findings.push(Finding::new(Code::RootNotDirAbort).ino(2));
+            out.abort = Some(AbortAt::new(Pass::P3, 0, "the root inode is not a directory"));
+            return out;
+        }
+    } else {
+        out.findings.push(Finding::new(Code::NoRootInode).ino(2));
+        out.abort = Some(AbortAt::new(Pass::P3, 0, "the root directory is missing"));
+        return out;
+    }
+    let idx = |ino: u32| dirs.binary_search_by_key(&ino, |d| d.ino).ok();
+    let done = AtomicBitmap::new(u64::from(fs.geo.inodes_count) + 1);
+    done.test_and_set(2);
+    let mut loop_map: Vec<bool> = Vec::new();
+    for (di, d) in dirs.iter().enumerate() {
+        if !maps.is_dir(d.ino) {
+            continue;
+        }
+        let dir = d.ino;
+        let mut ino = dir;
+        let mut loop_pass = false;
+        let mut steps = 0u32;
+        loop {
+            if done.test_and_set(u64::from(ino)) {
+                break;
+            }
+            let Some(i) = idx(ino) else {
+                out.abort = Some(AbortAt::new(Pass::P3, dir, format!("no directory record for inode {ino}")));
+                return out;
+            };
+            let parent = p2.parent[i];
+            let looped = loop_pass && loop_map.get(parent as usize).copied().unwrap_or(false);
+            if parent == 0 || looped {
+                let shown = if parent != 0 { parent } else { p2.dotdot[i] };
+                out.findings.push(Finding::new(Code::UnconnectedDir).ino(ino).num(u64::from(shown)));
+                break;
+            }
+            ino = parent;
+            if loop_pass {
+                if let Some(x) = loop_map.get_mut(ino as usize) {
+                    *x = true;
+                }
+            } else {
+                steps += 1;
+                if steps > 2048 {
+                    loop_pass = true;
+                    loop_map = vec![false; fs.geo.inodes_count as usize + 1];
+                    ino = dir;
+                }
+            }
+        }
+        if p2.dotdot[di] != p2.parent[di] {
+            out.findings.push(
+                Finding::new(Code::BadDotDot)
+                    .ino(dir)
+                    .num(u64::from(p2.dotdot[di]))
+                    .num2(u64::from(p2.parent[di])),
+            );
+        }
+    }
+    // Pass 3A: a directory with a duplicate name gets the rename question.
+    for &d in &p2.dup_dirs {
+        if maps.is_dir(d) {
+            out.findings.push(Finding::new(Code::NonUniqueFile).dir(d));
+        }
+    }
+    out
+}

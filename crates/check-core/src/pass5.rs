@@ -1,0 +1,319 @@
+//! Pass 5: the on-disk bitmaps and free counts against what passes 1–4
+//! found in use.
+
+use ext4_layout::csum::crc32c_raw;
+use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4_layout::Group;
+
+use crate::ctx::Maps;
+use crate::fs::{for_each_super_and_bgd, BitSet, Fs};
+use crate::io::Io;
+use crate::problem::{Code, Finding};
+
+/// The on-disk bitmaps as e2fsck loads them.
+pub struct DiskBitmaps {
+    /// One bit per cluster, from the first data block's cluster.
+    pub blocks: BitSet,
+    /// One bit per inode (bit 0 is inode 1).
+    pub inodes: BitSet,
+    /// A read bitmap block had non-0xFF bytes after the bitmap.
+    pub block_tail_problem: bool,
+    /// Same for inode bitmaps.
+    pub inode_tail_problem: bool,
+}
+
+/// Loads the bitmaps: groups flagged uninit (with a good descriptor
+/// checksum) are not read; BLOCK_UNINIT groups get their own metadata
+/// marked in memory.
+pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
+    let geo = &fs.geo;
+    let cpg = u64::from(geo.clusters_per_group);
+    let ipg = u64::from(geo.inodes_per_group);
+    let groups = u64::from(geo.group_count);
+    let bits = geo.cluster_bits;
+    let first_cluster = geo.first_data_block >> bits;
+    let mut d = DiskBitmaps {
+        blocks: BitSet::new(cpg * groups),
+        inodes: BitSet::new(ipg * groups),
+        block_tail_problem: false,
+        inode_tail_problem: false,
+    };
+    let csum_flag = fs.has_gdt_csum();
+    let bs = fs.block_size();
+    let mut buf = vec![0u8; bs];
+    let bnbytes = (cpg / 8) as usize;
+    let inbytes = (ipg / 8) as usize;
+    for g in 0..geo.group_count {
+        let gd = fs.gd(g);
+        let csum_ok = fs.gd_csum_ok(g);
+        let bb = gd.block_bitmap();
+        let skip = (csum_flag && gd.has_flag(BG_BLOCK_UNINIT) && csum_ok) || bb >= geo.blocks_count || bb == 0;
+        if !skip && io.read_blocks(bb, &mut buf).is_ok() {
+            if buf[bnbytes.min(bs)..].iter().any(|&b| b != 0xFF) {
+                d.block_tail_problem = true;
+            }
+            let base = u64::from(g) * cpg;
+            for i in 0..cpg.min(bs as u64 * 8) {
+                if buf[(i / 8) as usize] & (1 << (i % 8)) != 0 {
+                    d.blocks.test_and_set(base + i);
+                }
+            }
+        }
+        let ib = gd.inode_bitmap();
+        let skip = (csum_flag && gd.has_flag(BG_INODE_UNINIT) && csum_ok) || ib >= geo.blocks_count || ib == 0;
+        if !skip && io.read_blocks(ib, &mut buf).is_ok() {
+            if buf[inbytes.min(bs)..].iter().any(|&b| b != 0xFF) {
+                d.inode_tail_problem = true;
+            }
+            let base = u64::from(g) * ipg;
+            for i in 0..ipg.min(bs as u64 * 8) {
+                if buf[(i / 8) as usize] & (1 << (i % 8)) != 0 {
+                    d.inodes.test_and_set(base + i);
+                }
+            }
+        }
+    }
+    // BLOCK_UNINIT groups: the group's own metadata is in use.
+    let mark = |d: &mut DiskBitmaps, b: u64| {
+        if b >= geo.first_data_block && b < geo.blocks_count {
+            d.blocks.test_and_set((b >> bits) - first_cluster);
+        }
+    };
+    for g in 0..geo.group_count {
+        let gd = fs.gd(g);
+        if !gd.has_flag(BG_BLOCK_UNINIT) {
+            continue;
+        }
+        for_each_super_and_bgd(geo, Group(g), |b, n| {
+            for x in b..b + n {
+                mark(&mut d, x);
+            }
+        });
+        let it = gd.inode_table();
+        if it != 0 {
+            for x in it..it.saturating_add(u64::from(geo.inode_blocks_per_group)) {
+                mark(&mut d, x);
+            }
+        }
+        for x in [gd.block_bitmap(), gd.inode_bitmap()] {
+            if x != 0 {
+                mark(&mut d, x);
+            }
+        }
+    }
+    d
+}
+
+/// Formats a list of (first, last) ranges compactly.
+fn ranges_text(plus: &[(u64, u64)], minus: &[(u64, u64)]) -> String {
+    let mut parts = Vec::new();
+    let mut push = |sign: char, r: &[(u64, u64)]| {
+        for &(a, b) in r.iter().take(16) {
+            if a == b {
+                parts.push(format!("{sign}{a}"));
+            } else {
+                parts.push(format!("{sign}({a}--{b})"));
+            }
+        }
+        if r.len() > 16 {
+            parts.push(format!("{sign}... ({} more ranges)", r.len() - 16));
+        }
+    };
+    push('+', plus);
+    push('-', minus);
+    parts.join(" ")
+}
+
+fn add_range(v: &mut Vec<(u64, u64)>, x: u64, step: u64) {
+    if let Some(last) = v.last_mut() {
+        if last.1 + step == x {
+            last.1 = x;
+            return;
+        }
+    }
+    v.push((x, x));
+}
+
+/// Runs pass 5.
+pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let mut out = Vec::new();
+    let mut io = Io::new(fs);
+    let disk = read_bitmaps(fs, &mut io);
+    let bits = geo.cluster_bits;
+    let ratio = u64::from(geo.cluster_ratio);
+    let cpg = u64::from(geo.clusters_per_group);
+    let ipg = u64::from(geo.inodes_per_group);
+    let first_cluster = geo.first_data_block >> bits;
+    let last_cluster = (geo.blocks_count - 1) >> bits;
+    // Blocks.
+    let mut plus = Vec::new();
+    let mut minus = Vec::new();
+    let mut group_free = vec![0u64; geo.group_count as usize];
+    let mut uninit_reported = vec![false; geo.group_count as usize];
+    for c in first_cluster..=last_cluster {
+        let rel = c - first_cluster;
+        let g = (rel / cpg) as usize;
+        let actual = maps.block_found.get(c);
+        let on_disk = disk.blocks.get(rel);
+        if actual != on_disk {
+            let blk = c << bits;
+            if actual {
+                add_range(&mut plus, blk, ratio);
+                if fs.gd(g as u32).has_flag(BG_BLOCK_UNINIT) && !uninit_reported[g] {
+                    uninit_reported[g] = true;
+                    out.push(Finding::new(Code::BlockUninit).group(g as u32).blk(blk));
+                }
+            } else {
+                add_range(&mut minus, blk, ratio);
+            }
+        }
+        if !on_disk {
+            group_free[g] += 1;
+        }
+    }
+    if !plus.is_empty() || !minus.is_empty() {
+        out.push(Finding::new(Code::BlockBitmapDiff).str(ranges_text(&plus, &minus)));
+    }
+    let mut total_free = 0u64;
+    for (g, &free) in group_free.iter().enumerate() {
+        let gd = fs.gd(g as u32);
+        if u64::from(gd.free_blocks_count()) != free {
+            out.push(
+                Finding::new(Code::FreeBlocksGroup)
+                    .group(g as u32)
+                    .num(u64::from(gd.free_blocks_count()))
+                    .num2(free),
+            );
+        }
+        total_free += free;
+    }
+    let total_free_blocks = total_free << bits;
+    if total_free_blocks != sb.free_blocks_count() {
+        out.push(Finding::new(Code::FreeBlocksTotal).num(sb.free_blocks_count()).num2(total_free_blocks));
+    }
+    // Inodes.
+    let csum_flag = fs.has_gdt_csum();
+    let mut plus = Vec::new();
+    let mut minus = Vec::new();
+    let mut total_free = 0u64;
+    let mut counts = Vec::with_capacity(geo.group_count as usize);
+    for g in 0..u64::from(geo.group_count) {
+        let gd = fs.gd(g as u32);
+        let skip_group = csum_flag && gd.has_flag(BG_INODE_UNINIT);
+        let base = g * ipg;
+        if skip_group && maps.inode_used.count_range(base, ipg) == 0 {
+            counts.push((ipg, 0u64));
+            total_free += ipg;
+            continue;
+        }
+        let mut free = 0u64;
+        let mut dirs = 0u64;
+        let mut uninit_reported = false;
+        for i in 0..ipg {
+            let idx = base + i;
+            let actual = maps.inode_used.get(idx);
+            let on_disk = if skip_group { false } else { disk.inodes.get(idx) };
+            if actual != on_disk {
+                if actual {
+                    add_range(&mut plus, idx + 1, 1);
+                    if skip_group && !uninit_reported {
+                        uninit_reported = true;
+                        out.push(Finding::new(Code::InodeUninit).group(g as u32).ino(idx as u32 + 1));
+                    }
+                } else {
+                    add_range(&mut minus, idx + 1, 1);
+                }
+            }
+            if on_disk {
+                if maps.inode_dir.get(idx) {
+                    dirs += 1;
+                }
+            } else {
+                free += 1;
+            }
+        }
+        counts.push((free, dirs));
+        total_free += free;
+    }
+    if !plus.is_empty() || !minus.is_empty() {
+        out.push(Finding::new(Code::InodeBitmapDiff).str(ranges_text(&plus, &minus)));
+    }
+    for (g, &(free, dirs)) in counts.iter().enumerate() {
+        let gd = fs.gd(g as u32);
+        if u64::from(gd.free_inodes_count()) != free {
+            out.push(
+                Finding::new(Code::FreeInodesGroup)
+                    .group(g as u32)
+                    .num(u64::from(gd.free_inodes_count()))
+                    .num2(free),
+            );
+        }
+        if u64::from(gd.used_dirs_count()) != dirs {
+            out.push(
+                Finding::new(Code::DirsCountGroup)
+                    .group(g as u32)
+                    .num(u64::from(gd.used_dirs_count()))
+                    .num2(dirs),
+            );
+        }
+    }
+    if total_free != u64::from(sb.s_free_inodes_count()) {
+        out.push(Finding::new(Code::FreeInodesTotal).num(u64::from(sb.s_free_inodes_count())).num2(total_free));
+    }
+    // Padding: bits past the end of the file system must be set, and so
+    // must the bytes after each bitmap in its block.
+    if disk.inode_tail_problem {
+        out.push(Finding::new(Code::InodeBmapPadding));
+    }
+    let end_rel = cpg * u64::from(geo.group_count);
+    let real_end = last_cluster - first_cluster + 1;
+    let padding_clear = (real_end..end_rel).any(|rel| !disk.blocks.get(rel));
+    if padding_clear || disk.block_tail_problem {
+        out.push(Finding::new(Code::BlockBmapPadding));
+    }
+    // Bitmap checksums.
+    if fs.metadata_csum() {
+        let seed = geo.csum_seed;
+        let wide_ib = geo.desc_size >= 0x3C;
+        let wide_bb = geo.desc_size >= 0x3A;
+        for g in 0..geo.group_count {
+            let gd = fs.gd(g);
+            if gd.has_flag(BG_INODE_UNINIT) {
+                continue;
+            }
+            let bytes = bitset_bytes(&disk.inodes, u64::from(g) * ipg, ipg);
+            let c = crc32c_raw(seed, &bytes);
+            let stored = gd.inode_bitmap_csum();
+            let ok = if wide_ib { c == stored } else { c & 0xFFFF == stored & 0xFFFF };
+            if !ok {
+                out.push(Finding::new(Code::InodeBitmapCsum).group(g));
+            }
+        }
+        for g in 0..geo.group_count {
+            let gd = fs.gd(g);
+            if gd.has_flag(BG_BLOCK_UNINIT) {
+                continue;
+            }
+            let bytes = bitset_bytes(&disk.blocks, u64::from(g) * cpg, cpg);
+            let c = crc32c_raw(seed, &bytes);
+            let stored = gd.block_bitmap_csum();
+            let ok = if wide_bb { c == stored } else { c & 0xFFFF == stored & 0xFFFF };
+            if !ok {
+                out.push(Finding::new(Code::BlockBitmapCsum).group(g));
+            }
+        }
+    }
+    out
+}
+
+fn bitset_bytes(b: &BitSet, start: u64, nbits: u64) -> Vec<u8> {
+    let mut v = vec![0u8; (nbits / 8) as usize];
+    for i in 0..nbits - nbits % 8 {
+        if b.get(start + i) {
+            v[(i / 8) as usize] |= 1 << (i % 8);
+        }
+    }
+    v
+}

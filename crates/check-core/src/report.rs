@@ -1,0 +1,273 @@
+//! The result of a check: findings sorted into a stable order, the
+//! summary counts, and the exit code e2fsck would give.
+
+use crate::problem::{Finding, Pass, Severity};
+
+/// e2fsck's exit status bits.
+pub mod exit {
+    /// No errors.
+    pub const OK: i32 = 0;
+    /// Errors were corrected.
+    pub const CORRECTED: i32 = 1;
+    /// Errors were corrected and the system should be rebooted.
+    pub const REBOOT: i32 = 2;
+    /// Errors were left uncorrected.
+    pub const UNCORRECTED: i32 = 4;
+    /// Operational error.
+    pub const OPERATIONAL: i32 = 8;
+    /// Usage or syntax error.
+    pub const USAGE: i32 = 16;
+    /// Cancelled by the user.
+    pub const CANCELLED: i32 = 32;
+}
+
+/// The counts in the closing summary line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Inodes in use.
+    pub inodes_used: u64,
+    /// Total inodes.
+    pub inodes_count: u64,
+    /// Blocks in use.
+    pub blocks_used: u64,
+    /// Total blocks.
+    pub blocks_count: u64,
+    /// Files whose blocks are not contiguous.
+    pub non_contiguous: u64,
+    /// Regular files.
+    pub regular: u64,
+    /// Directories.
+    pub directories: u64,
+    /// Character devices.
+    pub chardev: u64,
+    /// Block devices.
+    pub blockdev: u64,
+    /// FIFOs.
+    pub fifos: u64,
+    /// Sockets.
+    pub sockets: u64,
+    /// Symbolic links.
+    pub symlinks: u64,
+    /// Fast symbolic links (target in the inode).
+    pub fast_symlinks: u64,
+    /// Links (directory entries other than '.' and '..').
+    pub links: u64,
+}
+
+/// Everything a check produced.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The device or image checked.
+    pub device: String,
+    /// The volume label, if any.
+    pub label: String,
+    /// Findings, sorted.
+    pub findings: Vec<Finding>,
+    /// Summary counts (absent when the check stopped before pass 5).
+    pub summary: Option<Summary>,
+    /// Why the check stopped partway, if it did.
+    pub aborted: Option<String>,
+    /// Whether the file system was modified.
+    pub modified: bool,
+    /// Notes printed before the findings (I/O path, backup superblock...).
+    pub notes: Vec<String>,
+    /// The stop counts as leaving errors even without an error finding.
+    pub forced_uncorrected: bool,
+}
+
+impl Report {
+    /// Sorts findings into their stable order and drops exact duplicates.
+    pub fn finish(&mut self) {
+        self.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        self.findings.dedup();
+    }
+
+    /// Whether any unfixed finding is an error.
+    pub fn has_uncorrected_errors(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| f.code.severity() == Severity::Error && !f.fixed)
+    }
+
+    /// The e2fsck-compatible exit code.
+    pub fn exit_code(&self) -> i32 {
+        let mut code = exit::OK;
+        if self.has_uncorrected_errors() {
+            code |= exit::UNCORRECTED;
+        }
+        if self.findings.iter().any(|f| f.fixed) {
+            code |= exit::CORRECTED;
+        }
+        if self.aborted.is_some() {
+            code |= exit::OPERATIONAL;
+            if self.forced_uncorrected {
+                code |= exit::UNCORRECTED;
+            }
+        }
+        code
+    }
+
+    /// The human-readable report: findings grouped by pass, then the summary.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for n in &self.notes {
+            out.push_str(n);
+            out.push('\n');
+        }
+        let passes = [
+            Pass::Super,
+            Pass::P1,
+            Pass::P1B,
+            Pass::P2,
+            Pass::P3,
+            Pass::P4,
+            Pass::P5,
+        ];
+        for p in passes {
+            let mine: Vec<&Finding> = self.findings.iter().filter(|f| f.code.pass() == p).collect();
+            let always = matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
+            if mine.is_empty() && !(always && self.summary.is_some()) {
+                continue;
+            }
+            out.push_str(p.heading());
+            out.push('\n');
+            for f in mine {
+                let mark = match (f.code.severity(), f.fixed) {
+                    (_, true) => "FIXED",
+                    (Severity::Error, false) => "error",
+                    (Severity::Notice, false) => "note",
+                };
+                out.push_str(&format!(
+                    "  {}: {} [{} 0x{:06x}]\n",
+                    mark,
+                    f.message(),
+                    f.code.name(),
+                    f.code.e2fsck_code()
+                ));
+            }
+        }
+        if let Some(reason) = &self.aborted {
+            out.push_str(&format!("{}: check stopped: {}\n", self.device, reason));
+        }
+        let state = match self.exit_code() {
+            0 => "clean",
+            c if c & exit::OPERATIONAL != 0 => "check incomplete",
+            c if c & exit::UNCORRECTED != 0 => "errors found",
+            _ => "errors corrected",
+        };
+        if let Some(s) = &self.summary {
+            let pct = if s.inodes_used > 0 {
+                (s.non_contiguous * 1000 / s.inodes_used) as f64 / 10.0
+            } else {
+                0.0
+            };
+            out.push_str(&format!(
+                "{}: {}, {}/{} files ({:.1}% non-contiguous), {}/{} blocks\n",
+                self.device, state, s.inodes_used, s.inodes_count, pct, s.blocks_used, s.blocks_count
+            ));
+        } else {
+            out.push_str(&format!("{}: {}\n", self.device, state));
+        }
+        out
+    }
+
+    /// The JSON document: findings, summary and exit code.
+    pub fn to_json(&self) -> String {
+        use serde_json::{json, Map, Value};
+        let findings: Vec<Value> = self
+            .findings
+            .iter()
+            .map(|f| {
+                let mut m = Map::new();
+                m.insert("code".into(), json!(f.code.name()));
+                m.insert("e2fsck_code".into(), json!(format!("0x{:06x}", f.code.e2fsck_code())));
+                m.insert("pass".into(), json!(f.code.pass().name()));
+                m.insert(
+                    "severity".into(),
+                    json!(match f.code.severity() {
+                        Severity::Error => "error",
+                        Severity::Notice => "notice",
+                    }),
+                );
+                let opt = |m: &mut Map<String, Value>, k: &str, v: Option<u64>| {
+                    if let Some(v) = v {
+                        m.insert(k.into(), json!(v));
+                    }
+                };
+                opt(&mut m, "ino", f.ino.map(u64::from));
+                opt(&mut m, "ino2", f.ino2.map(u64::from));
+                opt(&mut m, "dir", f.dir.map(u64::from));
+                opt(&mut m, "block", f.blk);
+                opt(&mut m, "block2", f.blk2);
+                opt(&mut m, "group", f.group.map(u64::from));
+                opt(&mut m, "num", f.num);
+                opt(&mut m, "num2", f.num2);
+                if let Some(s) = &f.str {
+                    m.insert("str".into(), json!(s));
+                }
+                m.insert("fixed".into(), json!(f.fixed));
+                m.insert("message".into(), json!(f.message()));
+                Value::Object(m)
+            })
+            .collect();
+        let summary = self.summary.as_ref().map(|s| {
+            json!({
+                "inodes_used": s.inodes_used,
+                "inodes_count": s.inodes_count,
+                "blocks_used": s.blocks_used,
+                "blocks_count": s.blocks_count,
+                "non_contiguous": s.non_contiguous,
+                "regular": s.regular,
+                "directories": s.directories,
+                "chardev": s.chardev,
+                "blockdev": s.blockdev,
+                "fifos": s.fifos,
+                "sockets": s.sockets,
+                "symlinks": s.symlinks,
+                "fast_symlinks": s.fast_symlinks,
+                "links": s.links,
+            })
+        });
+        let doc = json!({
+            "device": self.device,
+            "label": self.label,
+            "exit_code": self.exit_code(),
+            "clean": self.exit_code() == 0,
+            "modified": self.modified,
+            "aborted": self.aborted,
+            "notes": self.notes,
+            "findings": findings,
+            "summary": summary,
+        });
+        let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Code, Finding};
+
+    #[test]
+    fn exit_codes_follow_e2fsck() {
+        let mut r = Report::default();
+        assert_eq!(r.exit_code(), 0);
+        r.findings.push(Finding::new(Code::JournalNeedsRecovery));
+        assert_eq!(r.exit_code(), 0, "a notice is not an error");
+        r.findings.push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
+        assert_eq!(r.exit_code(), 4);
+        r.aborted = Some("x".into());
+        assert_eq!(r.exit_code(), 12);
+    }
+
+    #[test]
+    fn json_parses() {
+        let mut r = Report::default();
+        r.findings.push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["exit_code"], 4);
+        assert_eq!(v["findings"][0]["code"], "bad-i-size");
+    }
+}

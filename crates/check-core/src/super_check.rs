@@ -1,0 +1,312 @@
+//! Superblock and group descriptor sanity, before pass 1. Only value
+//! ranges that make the rest impossible stop the check; everything else
+//! is reported as a notice, since e2fsck's verdict comes from the passes.
+
+use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
+use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4_layout::inode::Inode;
+
+use crate::fs::{allowed_range, Fs};
+use crate::io::Io;
+use crate::problem::{Code, Finding};
+
+/// Why the check cannot go on.
+#[derive(Debug)]
+pub struct Fatal {
+    /// The message.
+    pub reason: String,
+    /// Whether e2fsck would also count errors left (exit 12 rather than 8).
+    pub uncorrected: bool,
+}
+
+/// What the superblock check found, and which groups have a missing
+/// bitmap or inode table.
+pub struct SuperCheck {
+    /// Findings (all notices).
+    pub findings: Vec<Finding>,
+    /// Groups whose block bitmap location is 0.
+    pub missing_block_bitmap: Vec<u32>,
+    /// Groups whose inode bitmap location is 0.
+    pub missing_inode_bitmap: Vec<u32>,
+    /// Groups whose inode table location is 0.
+    pub missing_inode_table: Vec<u32>,
+}
+
+/// e2fsck's check_super_block.
+pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let mut out = SuperCheck {
+        findings: Vec::new(),
+        missing_block_bitmap: Vec::new(),
+        missing_inode_bitmap: Vec::new(),
+        missing_inode_table: Vec::new(),
+    };
+    let bs = u64::from(geo.block_size);
+    let ratio = u64::from(geo.cluster_ratio);
+    let ipb = u64::from(geo.inodes_per_block);
+    let bad = |field: &str, v: u64| Fatal {
+        reason: format!("superblock field {field} has an invalid value {v}"),
+        uncorrected: false,
+    };
+    let cpg_max = (8 * bs).min(65528);
+    let bpg_max = (8 * bs * ratio).min(65528 * ratio);
+    let ipg_max = (ipb * u64::from(sb.s_blocks_per_group()).saturating_sub(4)).min(65536 - ipb);
+    let blks_max = if sb.is_64bit() {
+        ((1u64 << 32) * 65528 * ratio).min((1 << 48) - 1)
+    } else {
+        ((1u64 << 32) * 65528 * ratio).min((1 << 32) - 1)
+    };
+    if sb.s_inodes_count() < 1 {
+        return Err(bad("s_inodes_count", u64::from(sb.s_inodes_count())));
+    }
+    if sb.blocks_count() < 1 || sb.blocks_count() > blks_max {
+        return Err(bad("s_blocks_count", sb.blocks_count()));
+    }
+    if u64::from(sb.s_first_data_block()) > sb.blocks_count() {
+        return Err(bad("s_first_data_block", u64::from(sb.s_first_data_block())));
+    }
+    if sb.s_log_block_size() > 6 {
+        return Err(bad("s_log_block_size", u64::from(sb.s_log_block_size())));
+    }
+    if sb.s_log_cluster_size() < sb.s_log_block_size() || sb.s_log_cluster_size() > 19 {
+        return Err(bad("s_log_cluster_size", u64::from(sb.s_log_cluster_size())));
+    }
+    let cpg = u64::from(sb.s_clusters_per_group());
+    if !(8..=cpg_max).contains(&cpg) {
+        return Err(bad("s_clusters_per_group", cpg));
+    }
+    let bpg = u64::from(sb.s_blocks_per_group());
+    if !(8..=bpg_max).contains(&bpg) {
+        return Err(bad("s_blocks_per_group", bpg));
+    }
+    let ipg = u64::from(sb.s_inodes_per_group());
+    if ipg < ipb || ipg > ipg_max {
+        return Err(bad("s_inodes_per_group", ipg));
+    }
+    if sb.r_blocks_count() > sb.blocks_count() / 2 {
+        return Err(bad("s_r_blocks_count", sb.r_blocks_count()));
+    }
+    if u64::from(sb.s_reserved_gdt_blocks()) > bs / 4 {
+        return Err(bad("s_reserved_gdt_blocks", u64::from(sb.s_reserved_gdt_blocks())));
+    }
+    let ds = sb.s_desc_size_raw();
+    if ds > 1024 || (ds != 0 && !ds.is_power_of_two()) {
+        return Err(bad("s_desc_size", u64::from(ds)));
+    }
+    let groups = u64::from(geo.group_count);
+    if ipg * groups > u64::from(u32::MAX) {
+        return Err(bad("s_inodes_count", ipg * groups));
+    }
+    if u64::from(sb.s_inodes_count()) != ipg * groups {
+        out.findings.push(
+            Finding::new(Code::InodeCountWrong)
+                .num(u64::from(sb.s_inodes_count()))
+                .num2(ipg * groups),
+        );
+        return Err(Fatal {
+            reason: "the inode count in the superblock is wrong".into(),
+            uncorrected: true,
+        });
+    }
+    if sb.s_rev_level() > 0 && (sb.s_first_ino_raw() < 11 || sb.s_first_ino_raw() > sb.s_inodes_count()) {
+        return Err(bad("s_first_ino", u64::from(sb.s_first_ino_raw())));
+    }
+    let isz = u64::from(sb.inode_size());
+    if isz < 128 || isz > bs || !isz.is_power_of_two() {
+        return Err(bad("s_inode_size", isz));
+    }
+    if bpg != cpg * ratio {
+        return Err(bad("s_blocks_per_group", bpg));
+    }
+    if fs.dev_blocks < geo.blocks_count {
+        out.findings.push(Finding::new(Code::FsSizeWrong).blk(geo.blocks_count).blk2(fs.dev_blocks));
+    }
+    let should_first = u64::from(sb.s_log_block_size() == 0 && ratio == 1);
+    if u64::from(sb.s_first_data_block()) != should_first {
+        return Err(Fatal {
+            reason: format!(
+                "the first data block is {}, should be {should_first}",
+                sb.s_first_data_block()
+            ),
+            uncorrected: false,
+        });
+    }
+    if isz > 128 {
+        let max = isz - 128;
+        for (v, code) in [
+            (sb.s_min_extra_isize(), Code::BadMinExtraIsize),
+            (sb.s_want_extra_isize(), Code::BadWantExtraIsize),
+        ] {
+            let v = u64::from(v);
+            if v != 0 && (v < 4 || v > max || v % 4 != 0) {
+                out.findings.push(Finding::new(code).num(v));
+            }
+        }
+    }
+    let ro = geo.ro_compat;
+    if ro.contains(RoCompatFeatures::METADATA_CSUM) && ro.contains(RoCompatFeatures::GDT_CSUM) {
+        out.findings.push(Finding::new(Code::MetaAndGdtCsum));
+    }
+    if geo.incompat.contains(IncompatFeatures::CSUM_SEED) && !ro.contains(RoCompatFeatures::METADATA_CSUM) {
+        out.findings.push(Finding::new(Code::CsumSeedWithoutMetaCsum));
+    }
+    if geo.incompat.contains(IncompatFeatures::BIT64) && !geo.incompat.contains(IncompatFeatures::EXTENTS) {
+        out.findings.push(Finding::new(Code::Bit64WithoutExtents));
+    }
+    if geo.incompat.contains(IncompatFeatures::META_BG) && geo.first_meta_bg > geo.desc_blocks {
+        out.findings.push(
+            Finding::new(Code::FirstMetaBgTooBig)
+                .num(u64::from(geo.first_meta_bg))
+                .num2(u64::from(geo.desc_blocks)),
+        );
+    }
+    // Group descriptors.
+    let csum_flag = fs.has_gdt_csum();
+    for g in fs.groups() {
+        let gd = fs.gd(g.0);
+        let (first, last) = allowed_range(geo, g);
+        let bb = gd.block_bitmap();
+        if bb < first || bb > last {
+            out.findings.push(Finding::new(Code::BlockBitmapNotInGroup).group(g.0).blk(bb));
+        }
+        if bb == 0 {
+            out.missing_block_bitmap.push(g.0);
+        }
+        let ib = gd.inode_bitmap();
+        if ib < first || ib > last {
+            out.findings.push(Finding::new(Code::InodeBitmapNotInGroup).group(g.0).blk(ib));
+        }
+        if ib == 0 {
+            out.missing_inode_bitmap.push(g.0);
+        }
+        let it = gd.inode_table();
+        if it < first || it.saturating_add(u64::from(geo.inode_blocks_per_group)).saturating_sub(1) > last {
+            out.findings.push(Finding::new(Code::InodeTableNotInGroup).group(g.0).blk(it));
+        }
+        if it == 0 {
+            out.missing_inode_table.push(g.0);
+        }
+        if csum_flag && !fs.gd_csum_ok(g.0) {
+            let want = gd.computed_checksum(g.0, fs.metadata_csum(), geo.csum_seed, &sb.s_uuid());
+            out.findings.push(
+                Finding::new(Code::GroupDescChecksum)
+                    .group(g.0)
+                    .num(u64::from(gd.bg_checksum()))
+                    .num2(u64::from(want)),
+            );
+        }
+        if !csum_flag && (gd.has_flag(BG_BLOCK_UNINIT) || gd.has_flag(BG_INODE_UNINIT) || gd.itable_unused() != 0) {
+            out.findings.push(Finding::new(Code::GroupUninitWithoutCsum).group(g.0));
+        }
+        if g.0 == geo.group_count - 1 && gd.has_flag(BG_BLOCK_UNINIT) {
+            out.findings.push(Finding::new(Code::LastGroupBlockUninit).group(g.0));
+        }
+        if csum_flag && (gd.itable_unused() > gd.free_inodes_count() || gd.itable_unused() > geo.inodes_per_group) {
+            out.findings.push(Finding::new(Code::GroupItableUnusedInvalid).group(g.0).num(u64::from(gd.itable_unused())));
+        }
+    }
+    for (ino, what) in [
+        (sb.s_usr_quota_inum(), "user"),
+        (sb.s_grp_quota_inum(), "group"),
+        (sb.s_prj_quota_inum(), "project"),
+    ] {
+        if ino != 0 && (matches!(ino, 1 | 2 | 5 | 6 | 7 | 8 | 9 | 10) || ino > sb.s_inodes_count()) {
+            out.findings.push(Finding::new(Code::InvalidQuotaInode).ino(ino).str(what));
+        }
+    }
+    Ok(out)
+}
+
+/// e2fsck's check_resize_inode, as notices.
+pub fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let mut out = Vec::new();
+    let resize = geo.compat.contains(CompatFeatures::RESIZE_INODE);
+    if resize && geo.incompat.contains(IncompatFeatures::META_BG) {
+        out.push(Finding::new(Code::DisableResizeInode));
+    }
+    if !resize && sb.s_reserved_gdt_blocks() != 0 {
+        out.push(Finding::new(Code::NonzeroReservedGdt).num(u64::from(sb.s_reserved_gdt_blocks())));
+    }
+    let mut buf = vec![0u8; geo.inode_size as usize];
+    if io.read_inode(7, &mut buf).is_err() {
+        return out;
+    }
+    let Some(inode) = Inode::new(&buf) else {
+        return out;
+    };
+    if !resize {
+        if (0..15).any(|i| inode.i_block_word(i) != 0) {
+            out.push(Finding::new(Code::ClearResizeInode));
+        }
+        return out;
+    }
+    let dind = u64::from(inode.i_block_word(13));
+    let mut why = None;
+    if (0..15).any(|i| i != 13 && inode.i_block_word(i) != 0)
+        || dind == 0
+        || inode.i_links_count() == 0
+        || inode.i_mode() & 0x8000 == 0
+        || !geo.block_in_range(dind)
+    {
+        why = Some("its block map is not a single double indirect block");
+    }
+    if why.is_none() {
+        let bs = fs.block_size();
+        let mut db = vec![0u8; bs];
+        let mut ib = vec![0u8; bs];
+        if io.read_blocks(dind, &mut db).is_err() {
+            why = Some("its double indirect block cannot be read");
+        } else {
+            let per = bs / 4;
+            let gdt_off = u64::from(geo.first_data_block == 0 && bs == 1024);
+            for i in 0..u64::from(sb.s_reserved_gdt_blocks()) / 4 {
+                let pblk = geo.first_data_block + 1 + u64::from(geo.desc_blocks) + i + gdt_off;
+                let slot = ((u64::from(geo.desc_blocks) + i) as usize) % per;
+                if u64::from(ext4_layout::bytes::le_u32(&db, slot * 4)) != pblk {
+                    why = Some("a reserved descriptor block is not mapped");
+                    break;
+                }
+                if io.read_blocks(pblk, &mut ib).is_err() {
+                    why = Some("a reserved descriptor block cannot be read");
+                    break;
+                }
+                let mut k = 0usize;
+                for grp in geo.backup_groups() {
+                    let want = pblk + u64::from(grp.0) * u64::from(geo.blocks_per_group);
+                    if u64::from(ext4_layout::bytes::le_u32(&ib, k * 4)) != want {
+                        why = Some("a reserved descriptor block's backups are not mapped");
+                        break;
+                    }
+                    k += 1;
+                    if k >= per {
+                        break;
+                    }
+                }
+                if why.is_some() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(w) = why {
+        out.push(Finding::new(Code::ResizeInodeInvalid).str(w));
+    }
+    out
+}
+
+/// Whether the resize inode cannot be read at all (its checksum fails) on
+/// a file system with resize_inode: e2fsck then tries to recreate it at
+/// the end of pass 1, which a read-only check cannot do.
+pub fn resize_inode_unreadable(fs: &Fs, io: &mut Io<'_>) -> bool {
+    if !fs.geo.compat.contains(CompatFeatures::RESIZE_INODE) || !fs.metadata_csum() {
+        return false;
+    }
+    let mut buf = vec![0u8; fs.geo.inode_size as usize];
+    if io.read_inode(7, &mut buf).is_err() {
+        return true;
+    }
+    Inode::new(&buf).is_some_and(|i| !i.checksum_ok(fs.geo.csum_seed, 7))
+}

@@ -1,0 +1,194 @@
+//! Opening a device or image file and choosing an I/O path.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Which I/O path to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoMode {
+    /// Probe io_uring and fall back to pread when it is unavailable.
+    Auto,
+    /// Require io_uring.
+    Uring,
+    /// Use pread only.
+    Pread,
+}
+
+/// What kind of file the device is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// A regular image file.
+    File,
+    /// A block device.
+    BlockDevice,
+}
+
+/// Why a device could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The path could not be opened.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The path is neither a regular file nor a block device.
+    #[error("{path} is not a regular file or block device")]
+    NotAFileOrDevice {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The size could not be determined.
+    #[error("cannot get the size of {path}: {source}")]
+    Size {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// io_uring was required but is not available.
+    #[error("io_uring is not available: {0}")]
+    UringUnavailable(io::Error),
+}
+
+/// One read of a batch: fill `buf` from byte `offset`.
+pub struct ReadReq<'a> {
+    /// Byte offset on the device.
+    pub offset: u64,
+    /// Destination; its length is the read size.
+    pub buf: &'a mut [u8],
+    /// Set by the reader: `Ok` when the whole buffer was filled.
+    pub result: io::Result<()>,
+}
+
+impl<'a> ReadReq<'a> {
+    /// A read request not yet done.
+    pub fn new(offset: u64, buf: &'a mut [u8]) -> Self {
+        ReadReq {
+            offset,
+            buf,
+            result: Ok(()),
+        }
+    }
+}
+
+/// A per-worker reader. Each worker owns one, so no reader state is shared.
+pub trait Reader: Send {
+    /// Fills `buf` from byte `offset`; a read past the end is an error.
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Performs a batch of reads, setting each request's `result`.
+    fn read_batch(&mut self, reqs: &mut [ReadReq<'_>]) {
+        for r in reqs.iter_mut() {
+            r.result = self.read_at(r.buf, r.offset);
+        }
+    }
+}
+
+/// An opened device: its size and a way to make readers.
+pub struct Device {
+    file: Arc<File>,
+    size: u64,
+    kind: DeviceKind,
+    uring: bool,
+    path: PathBuf,
+}
+
+impl Device {
+    /// The device's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Whether it is a file or a block device.
+    pub fn kind(&self) -> DeviceKind {
+        self.kind
+    }
+
+    /// The path it was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The name of the I/O path in use, for `-v`.
+    pub fn io_path(&self) -> &'static str {
+        if self.uring {
+            "io_uring"
+        } else {
+            "pread"
+        }
+    }
+
+    /// Makes a reader for one worker.
+    pub fn reader(&self) -> Box<dyn Reader> {
+        if self.uring {
+            if let Ok(r) = crate::uring::UringReader::new(self.file.clone(), self.size) {
+                return Box::new(r);
+            }
+        }
+        Box::new(crate::pread::PreadReader::new(self.file.clone(), self.size))
+    }
+
+    /// A one-off read through pread (for start-up reads such as the superblock).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        crate::pread::read_exact_at(&self.file, buf, offset, self.size)
+    }
+}
+
+/// Opens `path` read-only and picks the I/O path.
+pub fn open_device(path: &Path, mode: IoMode) -> Result<Device, OpenError> {
+    let file = File::open(path).map_err(|source| OpenError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let meta = file.metadata().map_err(|source| OpenError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let ft = meta.file_type();
+    let (kind, size) = if ft.is_file() {
+        (DeviceKind::File, meta.len())
+    } else if ft.is_block_device() {
+        let size = block_device_size(&file).map_err(|source| OpenError::Size {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        (DeviceKind::BlockDevice, size)
+    } else {
+        return Err(OpenError::NotAFileOrDevice {
+            path: path.to_path_buf(),
+        });
+    };
+    let file = Arc::new(file);
+    let uring = match mode {
+        IoMode::Pread => false,
+        IoMode::Auto => crate::uring::probe().is_ok(),
+        IoMode::Uring => {
+            crate::uring::probe().map_err(OpenError::UringUnavailable)?;
+            true
+        }
+    };
+    Ok(Device {
+        file,
+        size,
+        kind,
+        uring,
+        path: path.to_path_buf(),
+    })
+}
+
+nix::ioctl_read!(blkgetsize64, 0x12, 114, u64);
+
+fn block_device_size(file: &File) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which is
+    // valid for the duration of the call; the fd is open.
+    unsafe { blkgetsize64(file.as_raw_fd(), &mut size) }.map_err(io::Error::from)?;
+    Ok(size)
+}
