@@ -68,7 +68,9 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     }
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("invalid --threads value '{s}': expected a positive number or 'auto'")),
+        _ => Err(format!(
+            "invalid --threads value '{s}': expected a positive number or 'auto'"
+        )),
     }
 }
 
@@ -76,7 +78,10 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) {
+            let code = if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) {
                 0
             } else {
                 exit::USAGE
@@ -94,7 +99,10 @@ fn main() -> ExitCode {
         }
     };
     if cli.repair || cli.preen {
-        eprintln!("ext4chk: {}: repair is not implemented yet; nothing was changed", cli.device.display());
+        eprintln!(
+            "ext4chk: {}: repair is not implemented yet; nothing was changed",
+            cli.device.display()
+        );
         return ExitCode::from(exit::OPERATIONAL as u8);
     }
     let mode = match cli.io {
@@ -110,7 +118,11 @@ fn main() -> ExitCode {
         }
     };
     if cli.verbose {
-        eprintln!("ext4chk: {}: using {} I/O, {threads} thread(s)", cli.device.display(), dev.io_path());
+        eprintln!(
+            "ext4chk: {}: using {} I/O, {threads} thread(s)",
+            cli.device.display(),
+            dev.io_path()
+        );
     }
     let report = check_core::check(dev, CheckOptions { threads });
     match cli.format {

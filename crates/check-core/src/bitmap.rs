@@ -91,7 +91,10 @@ impl AtomicBitmap {
 
     /// Total set bits.
     pub fn count_ones(&self) -> u64 {
-        self.counts.iter().map(|c| u64::from(c.load(Ordering::Relaxed))).sum()
+        self.counts
+            .iter()
+            .map(|c| u64::from(c.load(Ordering::Relaxed)))
+            .sum()
     }
 
     /// Set bits in `[start, start + count)`.
@@ -115,7 +118,11 @@ impl AtomicBitmap {
             let stop = end.min(shard_end);
             while i < stop {
                 if i % 64 == 0 && i + 64 <= stop {
-                    n += u64::from(self.words[(i / 64) as usize].load(Ordering::Relaxed).count_ones());
+                    n += u64::from(
+                        self.words[(i / 64) as usize]
+                            .load(Ordering::Relaxed)
+                            .count_ones(),
+                    );
                     i += 64;
                 } else {
                     n += u64::from(self.get(i));

@@ -47,7 +47,13 @@ pub fn for_each_block(io: &mut Io<'_>, inode: &Inode<'_>, f: &mut dyn FnMut(u64,
     ok
 }
 
-fn walk_ind(io: &mut Io<'_>, blk: u64, level: u32, lblk: &mut i64, f: &mut dyn FnMut(u64, i64)) -> bool {
+fn walk_ind(
+    io: &mut Io<'_>,
+    blk: u64,
+    level: u32,
+    lblk: &mut i64,
+    f: &mut dyn FnMut(u64, i64),
+) -> bool {
     f(blk, -1);
     let geo = &io.fs.geo;
     let per = i64::from(geo.block_size / 4);
@@ -74,7 +80,13 @@ fn walk_ind(io: &mut Io<'_>, blk: u64, level: u32, lblk: &mut i64, f: &mut dyn F
     true
 }
 
-fn walk_extent(io: &mut Io<'_>, node: &[u8], depth: u16, f: &mut dyn FnMut(u64, i64), guard: u32) -> bool {
+fn walk_extent(
+    io: &mut Io<'_>,
+    node: &[u8],
+    depth: u16,
+    f: &mut dyn FnMut(u64, i64),
+    guard: u32,
+) -> bool {
     let Some(n) = ExtentNode::new(node) else {
         return false;
     };

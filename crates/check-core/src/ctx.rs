@@ -59,7 +59,10 @@ impl Maps {
     /// Empty maps sized for `fs`.
     pub fn new(fs: &Fs) -> Self {
         let ni = u64::from(fs.geo.inodes_count);
-        let clusters = fs.geo.blocks_count.div_ceil(u64::from(fs.geo.cluster_ratio));
+        let clusters = fs
+            .geo
+            .blocks_count
+            .div_ceil(u64::from(fs.geo.cluster_ratio));
         Maps {
             inode_used: AtomicBitmap::new(ni),
             inode_dir: AtomicBitmap::new(ni),
@@ -122,7 +125,10 @@ impl Maps {
     /// Records the link count of an inode.
     #[inline]
     pub fn set_links(&self, ino: u32, n: u16) {
-        if let Some(a) = ino.checked_sub(1).and_then(|i| self.link_info.get(i as usize)) {
+        if let Some(a) = ino
+            .checked_sub(1)
+            .and_then(|i| self.link_info.get(i as usize))
+        {
             a.store(n, Ordering::Relaxed);
         }
     }
@@ -169,7 +175,11 @@ impl AbortAt {
     /// Keeps the earlier of two aborts.
     pub fn earliest(a: Option<AbortAt>, b: Option<AbortAt>) -> Option<AbortAt> {
         match (a, b) {
-            (Some(x), Some(y)) => Some(if (y.pass, y.ino) < (x.pass, x.ino) { y } else { x }),
+            (Some(x), Some(y)) => Some(if (y.pass, y.ino) < (x.pass, x.ino) {
+                y
+            } else {
+                x
+            }),
             (x, None) => x,
             (None, y) => y,
         }

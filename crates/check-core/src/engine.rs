@@ -11,7 +11,7 @@ use crate::fs::{open_fs, OpenOptions};
 use crate::io::Io;
 use crate::problem::{Code, Finding, Pass};
 use crate::report::{Report, Summary};
-use crate::{journal, pass1, pass1b, pass2, pass3, pass4, pass5, super_check};
+use crate::{journal, pass1, pass1b, pass2, pass3, pass4, pass5, postpass, super_check};
 
 /// Checks the file system on `dev` without changing anything.
 pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
@@ -53,7 +53,9 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
         }
     };
     report.findings.extend(sc.findings);
-    report.findings.extend(super_check::check_resize_inode(&fs, &mut io));
+    report
+        .findings
+        .extend(super_check::check_resize_inode(&fs, &mut io));
     let resize_unreadable = super_check::resize_inode_unreadable(&fs, &mut io);
     // A bitmap or inode table at block 0 would have to be relocated.
     for (groups, what) in [
@@ -62,7 +64,9 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
         (&sc.missing_inode_table, "inode table"),
     ] {
         for &g in groups {
-            report.findings.push(Finding::new(Code::RelocateMetadata).group(g).str(what));
+            report
+                .findings
+                .push(Finding::new(Code::RelocateMetadata).group(g).str(what));
         }
     }
     let (bad_blocks, bb_note) = pass1::read_bad_blocks_list(&fs, &mut io);
@@ -78,14 +82,22 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
         }
     };
     let mut maps = Maps::new(&fs);
-    report.findings.extend(pass1::mark_table_blocks(&fs, &mut maps));
+    report
+        .findings
+        .extend(pass1::mark_table_blocks(&fs, &mut maps));
     let maps = maps;
     let mut p1 = pass1::run(&fs, &maps, &bad_blocks, &pool);
     report.findings.append(&mut p1.findings);
     let mut abort = p1.abort.take();
     if abort.is_none() && resize_unreadable {
-        report.findings.push(Finding::new(Code::ResizeInodeCreate).ino(7));
-        abort = Some(AbortAt::new(Pass::P1, u32::MAX, "the resize inode would have to be recreated"));
+        report
+            .findings
+            .push(Finding::new(Code::ResizeInodeCreate).ino(7));
+        abort = Some(AbortAt::new(
+            Pass::P1,
+            u32::MAX,
+            "the resize inode would have to be recreated",
+        ));
     }
     if abort.is_none() {
         let p1b = pass1b::run(&fs, &maps);
@@ -98,7 +110,8 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
         report.findings.extend(p2.findings.iter().cloned());
         abort = p2.abort.clone();
         if abort.is_none() {
-            if p1.stats.large_files > 0 && !fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE) {
+            if p1.stats.large_files > 0 && !fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE)
+            {
                 report.findings.push(Finding::new(Code::FeatureLargeFiles));
             }
             let p3 = pass3::run(&fs, &maps, &p1.dirs, &p2);
@@ -120,6 +133,12 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
     }
     if abort.is_none() {
         report.findings.extend(pass5::run(&fs, &maps));
+        report
+            .findings
+            .extend(postpass::check_orphan_file(&fs, &mut io));
+        report
+            .findings
+            .extend(postpass::check_quota(&fs, &mut io, &p1.quota));
     }
     if let Some(a) = abort {
         report.findings.retain(|f| !a.is_after(f));

@@ -83,5 +83,8 @@ pub fn symlink_ok(io: &mut Io<'_>, inode: &Inode<'_>, csum_ok: bool) -> bool {
 
 /// Whether the mode's type bits name one of the seven file types.
 pub fn mode_type_valid(mode: u16) -> bool {
-    matches!(mode & S_IFMT, 0o010000 | 0o020000 | 0o040000 | 0o060000 | 0o100000 | 0o120000 | 0o140000)
+    matches!(
+        mode & S_IFMT,
+        0o010000 | 0o020000 | 0o040000 | 0o060000 | 0o100000 | 0o120000 | 0o140000
+    )
 }

@@ -59,8 +59,12 @@ impl<'f> Io<'f> {
 
     /// Reads inode `ino` (`inode_size` bytes) into `buf`.
     pub fn read_inode(&mut self, ino: u32, buf: &mut [u8]) -> io::Result<()> {
-        let off = Self::inode_offset(self.fs, ino)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("inode {ino} has no location")))?;
+        let off = Self::inode_offset(self.fs, ino).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("inode {ino} has no location"),
+            )
+        })?;
         let n = (self.fs.geo.inode_size as usize).min(buf.len());
         self.rd.read_at(&mut buf[..n], off)
     }

@@ -38,15 +38,18 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
     let has_journal = geo.compat.contains(CompatFeatures::HAS_JOURNAL);
     let recover = geo.incompat.contains(IncompatFeatures::RECOVER);
     let uuid_set = sb.s_journal_uuid().iter().any(|&b| b != 0);
-    if !has_journal && !recover && sb.s_journal_inum() == 0 && sb.s_journal_dev() == 0 && !uuid_set {
+    if !has_journal && !recover && sb.s_journal_inum() == 0 && sb.s_journal_dev() == 0 && !uuid_set
+    {
         return out;
     }
     let fix_bad_inode = |out: &mut JournalCheck, why: String| {
         if has_journal || sb.s_journal_inum() != 0 {
-            out.findings.push(Finding::new(Code::JournalBadInode).str(why.clone()));
+            out.findings
+                .push(Finding::new(Code::JournalBadInode).str(why.clone()));
             out.fatal = Some(format!("the journal is unusable: {why}"));
         } else if recover {
-            out.findings.push(Finding::new(Code::JournalRecoverWithoutJournal));
+            out.findings
+                .push(Finding::new(Code::JournalRecoverWithoutJournal));
             out.fatal = Some("needs_recovery is set but there is no journal".into());
         }
     };
@@ -64,10 +67,12 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
                     out.findings.push(Finding::new(Code::JournalFlagMissing));
                 }
                 if has_journal && !recover && j.s_start() != 0 {
-                    out.findings.push(Finding::new(Code::JournalRecoveryFlagClear));
+                    out.findings
+                        .push(Finding::new(Code::JournalRecoveryFlagClear));
                 }
                 if !recover && j.s_errno() != 0 {
-                    out.findings.push(Finding::new(Code::JournalErrno).num(j.s_errno() as u64));
+                    out.findings
+                        .push(Finding::new(Code::JournalErrno).num(j.s_errno() as u64));
                 }
             }
             if recover {
@@ -77,9 +82,11 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
         Err(LoadErr::BadInode(why)) => fix_bad_inode(&mut out, why),
         Err(LoadErr::Fatal(why)) => out.fatal = Some(why),
         Err(LoadErr::Unsupported(why)) => {
-            out.findings.push(Finding::new(Code::JournalUnsupported).str(why.clone()));
+            out.findings
+                .push(Finding::new(Code::JournalUnsupported).str(why.clone()));
             if has_journal {
-                out.findings.push(Finding::new(Code::JournalBadSuper).str(why.clone()));
+                out.findings
+                    .push(Finding::new(Code::JournalBadSuper).str(why.clone()));
                 out.fatal = Some(format!("the journal superblock is unusable: {why}"));
             } else {
                 fix_bad_inode(&mut out, why);
@@ -87,7 +94,8 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
         }
         Err(LoadErr::Corrupt(why)) => {
             if has_journal {
-                out.findings.push(Finding::new(Code::JournalBadSuper).str(why.clone()));
+                out.findings
+                    .push(Finding::new(Code::JournalBadSuper).str(why.clone()));
                 out.fatal = Some(format!("the journal superblock is corrupt: {why}"));
             } else {
                 fix_bad_inode(&mut out, why);
@@ -104,11 +112,14 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
     let sb = fs.sb();
     let inum = sb.s_journal_inum();
     if inum == 0 || inum > geo.inodes_count {
-        return Err(LoadErr::BadInode(format!("journal inode number {inum} is invalid")));
+        return Err(LoadErr::BadInode(format!(
+            "journal inode number {inum} is invalid"
+        )));
     }
     let mut ib = vec![0u8; geo.inode_size as usize];
     let primary = io.read_inode(inum, &mut ib).ok().and_then(|_| {
-        let ok = Inode::new(&ib).is_some_and(|i| !fs.metadata_csum() || i.checksum_ok(geo.csum_seed, inum));
+        let ok = Inode::new(&ib)
+            .is_some_and(|i| !fs.metadata_csum() || i.checksum_ok(geo.csum_seed, inum));
         ok.then(|| ib.clone())
     });
     let mut tried_backup = false;
@@ -146,7 +157,9 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
     };
     let h = j.header();
     if h.h_magic != JBD2_MAGIC {
-        return Err(LoadErr::BadInode("the journal superblock has a bad magic number".into()));
+        return Err(LoadErr::BadInode(
+            "the journal superblock has a bad magic number".into(),
+        ));
     }
     match h.h_blocktype {
         blocktype::SUPERBLOCK_V1 => {}
@@ -159,14 +172,23 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
             }
         }
         blocktype::DESCRIPTOR | blocktype::COMMIT | blocktype::REVOKE => {
-            return Err(LoadErr::Corrupt("the journal superblock has the type of another block".into()));
+            return Err(LoadErr::Corrupt(
+                "the journal superblock has the type of another block".into(),
+            ));
         }
-        t => return Err(LoadErr::Unsupported(format!("unknown journal superblock version {t}"))),
+        t => {
+            return Err(LoadErr::Unsupported(format!(
+                "unknown journal superblock version {t}"
+            )))
+        }
     }
     let f = j.features();
     if j.is_v2() {
         if f.incompat & !JournalFeatures::KNOWN_INCOMPAT != 0 {
-            return Err(LoadErr::Unsupported(format!("unknown journal features 0x{:x}", f.incompat)));
+            return Err(LoadErr::Unsupported(format!(
+                "unknown journal features 0x{:x}",
+                f.incompat
+            )));
         }
         if f.ro_compat != 0 {
             return Err(LoadErr::Unsupported(format!(
@@ -178,13 +200,20 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
     let v2 = f.incompat & JournalFeatures::INCOMPAT_CSUM_V2 != 0;
     let v3 = f.incompat & JournalFeatures::INCOMPAT_CSUM_V3 != 0;
     if (v2 && v3) || ((v2 || v3) && f.compat & JournalFeatures::COMPAT_CHECKSUM != 0) {
-        return Err(LoadErr::Corrupt("conflicting journal checksum features".into()));
+        return Err(LoadErr::Corrupt(
+            "conflicting journal checksum features".into(),
+        ));
     }
     if (v2 || v3) && (j.s_checksum_type() != 4 || !j.checksum_ok()) {
-        return Err(LoadErr::Corrupt("the journal superblock checksum does not match".into()));
+        return Err(LoadErr::Corrupt(
+            "the journal superblock checksum does not match".into(),
+        ));
     }
     if j.s_blocksize() as usize != bs {
-        return Err(LoadErr::Corrupt(format!("journal block size {} differs from the file system's", j.s_blocksize())));
+        return Err(LoadErr::Corrupt(format!(
+            "journal block size {} differs from the file system's",
+            j.s_blocksize()
+        )));
     }
     let total = journal_len_blocks(fs, io, sb.s_journal_inum());
     if u64::from(j.s_maxlen()) > total {
@@ -194,9 +223,15 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
         )));
     }
     if f.incompat & JournalFeatures::INCOMPAT_FAST_COMMIT != 0 {
-        let fc = if j.s_num_fc_blks() == 0 { 256 } else { j.s_num_fc_blks() };
+        let fc = if j.s_num_fc_blks() == 0 {
+            256
+        } else {
+            j.s_num_fc_blks()
+        };
         if j.s_maxlen().saturating_sub(fc) < 1024 {
-            return Err(LoadErr::Corrupt("the journal is too small for its fast commit area".into()));
+            return Err(LoadErr::Corrupt(
+                "the journal is too small for its fast commit area".into(),
+            ));
         }
     }
     Ok(jsb)

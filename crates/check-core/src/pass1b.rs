@@ -38,7 +38,10 @@ pub fn run(fs: &Fs, maps: &Maps) -> P1bOut {
         out.abort = Some(AbortAt::new(
             Pass::P1B,
             0,
-            format!("inode {} has a bad checksum while rescanning for multiply-claimed blocks", i + 1),
+            format!(
+                "inode {} has a bad checksum while rescanning for multiply-claimed blocks",
+                i + 1
+            ),
         ));
         return out;
     }

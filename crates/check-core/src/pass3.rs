@@ -25,8 +25,13 @@ pub fn run(fs: &Fs, maps: &Maps, dirs: &[DirRec], p2: &P2Out) -> P3Out {
     };
     if maps.used(2) {
         if !maps.is_dir(2) {
-            out.findings.push(Finding::new(Code::RootNotDirAbort).ino(2));
-            out.abort = Some(AbortAt::new(Pass::P3, 0, "the root inode is not a directory"));
+            out.findings
+                .push(Finding::new(Code::RootNotDirAbort).ino(2));
+            out.abort = Some(AbortAt::new(
+                Pass::P3,
+                0,
+                "the root inode is not a directory",
+            ));
             return out;
         }
     } else {
@@ -51,14 +56,22 @@ pub fn run(fs: &Fs, maps: &Maps, dirs: &[DirRec], p2: &P2Out) -> P3Out {
                 break;
             }
             let Some(i) = idx(ino) else {
-                out.abort = Some(AbortAt::new(Pass::P3, dir, format!("no directory record for inode {ino}")));
+                out.abort = Some(AbortAt::new(
+                    Pass::P3,
+                    dir,
+                    format!("no directory record for inode {ino}"),
+                ));
                 return out;
             };
             let parent = p2.parent[i];
             let looped = loop_pass && loop_map.get(parent as usize).copied().unwrap_or(false);
             if parent == 0 || looped {
                 let shown = if parent != 0 { parent } else { p2.dotdot[i] };
-                out.findings.push(Finding::new(Code::UnconnectedDir).ino(ino).num(u64::from(shown)));
+                out.findings.push(
+                    Finding::new(Code::UnconnectedDir)
+                        .ino(ino)
+                        .num(u64::from(shown)),
+                );
                 break;
             }
             ino = parent;

@@ -37,7 +37,11 @@ pub fn run(fs: &Fs, maps: &Maps, cx: &P2Ctx<'_>, counted: &[u32], ea_inode_refs:
     while let Some(idx) = next {
         next = maps.inode_used.next_set(idx + 1);
         let i = idx as u32 + 1;
-        if (prj != 0 && i == prj) || (orphan != 0 && i == orphan) || i == 1 || (i > 2 && i < geo.first_ino) {
+        if (prj != 0 && i == prj)
+            || (orphan != 0 && i == orphan)
+            || i == 1
+            || (i > 2 && i < geo.first_ino)
+        {
             continue;
         }
         if maps.inode_imagic.get(idx) || maps.inode_bb.get(idx) {
@@ -52,9 +56,15 @@ pub fn run(fs: &Fs, maps: &Maps, cx: &P2Ctx<'_>, counted: &[u32], ea_inode_refs:
                         let refs = ea_inode_refs.iter().filter(|&&r| r == i).count() as u64;
                         if refs > 0 {
                             link_counted = 1;
-                            let stored = (u64::from(inode.i_ctime()) << 32) | u64::from(inode.l_i_version());
+                            let stored =
+                                (u64::from(inode.i_ctime()) << 32) | u64::from(inode.l_i_version());
                             if stored != refs && inode.i_ctime() != inode.i_atime() {
-                                out.findings.push(Finding::new(Code::EaInodeRefCount).ino(i).num(stored).num2(refs));
+                                out.findings.push(
+                                    Finding::new(Code::EaInodeRefCount)
+                                        .ino(i)
+                                        .num(stored)
+                                        .num2(refs),
+                                );
                             }
                         }
                     }
@@ -83,18 +93,23 @@ pub fn run(fs: &Fs, maps: &Maps, cx: &P2Ctx<'_>, counted: &[u32], ea_inode_refs:
                     } else {
                         0
                     };
-                    if inode.i_blocks_lo() == 0 && eamagic != EA_MAGIC && (inode.is_reg() || inode.is_dir()) {
+                    if inode.i_blocks_lo() == 0
+                        && eamagic != EA_MAGIC
+                        && (inode.is_reg() || inode.is_dir())
+                    {
                         out.findings.push(Finding::new(Code::ZeroLenInode).ino(i));
                     }
                 }
             }
-            out.findings.push(Finding::new(Code::UnattachedInode).ino(i));
+            out.findings
+                .push(Finding::new(Code::UnattachedInode).ino(i));
             continue;
         }
         let isdir = maps.is_dir(i);
         if isdir && link_counted > 65000 {
             if !dir_nlink {
-                out.findings.push(Finding::new(Code::DirNlinkFeature).ino(i));
+                out.findings
+                    .push(Finding::new(Code::DirNlinkFeature).ino(i));
             }
             link_counted = 1;
         }

@@ -47,7 +47,9 @@ pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
         let gd = fs.gd(g);
         let csum_ok = fs.gd_csum_ok(g);
         let bb = gd.block_bitmap();
-        let skip = (csum_flag && gd.has_flag(BG_BLOCK_UNINIT) && csum_ok) || bb >= geo.blocks_count || bb == 0;
+        let skip = (csum_flag && gd.has_flag(BG_BLOCK_UNINIT) && csum_ok)
+            || bb >= geo.blocks_count
+            || bb == 0;
         if !skip && io.read_blocks(bb, &mut buf).is_ok() {
             if buf[bnbytes.min(bs)..].iter().any(|&b| b != 0xFF) {
                 d.block_tail_problem = true;
@@ -60,7 +62,9 @@ pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
             }
         }
         let ib = gd.inode_bitmap();
-        let skip = (csum_flag && gd.has_flag(BG_INODE_UNINIT) && csum_ok) || ib >= geo.blocks_count || ib == 0;
+        let skip = (csum_flag && gd.has_flag(BG_INODE_UNINIT) && csum_ok)
+            || ib >= geo.blocks_count
+            || ib == 0;
         if !skip && io.read_blocks(ib, &mut buf).is_ok() {
             if buf[inbytes.min(bs)..].iter().any(|&b| b != 0xFF) {
                 d.inode_tail_problem = true;
@@ -191,7 +195,11 @@ pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
     }
     let total_free_blocks = total_free << bits;
     if total_free_blocks != sb.free_blocks_count() {
-        out.push(Finding::new(Code::FreeBlocksTotal).num(sb.free_blocks_count()).num2(total_free_blocks));
+        out.push(
+            Finding::new(Code::FreeBlocksTotal)
+                .num(sb.free_blocks_count())
+                .num2(total_free_blocks),
+        );
     }
     // Inodes.
     let csum_flag = fs.has_gdt_csum();
@@ -214,13 +222,21 @@ pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
         for i in 0..ipg {
             let idx = base + i;
             let actual = maps.inode_used.get(idx);
-            let on_disk = if skip_group { false } else { disk.inodes.get(idx) };
+            let on_disk = if skip_group {
+                false
+            } else {
+                disk.inodes.get(idx)
+            };
             if actual != on_disk {
                 if actual {
                     add_range(&mut plus, idx + 1, 1);
                     if skip_group && !uninit_reported {
                         uninit_reported = true;
-                        out.push(Finding::new(Code::InodeUninit).group(g as u32).ino(idx as u32 + 1));
+                        out.push(
+                            Finding::new(Code::InodeUninit)
+                                .group(g as u32)
+                                .ino(idx as u32 + 1),
+                        );
                     }
                 } else {
                     add_range(&mut minus, idx + 1, 1);
@@ -260,7 +276,11 @@ pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
         }
     }
     if total_free != u64::from(sb.s_free_inodes_count()) {
-        out.push(Finding::new(Code::FreeInodesTotal).num(u64::from(sb.s_free_inodes_count())).num2(total_free));
+        out.push(
+            Finding::new(Code::FreeInodesTotal)
+                .num(u64::from(sb.s_free_inodes_count()))
+                .num2(total_free),
+        );
     }
     // Padding: bits past the end of the file system must be set, and so
     // must the bytes after each bitmap in its block.
@@ -286,7 +306,11 @@ pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
             let bytes = bitset_bytes(&disk.inodes, u64::from(g) * ipg, ipg);
             let c = crc32c_raw(seed, &bytes);
             let stored = gd.inode_bitmap_csum();
-            let ok = if wide_ib { c == stored } else { c & 0xFFFF == stored & 0xFFFF };
+            let ok = if wide_ib {
+                c == stored
+            } else {
+                c & 0xFFFF == stored & 0xFFFF
+            };
             if !ok {
                 out.push(Finding::new(Code::InodeBitmapCsum).group(g));
             }
@@ -299,7 +323,11 @@ pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
             let bytes = bitset_bytes(&disk.blocks, u64::from(g) * cpg, cpg);
             let c = crc32c_raw(seed, &bytes);
             let stored = gd.block_bitmap_csum();
-            let ok = if wide_bb { c == stored } else { c & 0xFFFF == stored & 0xFFFF };
+            let ok = if wide_bb {
+                c == stored
+            } else {
+                c & 0xFFFF == stored & 0xFFFF
+            };
             if !ok {
                 out.push(Finding::new(Code::BlockBitmapCsum).group(g));
             }

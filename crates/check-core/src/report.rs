@@ -78,7 +78,8 @@ pub struct Report {
 impl Report {
     /// Sorts findings into their stable order and drops exact duplicates.
     pub fn finish(&mut self) {
-        self.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        self.findings
+            .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         self.findings.dedup();
     }
 
@@ -124,7 +125,11 @@ impl Report {
             Pass::P5,
         ];
         for p in passes {
-            let mine: Vec<&Finding> = self.findings.iter().filter(|f| f.code.pass() == p).collect();
+            let mine: Vec<&Finding> = self
+                .findings
+                .iter()
+                .filter(|f| f.code.pass() == p)
+                .collect();
             let always = matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
             if mine.is_empty() && !(always && self.summary.is_some()) {
                 continue;
@@ -163,7 +168,13 @@ impl Report {
             };
             out.push_str(&format!(
                 "{}: {}, {}/{} files ({:.1}% non-contiguous), {}/{} blocks\n",
-                self.device, state, s.inodes_used, s.inodes_count, pct, s.blocks_used, s.blocks_count
+                self.device,
+                state,
+                s.inodes_used,
+                s.inodes_count,
+                pct,
+                s.blocks_used,
+                s.blocks_count
             ));
         } else {
             out.push_str(&format!("{}: {}\n", self.device, state));
@@ -180,7 +191,10 @@ impl Report {
             .map(|f| {
                 let mut m = Map::new();
                 m.insert("code".into(), json!(f.code.name()));
-                m.insert("e2fsck_code".into(), json!(format!("0x{:06x}", f.code.e2fsck_code())));
+                m.insert(
+                    "e2fsck_code".into(),
+                    json!(format!("0x{:06x}", f.code.e2fsck_code())),
+                );
                 m.insert("pass".into(), json!(f.code.pass().name()));
                 m.insert(
                     "severity".into(),
@@ -256,7 +270,8 @@ mod tests {
         assert_eq!(r.exit_code(), 0);
         r.findings.push(Finding::new(Code::JournalNeedsRecovery));
         assert_eq!(r.exit_code(), 0, "a notice is not an error");
-        r.findings.push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
+        r.findings
+            .push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
         assert_eq!(r.exit_code(), 4);
         r.aborted = Some("x".into());
         assert_eq!(r.exit_code(), 12);
@@ -265,7 +280,8 @@ mod tests {
     #[test]
     fn json_parses() {
         let mut r = Report::default();
-        r.findings.push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
+        r.findings
+            .push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(v["exit_code"], 4);
         assert_eq!(v["findings"][0]["code"], "bad-i-size");

@@ -64,13 +64,19 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         return Err(bad("s_blocks_count", sb.blocks_count()));
     }
     if u64::from(sb.s_first_data_block()) > sb.blocks_count() {
-        return Err(bad("s_first_data_block", u64::from(sb.s_first_data_block())));
+        return Err(bad(
+            "s_first_data_block",
+            u64::from(sb.s_first_data_block()),
+        ));
     }
     if sb.s_log_block_size() > 6 {
         return Err(bad("s_log_block_size", u64::from(sb.s_log_block_size())));
     }
     if sb.s_log_cluster_size() < sb.s_log_block_size() || sb.s_log_cluster_size() > 19 {
-        return Err(bad("s_log_cluster_size", u64::from(sb.s_log_cluster_size())));
+        return Err(bad(
+            "s_log_cluster_size",
+            u64::from(sb.s_log_cluster_size()),
+        ));
     }
     let cpg = u64::from(sb.s_clusters_per_group());
     if !(8..=cpg_max).contains(&cpg) {
@@ -88,7 +94,10 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         return Err(bad("s_r_blocks_count", sb.r_blocks_count()));
     }
     if u64::from(sb.s_reserved_gdt_blocks()) > bs / 4 {
-        return Err(bad("s_reserved_gdt_blocks", u64::from(sb.s_reserved_gdt_blocks())));
+        return Err(bad(
+            "s_reserved_gdt_blocks",
+            u64::from(sb.s_reserved_gdt_blocks()),
+        ));
     }
     let ds = sb.s_desc_size_raw();
     if ds > 1024 || (ds != 0 && !ds.is_power_of_two()) {
@@ -109,7 +118,9 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
             uncorrected: true,
         });
     }
-    if sb.s_rev_level() > 0 && (sb.s_first_ino_raw() < 11 || sb.s_first_ino_raw() > sb.s_inodes_count()) {
+    if sb.s_rev_level() > 0
+        && (sb.s_first_ino_raw() < 11 || sb.s_first_ino_raw() > sb.s_inodes_count())
+    {
         return Err(bad("s_first_ino", u64::from(sb.s_first_ino_raw())));
     }
     let isz = u64::from(sb.inode_size());
@@ -120,7 +131,11 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         return Err(bad("s_blocks_per_group", bpg));
     }
     if fs.dev_blocks < geo.blocks_count {
-        out.findings.push(Finding::new(Code::FsSizeWrong).blk(geo.blocks_count).blk2(fs.dev_blocks));
+        out.findings.push(
+            Finding::new(Code::FsSizeWrong)
+                .blk(geo.blocks_count)
+                .blk2(fs.dev_blocks),
+        );
     }
     let should_first = u64::from(sb.s_log_block_size() == 0 && ratio == 1);
     if u64::from(sb.s_first_data_block()) != should_first {
@@ -148,10 +163,15 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
     if ro.contains(RoCompatFeatures::METADATA_CSUM) && ro.contains(RoCompatFeatures::GDT_CSUM) {
         out.findings.push(Finding::new(Code::MetaAndGdtCsum));
     }
-    if geo.incompat.contains(IncompatFeatures::CSUM_SEED) && !ro.contains(RoCompatFeatures::METADATA_CSUM) {
-        out.findings.push(Finding::new(Code::CsumSeedWithoutMetaCsum));
+    if geo.incompat.contains(IncompatFeatures::CSUM_SEED)
+        && !ro.contains(RoCompatFeatures::METADATA_CSUM)
+    {
+        out.findings
+            .push(Finding::new(Code::CsumSeedWithoutMetaCsum));
     }
-    if geo.incompat.contains(IncompatFeatures::BIT64) && !geo.incompat.contains(IncompatFeatures::EXTENTS) {
+    if geo.incompat.contains(IncompatFeatures::BIT64)
+        && !geo.incompat.contains(IncompatFeatures::EXTENTS)
+    {
         out.findings.push(Finding::new(Code::Bit64WithoutExtents));
     }
     if geo.incompat.contains(IncompatFeatures::META_BG) && geo.first_meta_bg > geo.desc_blocks {
@@ -168,21 +188,29 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         let (first, last) = allowed_range(geo, g);
         let bb = gd.block_bitmap();
         if bb < first || bb > last {
-            out.findings.push(Finding::new(Code::BlockBitmapNotInGroup).group(g.0).blk(bb));
+            out.findings
+                .push(Finding::new(Code::BlockBitmapNotInGroup).group(g.0).blk(bb));
         }
         if bb == 0 {
             out.missing_block_bitmap.push(g.0);
         }
         let ib = gd.inode_bitmap();
         if ib < first || ib > last {
-            out.findings.push(Finding::new(Code::InodeBitmapNotInGroup).group(g.0).blk(ib));
+            out.findings
+                .push(Finding::new(Code::InodeBitmapNotInGroup).group(g.0).blk(ib));
         }
         if ib == 0 {
             out.missing_inode_bitmap.push(g.0);
         }
         let it = gd.inode_table();
-        if it < first || it.saturating_add(u64::from(geo.inode_blocks_per_group)).saturating_sub(1) > last {
-            out.findings.push(Finding::new(Code::InodeTableNotInGroup).group(g.0).blk(it));
+        if it < first
+            || it
+                .saturating_add(u64::from(geo.inode_blocks_per_group))
+                .saturating_sub(1)
+                > last
+        {
+            out.findings
+                .push(Finding::new(Code::InodeTableNotInGroup).group(g.0).blk(it));
         }
         if it == 0 {
             out.missing_inode_table.push(g.0);
@@ -196,14 +224,27 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
                     .num2(u64::from(want)),
             );
         }
-        if !csum_flag && (gd.has_flag(BG_BLOCK_UNINIT) || gd.has_flag(BG_INODE_UNINIT) || gd.itable_unused() != 0) {
-            out.findings.push(Finding::new(Code::GroupUninitWithoutCsum).group(g.0));
+        if !csum_flag
+            && (gd.has_flag(BG_BLOCK_UNINIT)
+                || gd.has_flag(BG_INODE_UNINIT)
+                || gd.itable_unused() != 0)
+        {
+            out.findings
+                .push(Finding::new(Code::GroupUninitWithoutCsum).group(g.0));
         }
         if g.0 == geo.group_count - 1 && gd.has_flag(BG_BLOCK_UNINIT) {
-            out.findings.push(Finding::new(Code::LastGroupBlockUninit).group(g.0));
+            out.findings
+                .push(Finding::new(Code::LastGroupBlockUninit).group(g.0));
         }
-        if csum_flag && (gd.itable_unused() > gd.free_inodes_count() || gd.itable_unused() > geo.inodes_per_group) {
-            out.findings.push(Finding::new(Code::GroupItableUnusedInvalid).group(g.0).num(u64::from(gd.itable_unused())));
+        if csum_flag
+            && (gd.itable_unused() > gd.free_inodes_count()
+                || gd.itable_unused() > geo.inodes_per_group)
+        {
+            out.findings.push(
+                Finding::new(Code::GroupItableUnusedInvalid)
+                    .group(g.0)
+                    .num(u64::from(gd.itable_unused())),
+            );
         }
     }
     for (ino, what) in [
@@ -211,8 +252,10 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         (sb.s_grp_quota_inum(), "group"),
         (sb.s_prj_quota_inum(), "project"),
     ] {
-        if ino != 0 && (matches!(ino, 1 | 2 | 5 | 6 | 7 | 8 | 9 | 10) || ino > sb.s_inodes_count()) {
-            out.findings.push(Finding::new(Code::InvalidQuotaInode).ino(ino).str(what));
+        if ino != 0 && (matches!(ino, 1 | 2 | 5 | 6 | 7 | 8 | 9 | 10) || ino > sb.s_inodes_count())
+        {
+            out.findings
+                .push(Finding::new(Code::InvalidQuotaInode).ino(ino).str(what));
         }
     }
     Ok(out)

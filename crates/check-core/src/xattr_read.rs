@@ -2,13 +2,14 @@
 //! e2fsck asks for them (inline data, encryption contexts): the in-inode
 //! area first, then the EA block, stopping at the first inconsistency.
 
+use ext4_layout::bytes::{le_u16, le_u32, le_u8};
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inline::{is_inline_data_entry, INLINE_IBLOCK_SIZE};
 use ext4_layout::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use ext4_layout::xattr::{
-    ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_BLOCK_HEADER, EA_ENTRY_HEADER, EA_MAGIC,
+    ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_BLOCK_HEADER, EA_ENTRY_HEADER,
+    EA_MAGIC,
 };
-use ext4_layout::bytes::{le_u16, le_u32, le_u8};
 
 use crate::io::Io;
 
@@ -91,7 +92,10 @@ fn parse_area(
         let size = le_u32(area, pos + 8);
         let hash = le_u32(area, pos + 12);
         remain -= EA_ENTRY_HEADER + ea_round(name_len);
-        let name = area.get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len).unwrap_or(&[]).to_vec();
+        let name = area
+            .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
+            .unwrap_or(&[])
+            .to_vec();
         if !fs.geo.incompat.contains(IncompatFeatures::EA_INODE) && inum != 0 {
             return Err(XattrError::BadBlockNum);
         }
@@ -109,7 +113,10 @@ fn parse_area(
                 return Err(XattrError::BadValueOffset);
             }
             remain -= size as usize;
-            value = area.get(vstart..vstart + size as usize).unwrap_or(&[]).to_vec();
+            value = area
+                .get(vstart..vstart + size as usize)
+                .unwrap_or(&[])
+                .to_vec();
             value_hash_src = area.get(vstart..(vstart + ea_round(size as usize)).min(area.len()));
         } else {
             if offs != 0 {
@@ -121,7 +128,10 @@ fn parse_area(
             let mut ib = vec![0u8; fs.geo.inode_size as usize];
             io.read_inode(inum, &mut ib).map_err(|_| XattrError::Io)?;
             let ea = Inode::new(&ib).ok_or(XattrError::Io)?;
-            if ea.has_flag(flags::INLINE_DATA) || !ea.has_flag(flags::EA_INODE) || ea.i_links_count() == 0 {
+            if ea.has_flag(flags::INLINE_DATA)
+                || !ea.has_flag(flags::EA_INODE)
+                || ea.i_links_count() == 0
+            {
                 return Err(XattrError::EaInodeCorrupted);
             }
             if ea.size() != u64::from(size) {
@@ -170,9 +180,17 @@ fn parse_area(
 
 /// Reads every attribute of an inode: the in-inode area, then the EA block.
 /// `ignore_csum` skips the EA block checksum.
-pub fn read_all(io: &mut Io<'_>, inode: &Inode<'_>, ino: u32, ignore_csum: bool) -> Result<Vec<Attr>, XattrError> {
+pub fn read_all(
+    io: &mut Io<'_>,
+    inode: &Inode<'_>,
+    ino: u32,
+    ignore_csum: bool,
+) -> Result<Vec<Attr>, XattrError> {
     let fs = io.fs;
-    if !fs.geo.compat.contains(ext4_layout::features::CompatFeatures::EXT_ATTR)
+    if !fs
+        .geo
+        .compat
+        .contains(ext4_layout::features::CompatFeatures::EXT_ATTR)
         && !fs.geo.incompat.contains(IncompatFeatures::INLINE_DATA)
     {
         return Err(XattrError::MissingFeature);
@@ -214,9 +232,16 @@ pub fn read_all(io: &mut Io<'_>, inode: &Inode<'_>, ino: u32, ignore_csum: bool)
 }
 
 /// The "system.data" attribute, `None` if there is no such attribute.
-pub fn system_data(io: &mut Io<'_>, inode: &Inode<'_>, ino: u32, ignore_csum: bool) -> Result<Option<Attr>, XattrError> {
+pub fn system_data(
+    io: &mut Io<'_>,
+    inode: &Inode<'_>,
+    ino: u32,
+    ignore_csum: bool,
+) -> Result<Option<Attr>, XattrError> {
     let attrs = read_all(io, inode, ino, ignore_csum)?;
-    Ok(attrs.into_iter().find(|a| is_inline_data_entry(a.index, &a.name)))
+    Ok(attrs
+        .into_iter()
+        .find(|a| is_inline_data_entry(a.index, &a.name)))
 }
 
 /// The size of an inline-data inode's data: 60 bytes in `i_block` plus

@@ -123,7 +123,9 @@ impl<'a> DirEntry<'a> {
 
     /// The name bytes (truncated to what is present).
     pub fn name(&self) -> &'a [u8] {
-        let n = self.name_len().min(self.bytes.len().saturating_sub(DIRENT_HEADER));
+        let n = self
+            .name_len()
+            .min(self.bytes.len().saturating_sub(DIRENT_HEADER));
         sub(self.bytes, DIRENT_HEADER, n)
     }
 
@@ -230,7 +232,11 @@ impl<'a> Iterator for DirWalk<'a> {
             }
         };
         let rl = entry.rec_len();
-        if rl < DIRENT_HEADER || rl % 4 != 0 || rl > rest.len() || entry.name_len() + DIRENT_HEADER > rl {
+        if rl < DIRENT_HEADER
+            || rl % 4 != 0
+            || rl > rest.len()
+            || entry.name_len() + DIRENT_HEADER > rl
+        {
             self.stopped = Some(self.pos);
             return None;
         }

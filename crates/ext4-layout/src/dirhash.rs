@@ -231,7 +231,10 @@ mod tests {
         let mut out = [0u32; 4];
         pack(b"ab", 2, &mut out, true);
         let pad = 0x0202_0202u32;
-        assert_eq!(out[0], (((pad << 8) + u32::from(b'a')) << 8) + u32::from(b'b'));
+        assert_eq!(
+            out[0],
+            (((pad << 8) + u32::from(b'a')) << 8) + u32::from(b'b')
+        );
         assert_eq!(&out[1..], &[pad, pad, pad]);
     }
 }

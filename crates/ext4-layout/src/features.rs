@@ -204,7 +204,10 @@ mod tests {
     #[test]
     fn names_cover_unknown_bits() {
         let f = IncompatFeatures(IncompatFeatures::FILETYPE.0 | 0x8000_0000);
-        assert_eq!(f.names(), vec!["filetype".to_string(), "FEATURE_I31".into()]);
+        assert_eq!(
+            f.names(),
+            vec!["filetype".to_string(), "FEATURE_I31".into()]
+        );
     }
 
     #[test]

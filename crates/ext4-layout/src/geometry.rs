@@ -169,7 +169,10 @@ impl Geometry {
         let inodes_per_block = block_size / u32::from(inode_size);
         let inodes_per_group = sb.s_inodes_per_group();
         let ipg_max = bits_per_bitmap.min(u64::from(u32::MAX));
-        if inodes_per_group == 0 || u64::from(inodes_per_group) > ipg_max || inodes_per_group < inodes_per_block {
+        if inodes_per_group == 0
+            || u64::from(inodes_per_group) > ipg_max
+            || inodes_per_group < inodes_per_block
+        {
             return Err(GeometryError::BadPerGroup {
                 what: "inodes per group",
                 value: inodes_per_group.into(),
@@ -191,11 +194,12 @@ impl Geometry {
         let group_count = u32::try_from(groups).map_err(|_| GeometryError::NoGroups)?;
         // A wrong s_inodes_count is a finding, not a reason to stop: the
         // walk uses groups × inodes per group, as the inode tables do.
-        let inodes_count = u32::try_from(groups * u64::from(inodes_per_group))
-            .map_err(|_| GeometryError::BadInodesCount {
+        let inodes_count = u32::try_from(groups * u64::from(inodes_per_group)).map_err(|_| {
+            GeometryError::BadInodesCount {
                 found: sb.s_inodes_count(),
                 expected: groups * u64::from(inodes_per_group),
-            })?;
+            }
+        })?;
         let incompat = sb.incompat();
         let desc_size = u32::from(sb.desc_size());
         if incompat.contains(IncompatFeatures::BIT64)
@@ -209,9 +213,10 @@ impl Geometry {
         if first_ino < crate::superblock::GOOD_OLD_FIRST_INO || first_ino > inodes_count {
             return Err(GeometryError::BadFirstIno(first_ino));
         }
-        let inode_blocks_per_group =
-            u32::try_from((u64::from(inodes_per_group) * u64::from(inode_size)).div_ceil(u64::from(block_size)))
-                .unwrap_or(u32::MAX);
+        let inode_blocks_per_group = u32::try_from(
+            (u64::from(inodes_per_group) * u64::from(inode_size)).div_ceil(u64::from(block_size)),
+        )
+        .unwrap_or(u32::MAX);
         let compat = sb.compat();
         let log_groups_per_flex = if incompat.contains(IncompatFeatures::FLEX_BG) {
             u32::from(sb.s_log_groups_per_flex())
@@ -277,7 +282,9 @@ impl Geometry {
 
     /// The group a block belongs to.
     pub fn group_of_block(&self, b: PhysBlock) -> Group {
-        Group(((b.0.saturating_sub(self.first_data_block)) / u64::from(self.blocks_per_group)) as u32)
+        Group(
+            ((b.0.saturating_sub(self.first_data_block)) / u64::from(self.blocks_per_group)) as u32,
+        )
     }
 
     /// The group an inode belongs to (inode numbers start at 1).
@@ -323,7 +330,7 @@ impl Geometry {
     /// groups before `s_first_meta_bg` under meta_bg.
     pub fn old_desc_blocks(&self) -> u32 {
         if self.incompat.contains(IncompatFeatures::META_BG) {
-            self.first_meta_bg.min(self.desc_blocks)
+            self.first_meta_bg
         } else {
             self.desc_blocks.saturating_add(self.reserved_gdt_blocks)
         }
@@ -384,7 +391,9 @@ impl Geometry {
 
     /// Groups that hold superblock copies, in order.
     pub fn backup_groups(&self) -> impl Iterator<Item = Group> + '_ {
-        (1..self.group_count).map(Group).filter(|g| self.group_has_super(*g))
+        (1..self.group_count)
+            .map(Group)
+            .filter(|g| self.group_has_super(*g))
     }
 }
 

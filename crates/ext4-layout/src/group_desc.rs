@@ -113,17 +113,26 @@ impl<'a> GroupDesc<'a> {
 
     /// Block bitmap location.
     pub fn block_bitmap(&self) -> u64 {
-        u64_from_hi_lo(self.hi32(self.bg_block_bitmap_hi()), self.bg_block_bitmap_lo())
+        u64_from_hi_lo(
+            self.hi32(self.bg_block_bitmap_hi()),
+            self.bg_block_bitmap_lo(),
+        )
     }
 
     /// Inode bitmap location.
     pub fn inode_bitmap(&self) -> u64 {
-        u64_from_hi_lo(self.hi32(self.bg_inode_bitmap_hi()), self.bg_inode_bitmap_lo())
+        u64_from_hi_lo(
+            self.hi32(self.bg_inode_bitmap_hi()),
+            self.bg_inode_bitmap_lo(),
+        )
     }
 
     /// Inode table location.
     pub fn inode_table(&self) -> u64 {
-        u64_from_hi_lo(self.hi32(self.bg_inode_table_hi()), self.bg_inode_table_lo())
+        u64_from_hi_lo(
+            self.hi32(self.bg_inode_table_hi()),
+            self.bg_inode_table_lo(),
+        )
     }
 
     /// Free blocks (clusters under bigalloc).
@@ -152,7 +161,10 @@ impl<'a> GroupDesc<'a> {
 
     /// Unused inodes at the end of the inode table.
     pub fn itable_unused(&self) -> u32 {
-        u32_from_hi_lo(self.hi16(self.bg_itable_unused_hi()), self.bg_itable_unused_lo())
+        u32_from_hi_lo(
+            self.hi16(self.bg_itable_unused_hi()),
+            self.bg_itable_unused_lo(),
+        )
     }
 
     /// Block bitmap checksum; only the low half exists in 32-byte descriptors.
@@ -182,7 +194,13 @@ impl<'a> GroupDesc<'a> {
     /// descriptor with a zero checksum field). Otherwise (gdt_csum) it is
     /// crc16 over the UUID, the group and the descriptor without the
     /// checksum field.
-    pub fn computed_checksum(&self, group: u32, metadata_csum: bool, csum_seed: u32, uuid: &[u8; 16]) -> u16 {
+    pub fn computed_checksum(
+        &self,
+        group: u32,
+        metadata_csum: bool,
+        csum_seed: u32,
+        uuid: &[u8; 16],
+    ) -> u16 {
         let head = self.0.get(..BG_CHECKSUM_OFFSET).unwrap_or(&[]);
         let tail = self.0.get(BG_CHECKSUM_OFFSET + 2..).unwrap_or(&[]);
         let group_le = group.to_le_bytes();
@@ -229,11 +247,17 @@ mod tests {
     fn checksum_ignores_the_checksum_field() {
         let mut b = vec![7u8; 32];
         let uuid = [1u8; 16];
-        let a = GroupDesc::new(&b).unwrap().computed_checksum(3, false, 0, &uuid);
+        let a = GroupDesc::new(&b)
+            .unwrap()
+            .computed_checksum(3, false, 0, &uuid);
         b[BG_CHECKSUM_OFFSET] = 0;
-        let c = GroupDesc::new(&b).unwrap().computed_checksum(3, false, 0, &uuid);
+        let c = GroupDesc::new(&b)
+            .unwrap()
+            .computed_checksum(3, false, 0, &uuid);
         assert_eq!(a, c);
-        let d = GroupDesc::new(&b).unwrap().computed_checksum(4, false, 0, &uuid);
+        let d = GroupDesc::new(&b)
+            .unwrap()
+            .computed_checksum(4, false, 0, &uuid);
         assert_ne!(a, d);
     }
 }

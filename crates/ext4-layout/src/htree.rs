@@ -117,7 +117,11 @@ impl<'a> DxEntries<'a> {
     /// leaving room for a checksum tail if `csum`.
     pub fn room(&self, csum: bool) -> usize {
         let avail = self.block.len().saturating_sub(self.offset);
-        let avail = if csum { avail.saturating_sub(DX_TAIL_SIZE) } else { avail };
+        let avail = if csum {
+            avail.saturating_sub(DX_TAIL_SIZE)
+        } else {
+            avail
+        };
         avail / DX_ENTRY_SIZE
     }
 

@@ -274,7 +274,8 @@ impl<'a> Inode<'a> {
 
     /// 0x9C: project id, when present.
     pub fn i_projid(&self) -> Option<u32> {
-        self.has_extra(EXTRA_ISIZE_FULL).then(|| le_u32(self.0, 0x9C))
+        self.has_extra(EXTRA_ISIZE_FULL)
+            .then(|| le_u32(self.0, 0x9C))
     }
 
     /// 0x28: the 60 bytes of `i_block`.
@@ -343,7 +344,11 @@ impl<'a> Inode<'a> {
 
     /// The extended attribute block: the high half only under 64bit.
     pub fn file_acl(&self, is_64bit: bool) -> u64 {
-        let hi = if is_64bit { u32::from(self.l_i_file_acl_high()) } else { 0 };
+        let hi = if is_64bit {
+            u32::from(self.l_i_file_acl_high())
+        } else {
+            0
+        };
         u64_from_hi_lo(hi, self.i_file_acl_lo())
     }
 

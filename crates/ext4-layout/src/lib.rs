@@ -10,8 +10,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod bytes;
 pub mod blockmap;
+pub mod bytes;
 pub mod csum;
 pub mod dirent;
 pub mod dirhash;

@@ -226,7 +226,11 @@ impl<'a> Iterator for XattrEntries<'a> {
 pub fn entry_hash(name: &[u8], value: Option<&[u8]>, signed: bool) -> u32 {
     let mut h = 0u32;
     for &c in name {
-        let v = if signed { i32::from(c as i8) as u32 } else { u32::from(c) };
+        let v = if signed {
+            i32::from(c as i8) as u32
+        } else {
+            u32::from(c)
+        };
         h = (h << 5) ^ (h >> 27) ^ v;
     }
     if let Some(val) = value {
@@ -291,8 +295,14 @@ mod tests {
 
     #[test]
     fn hash_signedness() {
-        assert_eq!(entry_hash(b"abc", None, true), entry_hash(b"abc", None, false));
-        assert_ne!(entry_hash(&[0xE9], None, true), entry_hash(&[0xE9], None, false));
+        assert_eq!(
+            entry_hash(b"abc", None, true),
+            entry_hash(b"abc", None, false)
+        );
+        assert_ne!(
+            entry_hash(&[0xE9], None, true),
+            entry_hash(&[0xE9], None, false)
+        );
         assert_eq!(block_hash(&[1, 0, 3]), 0);
     }
 

@@ -13,7 +13,10 @@ pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64, size: u64)
     if end > size {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
-            format!("read of {} bytes at {offset} is past the end of the device ({size} bytes)", buf.len()),
+            format!(
+                "read of {} bytes at {offset} is past the end of the device ({size} bytes)",
+                buf.len()
+            ),
         ));
     }
     file.read_exact_at(buf, offset)

@@ -34,7 +34,9 @@ pub(crate) fn probe() -> io::Result<()> {
             .map_err(|_| io::Error::other("submission queue full"))?;
     }
     ring.submit_and_wait(1)?;
-    let ok = ring.completion().any(|c| c.user_data() == 7 && c.result() >= 0);
+    let ok = ring
+        .completion()
+        .any(|c| c.user_data() == 7 && c.result() >= 0);
     if ok {
         Ok(())
     } else {
@@ -112,7 +114,12 @@ impl UringReader {
                 } else {
                     // Short read: finish the rest synchronously.
                     let got = res as usize;
-                    read_exact_at(&self.file, &mut r.buf[got..], r.offset + got as u64, self.size)
+                    read_exact_at(
+                        &self.file,
+                        &mut r.buf[got..],
+                        r.offset + got as u64,
+                        self.size,
+                    )
                 };
             }
         }

@@ -80,7 +80,12 @@ impl Fs {
         }
         let gd = self.gd(g);
         gd.bg_checksum()
-            == gd.computed_checksum(g, self.metadata_csum(), self.geo.csum_seed, &self.sb().s_uuid())
+            == gd.computed_checksum(
+                g,
+                self.metadata_csum(),
+                self.geo.csum_seed,
+                &self.sb().s_uuid(),
+            )
     }
 
     /// The number of inodes the inode scan visits in group `g`: all of

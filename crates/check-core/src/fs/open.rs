@@ -63,8 +63,12 @@ impl OpenErr {
     fn describe(&self) -> String {
         match self {
             OpenErr::Io(e) => format!("cannot read the superblock: {e}"),
-            OpenErr::BadMagic => "bad magic number in superblock (not an ext2/3/4 file system?)".into(),
-            OpenErr::SbCsumInvalid => "the superblock checksum does not match the superblock".into(),
+            OpenErr::BadMagic => {
+                "bad magic number in superblock (not an ext2/3/4 file system?)".into()
+            }
+            OpenErr::SbCsumInvalid => {
+                "the superblock checksum does not match the superblock".into()
+            }
             OpenErr::UnknownCsum => "the superblock names an unknown checksum algorithm".into(),
             OpenErr::Corrupt(why) => format!("the superblock is corrupt: {why}"),
             OpenErr::RevTooHigh => "the file system revision is too high for this checker".into(),
@@ -76,7 +80,10 @@ impl OpenErr {
 
     /// Errors that make e2fsck look for a backup superblock.
     fn wants_backup(&self) -> bool {
-        matches!(self, OpenErr::BadMagic | OpenErr::SbCsumInvalid | OpenErr::Corrupt(_))
+        matches!(
+            self,
+            OpenErr::BadMagic | OpenErr::SbCsumInvalid | OpenErr::Corrupt(_)
+        )
     }
 }
 
@@ -97,7 +104,11 @@ fn read_sb(dev: &Device, byte_off: u64) -> Result<Box<[u8; SUPERBLOCK_SIZE]>, Op
 /// One open attempt: the superblock at `at` (None: the primary at byte
 /// 1024; Some((block, block_size)): a backup), validated as the library
 /// does, then the descriptor table.
-fn try_open(dev: &Device, at: Option<(u64, u32)>, ignore_sb_errors: bool) -> Result<Parts, OpenErr> {
+fn try_open(
+    dev: &Device,
+    at: Option<(u64, u32)>,
+    ignore_sb_errors: bool,
+) -> Result<Parts, OpenErr> {
     let (byte_off, sb_block) = match at {
         None => (1024, 0),
         Some((blk, bs)) => (blk * u64::from(bs), blk),
@@ -132,16 +143,22 @@ fn try_open(dev: &Device, at: Option<(u64, u32)>, ignore_sb_errors: bool) -> Res
     let log_cluster = sb.s_log_cluster_size();
     let bigalloc = sb.ro_compat().contains(RoCompatFeatures::BIGALLOC);
     if log_block > 6 {
-        return Err(OpenErr::Corrupt(format!("block size exponent {log_block} is too large")));
+        return Err(OpenErr::Corrupt(format!(
+            "block size exponent {log_block} is too large"
+        )));
     }
     if log_cluster > 19 || (bigalloc && log_block > log_cluster) {
-        return Err(OpenErr::Corrupt(format!("cluster size exponent {log_cluster} is invalid")));
+        return Err(OpenErr::Corrupt(format!(
+            "cluster size exponent {log_cluster} is invalid"
+        )));
     }
     if sb.s_log_groups_per_flex() > 31 {
         return Err(OpenErr::Corrupt("flex group size is too large".into()));
     }
     if !bigalloc && log_block != log_cluster {
-        return Err(OpenErr::Corrupt("cluster size differs from block size without bigalloc".into()));
+        return Err(OpenErr::Corrupt(
+            "cluster size differs from block size without bigalloc".into(),
+        ));
     }
     let bs = 1024u32 << log_block;
     let isz = sb.inode_size();
@@ -158,7 +175,9 @@ fn try_open(dev: &Device, at: Option<(u64, u32)>, ignore_sb_errors: bool) -> Res
     if u64::from(sb.s_blocks_per_group()) != u64::from(sb.s_clusters_per_group()) << ratio_bits
         && bigalloc
     {
-        return Err(OpenErr::Corrupt("blocks per group disagrees with clusters per group".into()));
+        return Err(OpenErr::Corrupt(
+            "blocks per group disagrees with clusters per group".into(),
+        ));
     }
     if sb.s_inodes_per_group() == 0 {
         return Err(OpenErr::Corrupt("inodes per group is zero".into()));
@@ -168,16 +187,22 @@ fn try_open(dev: &Device, at: Option<(u64, u32)>, ignore_sb_errors: bool) -> Res
     let ipb = bs / u32::from(isz);
     let itb = (u64::from(sb.s_inodes_per_group()) * u64::from(isz)).div_ceil(u64::from(bs));
     if bpg < 8 || u64::from(bpg) > max_bpg || itb > u64::from(65536 - ipb) {
-        return Err(OpenErr::Corrupt(format!("blocks per group {bpg} is out of range")));
+        return Err(OpenErr::Corrupt(format!(
+            "blocks per group {bpg} is out of range"
+        )));
     }
     if u64::from(sb.s_first_data_block()) >= sb.blocks_count() {
-        return Err(OpenErr::Corrupt("first data block is past the end of the file system".into()));
+        return Err(OpenErr::Corrupt(
+            "first data block is past the end of the file system".into(),
+        ));
     }
     let groups = (sb.blocks_count() - u64::from(sb.s_first_data_block())).div_ceil(u64::from(bpg));
     if groups >= 1 << 32 {
         return Err(OpenErr::Corrupt("too many block groups".into()));
     }
-    if !ignore_sb_errors && groups * u64::from(sb.s_inodes_per_group()) != u64::from(sb.s_inodes_count()) {
+    if !ignore_sb_errors
+        && groups * u64::from(sb.s_inodes_per_group()) != u64::from(sb.s_inodes_count())
+    {
         return Err(OpenErr::Corrupt(format!(
             "inode count {} disagrees with {groups} groups of {} inodes",
             sb.s_inodes_count(),
@@ -189,7 +214,9 @@ fn try_open(dev: &Device, at: Option<(u64, u32)>, ignore_sb_errors: bool) -> Res
         && geo.first_meta_bg > geo.desc_blocks
         && !ignore_sb_errors
     {
-        return Err(OpenErr::Corrupt("first meta block group is past the descriptor table".into()));
+        return Err(OpenErr::Corrupt(
+            "first meta block group is past the descriptor table".into(),
+        ));
     }
     let gdt = read_gdt(dev, &geo, sb_block)?;
     let mut parts = Parts {
@@ -217,7 +244,11 @@ fn geometry_err(e: GeometryError) -> OpenErr {
 /// Reads the descriptor table that belongs to the superblock at `sb_block`.
 fn read_gdt(dev: &Device, geo: &Geometry, sb_block: u64) -> Result<Vec<u8>, OpenErr> {
     let bs = geo.block_size as usize;
-    let group_block = if sb_block == 0 { geo.first_data_block } else { sb_block };
+    let group_block = if sb_block == 0 {
+        geo.first_data_block
+    } else {
+        sb_block
+    };
     let zero_adjust = u64::from(group_block == 0 && bs == 1024);
     let desc_blocks = geo.desc_blocks as usize;
     // Cap the allocation: a sane table never exceeds the file system.
@@ -233,7 +264,8 @@ fn read_gdt(dev: &Device, geo: &Geometry, sb_block: u64) -> Result<Vec<u8>, Open
     };
     if first_meta > 0 {
         let start = (group_block + zero_adjust + 1) * bs as u64;
-        dev.read_at(&mut gdt[..first_meta * bs], start).map_err(OpenErr::Io)?;
+        dev.read_at(&mut gdt[..first_meta * bs], start)
+            .map_err(OpenErr::Io)?;
     }
     for i in first_meta..desc_blocks {
         let mut blk = geo.descriptor_block(group_block, i as u32).0;
@@ -298,7 +330,9 @@ fn backup_candidates(limit: u64) -> Vec<u64> {
 fn find_backup(dev: &Device, known: Option<&Parts>) -> Option<(u64, u32)> {
     let sizes: Vec<(u32, u64)> = match known {
         Some(p) => vec![(p.geo.block_size, u64::from(p.geo.blocks_per_group))],
-        None => (0..=6).map(|l| (1024u32 << l, u64::from(1024u32 << l) * 8)).collect(),
+        None => (0..=6)
+            .map(|l| (1024u32 << l, u64::from(1024u32 << l) * 8))
+            .collect(),
     };
     for (bs, bpg) in sizes {
         let blocks = match known {
@@ -364,7 +398,10 @@ pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailur
                 }
             }
             Err(e) if e.wants_backup() => {
-                notes.push(format!("superblock invalid ({}); trying backup blocks", e.describe()));
+                notes.push(format!(
+                    "superblock invalid ({}); trying backup blocks",
+                    e.describe()
+                ));
                 match find_backup(&dev, None).map(|at| try_open(&dev, Some(at), ignore_sb_errors)) {
                     Some(Ok(b)) => {
                         findings.push(
@@ -412,7 +449,11 @@ pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailur
         return Err(OpenFailure {
             // Read-only, the open succeeds and the check stops after it (12);
             // a read-write open already refuses unknown ro_compat bits (8).
-            exit: if !opts.read_only && !ro.is_empty() { 8 } else { 12 },
+            exit: if !opts.read_only && !ro.is_empty() {
+                8
+            } else {
+                12
+            },
             message: format!(
                 "{} has unsupported feature(s): {}; a newer checker is needed",
                 dev.path().display(),
@@ -433,9 +474,16 @@ pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailur
         });
     }
     if backup {
-        notes.push(format!("using the backup superblock at block {}", fs.sb_block));
+        notes.push(format!(
+            "using the backup superblock at block {}",
+            fs.sb_block
+        ));
     }
-    Ok(Opened { fs, findings, notes })
+    Ok(Opened {
+        fs,
+        findings,
+        notes,
+    })
 }
 
 fn parts_to_fs(dev: &Arc<Device>, p: Parts, backup: bool) -> Fs {

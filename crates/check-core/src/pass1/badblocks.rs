@@ -36,7 +36,10 @@ pub fn read_bad_blocks_list(fs: &Fs, io: &mut Io<'_>) -> (Vec<u64>, Option<Strin
             continue;
         }
         if !collect(fs, io, b, level, &mut list, &mut buf) {
-            note = Some("the bad blocks inode has an illegal indirect block; ignoring the rest of its list".into());
+            note = Some(
+                "the bad blocks inode has an illegal indirect block; ignoring the rest of its list"
+                    .into(),
+            );
             break;
         }
     }
@@ -45,7 +48,14 @@ pub fn read_bad_blocks_list(fs: &Fs, io: &mut Io<'_>) -> (Vec<u64>, Option<Strin
     (list, note)
 }
 
-fn collect(fs: &Fs, io: &mut Io<'_>, blk: u64, level: u32, list: &mut Vec<u64>, buf: &mut [u8]) -> bool {
+fn collect(
+    fs: &Fs,
+    io: &mut Io<'_>,
+    blk: u64,
+    level: u32,
+    list: &mut Vec<u64>,
+    buf: &mut [u8],
+) -> bool {
     if !fs.geo.block_in_range(blk) || io.read_blocks(blk, buf).is_err() {
         return false;
     }
@@ -105,7 +115,8 @@ impl Worker<'_, '_, '_> {
                     self.bad_block(e, -1, &inode, &mut bbcheck);
                     let mut child = vec![0u8; fs.block_size()];
                     if geo.block_in_range(e) && self.io.read_blocks(e, &mut child).is_ok() {
-                        let inner: Vec<u64> = IndirectBlock::new(&child).iter().map(u64::from).collect();
+                        let inner: Vec<u64> =
+                            IndirectBlock::new(&child).iter().map(u64::from).collect();
                         for x in inner.into_iter().filter(|&x| x != 0) {
                             self.bad_block(x, 0, &inode, &mut bbcheck);
                         }
@@ -116,7 +127,10 @@ impl Worker<'_, '_, '_> {
             }
         }
         if let Some(b) = failed {
-            self.abort(1, format!("the bad blocks inode has an illegal or unreadable indirect block {b}"));
+            self.abort(
+                1,
+                format!("the bad blocks inode has an illegal or unreadable indirect block {b}"),
+            );
             return;
         }
         if bbcheck {
@@ -154,12 +168,20 @@ impl Worker<'_, '_, '_> {
             let first = geo.group_first_block(g).0;
             if geo.group_has_super(g) {
                 if blk == first && g.0 == 0 {
-                    self.report(Finding::new(Code::BbinodeBadMetablock).ino(1).blk(blk).str("primary superblock"));
+                    self.report(
+                        Finding::new(Code::BbinodeBadMetablock)
+                            .ino(1)
+                            .blk(blk)
+                            .str("primary superblock"),
+                    );
                     return;
                 }
                 if blk > first && blk <= first + u64::from(geo.desc_blocks) && g.0 == 0 {
                     self.report(
-                        Finding::new(Code::BbinodeBadMetablock).ino(1).blk(blk).str("primary group descriptors"),
+                        Finding::new(Code::BbinodeBadMetablock)
+                            .ino(1)
+                            .blk(blk)
+                            .str("primary group descriptors"),
                     );
                     return;
                 }

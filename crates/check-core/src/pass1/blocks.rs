@@ -45,7 +45,9 @@ impl Worker<'_, '_, '_> {
         let fs = self.p.fs;
         let c = blk >> fs.geo.cluster_bits;
         let maps = self.p.maps;
-        if maps.block_found.test_and_set(c) && !fs.geo.ro_compat.contains(RoCompatFeatures::SHARED_BLOCKS) {
+        if maps.block_found.test_and_set(c)
+            && !fs.geo.ro_compat.contains(RoCompatFeatures::SHARED_BLOCKS)
+        {
             maps.block_dup.test_and_set(c);
         }
     }
@@ -111,7 +113,10 @@ impl Worker<'_, '_, '_> {
             }
         }
         if let Some(why) = w.error.take() {
-            self.abort(ino, format!("error while iterating over the blocks of inode {ino}: {why}"));
+            self.abort(
+                ino,
+                format!("error while iterating over the blocks of inode {ino}: {why}"),
+            );
             return;
         }
         if w.fragmented && w.num_blocks < u64::from(geo.blocks_per_group) {
@@ -140,9 +145,15 @@ impl Worker<'_, '_, '_> {
         }
         let actual = inode.blocks_raw(huge);
         if fs.sb().s_creator_os() != OS_HURD
-            && (expect != actual || (huge && inode.has_flag(flags::HUGE_FILE) && inode.l_i_blocks_high() != 0))
+            && (expect != actual
+                || (huge && inode.has_flag(flags::HUGE_FILE) && inode.l_i_blocks_high() != 0))
         {
-            self.report(Finding::new(Code::BadIBlocks).ino(ino).num(actual).num2(expect));
+            self.report(
+                Finding::new(Code::BadIBlocks)
+                    .ino(ino)
+                    .num(actual)
+                    .num2(expect),
+            );
         }
     }
 
@@ -171,7 +182,8 @@ impl Worker<'_, '_, '_> {
                 bad = true;
             }
         } else {
-            let extents = geo.incompat.contains(IncompatFeatures::EXTENTS) && inode.has_flag(flags::EXTENTS);
+            let extents =
+                geo.incompat.contains(IncompatFeatures::EXTENTS) && inode.has_flag(flags::EXTENTS);
             if w.last_init_lblock >= 0
                 && size < (w.last_init_lblock as u64).wrapping_mul(bs)
                 && !inode.has_flag(flags::VERITY)
@@ -184,7 +196,12 @@ impl Worker<'_, '_, '_> {
             }
         }
         if bad && !inode.is_symlink() {
-            self.report(Finding::new(Code::BadISize).ino(cur.ino).num(size).num2(expect));
+            self.report(
+                Finding::new(Code::BadISize)
+                    .ino(cur.ino)
+                    .num(size)
+                    .num2(expect),
+            );
         }
     }
 
@@ -217,8 +234,9 @@ impl Worker<'_, '_, '_> {
         self.out.dir_blocks.push(DirBlock { pblk, ino, lblk });
     }
 
-    /// e2fsck's per-block callback for block-mapped files.
-    fn process_block(&mut self, w: &mut Walk, blk: u64, blockcnt: i64, ref_block: u64) {
+    /// e2fsck's per-block callback for block-mapped files. Returns true
+    /// when it cleared the (in-memory) pointer, so the walk skips it.
+    fn process_block(&mut self, w: &mut Walk, blk: u64, blockcnt: i64, ref_block: u64) -> bool {
         let fs = self.p.fs;
         let geo = &fs.geo;
         if w.is_dir && blockcnt == 0 && blk == 0 {
@@ -226,7 +244,7 @@ impl Worker<'_, '_, '_> {
             w.last_db_block += 1;
         }
         if blk == 0 {
-            return;
+            return false;
         }
         if w.previous_block != 0 && w.ino != 7 && w.previous_block + 1 != blk {
             w.fragmented = true;
@@ -249,13 +267,23 @@ impl Worker<'_, '_, '_> {
             problem = Some(Code::IllegalBlock);
         }
         let maps = self.p.maps;
-        if blockcnt < 0 && w.ino != 7 && blk < u64::from(fs.sb().s_blocks_count_lo()) && maps.metadata.get(blk) {
-            self.report(Finding::new(Code::CriticalMetadataCollision).ino(w.ino).blk(blk));
+        if blockcnt < 0
+            && w.ino != 7
+            && blk < u64::from(fs.sb().s_blocks_count_lo())
+            && maps.metadata.get(blk)
+        {
+            self.report(
+                Finding::new(Code::CriticalMetadataCollision)
+                    .ino(w.ino)
+                    .blk(blk),
+            );
         }
         if let Some(code) = problem {
             w.num_illegal += 1;
+            // A bad pointer inside a map block that sits on metadata is
+            // dropped silently: pass 1B will move the map block first.
             if w.ino != 7 && ref_block != 0 && maps.metadata.get(ref_block) {
-                return;
+                return true;
             }
             if w.num_illegal % 12 == 0 && code == Code::IllegalBlock {
                 // e2fsck offers to clear the inode here; declining changes nothing.
@@ -267,7 +295,7 @@ impl Worker<'_, '_, '_> {
                 f.num(blockcnt.max(0) as u64)
             };
             self.report(f);
-            return;
+            return false;
         }
         if w.ino == 7 {
             if blockcnt == -2 {
@@ -298,6 +326,7 @@ impl Worker<'_, '_, '_> {
             }
             self.add_dir_block(w.ino, blk, blockcnt as u64);
         }
+        false
     }
 
     /// Walks a block map in the library's order: direct blocks, then the
@@ -356,7 +385,10 @@ impl Worker<'_, '_, '_> {
         let fs = self.p.fs;
         let per = u64::from(fs.geo.block_size / 4);
         let span = per.pow(level) as i64;
-        self.process_block(w, blk, -(level as i64), ref_block);
+        if self.process_block(w, blk, -(level as i64), ref_block) {
+            *bcount += span;
+            return false;
+        }
         if blk >= fs.geo.blocks_count || blk < fs.geo.first_data_block {
             *err = Some(MapErr::BadInd(blk));
             *any_error = true;
@@ -393,8 +425,8 @@ impl Worker<'_, '_, '_> {
         if ib.iter().all(|&b| b == 0) {
             return;
         }
+        // The library cannot open such a tree and silently walks nothing.
         let Some(root) = ExtentNode::new(ib).filter(|n| n.validate(true).is_ok()) else {
-            w.error = Some("the extent header is invalid".into());
             return;
         };
         let depth = root.eh_depth();
@@ -423,7 +455,8 @@ impl Worker<'_, '_, '_> {
                     w.error = Some(format!("cannot read extent block {}", ix.leaf));
                     return;
                 }
-                let ok = ExtentNode::new(&buf).is_some_and(|c| c.validate(false).is_ok() && c.eh_entries() > 0);
+                let ok = ExtentNode::new(&buf)
+                    .is_some_and(|c| c.validate(false).is_ok() && c.eh_entries() > 0);
                 if !ok {
                     w.error = Some(format!("bad extent block {}", ix.leaf));
                     return;
@@ -477,7 +510,11 @@ impl Worker<'_, '_, '_> {
         let seed = if cur.csum_bad {
             None
         } else {
-            Some(inode_csum_seed(geo.csum_seed, cur.ino, inode.i_generation()))
+            Some(inode_csum_seed(
+                geo.csum_seed,
+                cur.ino,
+                inode.i_generation(),
+            ))
         };
         let mut tree = Tree {
             max_depth: root.eh_depth(),
@@ -487,7 +524,11 @@ impl Worker<'_, '_, '_> {
             path: Vec::new(),
         };
         if let Err(why) = self.scan_node(cur, w, &mut tree, ib, 0, end_blk, 0, 0, true, false) {
-            self.report(Finding::new(Code::ExtentIterateFailure).ino(cur.ino).str(why.clone()));
+            self.report(
+                Finding::new(Code::ExtentIterateFailure)
+                    .ino(cur.ino)
+                    .str(why.clone()),
+            );
             w.error = Some(why);
         }
     }
@@ -520,10 +561,19 @@ impl Worker<'_, '_, '_> {
         for i in 0..entries {
             let (lblk, pblk, len, uninit) = if is_leaf {
                 let e = n.leaf(i);
-                (u64::from(e.ee_block), e.start, u64::from(e.len()), e.is_uninit())
+                (
+                    u64::from(e.ee_block),
+                    e.start,
+                    u64::from(e.len()),
+                    e.is_uninit(),
+                )
             } else {
                 let ix = n.index(i);
-                let end = if i + 1 < entries { u64::from(n.index(i + 1).ei_block) } else { node_end };
+                let end = if i + 1 < entries {
+                    u64::from(n.index(i + 1).ei_block)
+                } else {
+                    node_end
+                };
                 let len = u64::from(end.wrapping_sub(u64::from(ix.ei_block)) as u32);
                 (u64::from(ix.ei_block), ix.leaf, len, false)
             };
@@ -534,7 +584,10 @@ impl Worker<'_, '_, '_> {
                 problem = Some(Code::ExtentBadStart);
             } else if lblk < start_block {
                 problem = Some(Code::OutOfOrderExtents);
-            } else if end_block != 0 && last_lblk > end_block && !(last_lblk > t.eof && (uninit || t.is_verity)) {
+            } else if end_block != 0
+                && last_lblk > end_block
+                && !(last_lblk > t.eof && (uninit || t.is_verity))
+            {
                 problem = Some(Code::ExtentEndOutOfBounds);
             } else if is_leaf && len == 0 {
                 problem = Some(Code::ExtentLengthZero);
@@ -556,21 +609,37 @@ impl Worker<'_, '_, '_> {
                 }
             }
             if try_repairs && w.is_dir && problem.is_none() && uninit {
-                self.report(Finding::new(Code::UninitExtentOnDir).ino(ino).num(lblk).blk(pblk));
+                self.report(
+                    Finding::new(Code::UninitExtentOnDir)
+                        .ino(ino)
+                        .num(lblk)
+                        .blk(pblk),
+                );
             }
             if let Some(code) = problem {
                 if try_repairs {
                     let f = Finding::new(code).ino(ino).blk(pblk).num(lblk).num2(len);
-                    let f = if code == Code::ExtentEndOutOfBounds { f.num2(u64::from(level)) } else { f };
+                    let f = if code == Code::ExtentEndOutOfBounds {
+                        f.num2(u64::from(level))
+                    } else {
+                        f
+                    };
                     self.report(f);
                     continue;
                 }
             }
             if !is_leaf {
                 let mut child_repairs = true;
-                if ino != 7 && pblk < u64::from(fs.sb().s_blocks_count_lo()) && self.p.maps.metadata.get(pblk) {
+                if ino != 7
+                    && pblk < u64::from(fs.sb().s_blocks_count_lo())
+                    && self.p.maps.metadata.get(pblk)
+                {
                     child_repairs = false;
-                    self.report(Finding::new(Code::CriticalMetadataCollision).ino(ino).blk(pblk));
+                    self.report(
+                        Finding::new(Code::CriticalMetadataCollision)
+                            .ino(ino)
+                            .blk(pblk),
+                    );
                 }
                 // Going down: cycle, read, header, checksum, entries.
                 if t.path.contains(&pblk) {
@@ -596,7 +665,8 @@ impl Worker<'_, '_, '_> {
                 let Some(cn) = cn else {
                     continue;
                 };
-                let mut child_csum_bad = geo.metadata_csum() && t.seed.is_none_or(|s| !cn.checksum_ok(s));
+                let mut child_csum_bad =
+                    geo.metadata_csum() && t.seed.is_none_or(|s| !cn.checksum_ok(s));
                 if cn.eh_entries() == 0 {
                     return Err(format!("extent block {pblk} has no entries"));
                 }
@@ -607,11 +677,19 @@ impl Worker<'_, '_, '_> {
                 };
                 if child_first != lblk {
                     self.report(
-                        Finding::new(Code::ExtentIndexStartInvalid).ino(ino).num(lblk).num2(child_first).blk(pblk),
+                        Finding::new(Code::ExtentIndexStartInvalid)
+                            .ino(ino)
+                            .num(lblk)
+                            .num2(child_first)
+                            .blk(pblk),
                     );
                     child_csum_bad = false;
                 }
-                let child_end = if i + 1 < entries { u64::from(n.index(i + 1).ei_block) } else { node_end };
+                let child_end = if i + 1 < entries {
+                    u64::from(n.index(i + 1).ei_block)
+                } else {
+                    node_end
+                };
                 t.path.push(pblk);
                 let r = self.scan_node(
                     cur,
@@ -653,7 +731,10 @@ impl Worker<'_, '_, '_> {
                 }
             }
             let bits = geo.cluster_bits;
-            let start = if bits > 0 && w.previous_block != 0 && (pblk >> bits) == (w.previous_block >> bits) {
+            let start = if bits > 0
+                && w.previous_block != 0
+                && (pblk >> bits) == (w.previous_block >> bits)
+            {
                 ((pblk >> bits) + 1) << bits
             } else {
                 (pblk >> bits) << bits
@@ -689,7 +770,10 @@ impl Worker<'_, '_, '_> {
         if !inode.is_dir() {
             self.report(Finding::new(Code::HtreeNodir).ino(ino));
         }
-        if !geo.compat.contains(ext4_layout::features::CompatFeatures::DIR_INDEX) {
+        if !geo
+            .compat
+            .contains(ext4_layout::features::CompatFeatures::DIR_INDEX)
+        {
             self.report(Finding::new(Code::HtreeSet).ino(ino));
         }
         self.register_dx(ino, inode, w);
@@ -732,7 +816,11 @@ impl Worker<'_, '_, '_> {
         }
         let levels = r.indirect_levels();
         if levels > 3 {
-            self.report(Finding::new(Code::HtreeDepth).ino(ino).num(u64::from(levels)));
+            self.report(
+                Finding::new(Code::HtreeDepth)
+                    .ino(ino)
+                    .num(u64::from(levels)),
+            );
         }
         let largedir = geo.incompat.contains(IncompatFeatures::LARGEDIR);
         let max_levels = if largedir { 3 } else { 2 };
@@ -745,7 +833,11 @@ impl Worker<'_, '_, '_> {
             let size_lim = prod.wrapping_shl(blockbits);
             let blocks_lim = prod.wrapping_shl(blockbits - 9);
             if inode.size() < u64::from(size_lim) && inode.i_blocks_lo() < blocks_lim {
-                self.report(Finding::new(Code::HtreeDepth).ino(ino).num(u64::from(levels)));
+                self.report(
+                    Finding::new(Code::HtreeDepth)
+                        .ino(ino)
+                        .num(u64::from(levels)),
+                );
             }
         }
         if levels > 2 || inode.size() >= 0x8000_0000 {
@@ -797,7 +889,12 @@ fn describe_blockcnt(blockcnt: i64) -> String {
 
 /// Maps logical block `lblk` of an inode to its physical block (0 for a
 /// hole), reading extent blocks as needed. `None` if the map is unreadable.
-pub fn map_logical(w: &mut Worker<'_, '_, '_>, inode: &Inode<'_>, _ino: u32, lblk: u64) -> Option<u64> {
+pub fn map_logical(
+    w: &mut Worker<'_, '_, '_>,
+    inode: &Inode<'_>,
+    _ino: u32,
+    lblk: u64,
+) -> Option<u64> {
     let fs = w.p.fs;
     if inode.has_flag(flags::EXTENTS) {
         let mut node = inode.i_block().to_vec();

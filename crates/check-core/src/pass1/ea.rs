@@ -3,7 +3,9 @@
 use ext4_layout::bytes::{le_u16, le_u32, le_u8};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures};
 use ext4_layout::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
-use ext4_layout::xattr::{ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_ENTRY_HEADER, EA_MAGIC};
+use ext4_layout::xattr::{
+    ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_ENTRY_HEADER, EA_MAGIC,
+};
 
 use super::inode::{Cur, Worker};
 use super::EaRef;
@@ -19,7 +21,10 @@ pub struct Region {
 impl Region {
     /// An empty region of `max` bytes.
     pub fn new(max: u64) -> Self {
-        Region { max, used: Vec::new() }
+        Region {
+            max,
+            used: Vec::new(),
+        }
     }
 
     /// Claims `[start, start + n)`; false if it is empty, out of range, or
@@ -72,7 +77,11 @@ impl Worker<'_, '_, '_> {
             }
             remain -= EA_ENTRY_HEADER;
             if ea_round(name_len) > remain {
-                problem = Some(Finding::new(Code::AttrNameLen).ino(ino).num(name_len as u64));
+                problem = Some(
+                    Finding::new(Code::AttrNameLen)
+                        .ino(ino)
+                        .num(name_len as u64),
+                );
                 break;
             }
             remain -= ea_round(name_len);
@@ -80,7 +89,9 @@ impl Worker<'_, '_, '_> {
             let inum = le_u32(area, pos + 4);
             let vsize = le_u32(area, pos + 8) as usize;
             let hash = le_u32(area, pos + 12);
-            let name = area.get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len).unwrap_or(&[]);
+            let name = area
+                .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
+                .unwrap_or(&[]);
             if inum == 0 {
                 if vsize > remain {
                     problem = Some(Finding::new(Code::AttrValueSize).ino(ino).num(vsize as u64));
@@ -94,13 +105,23 @@ impl Worker<'_, '_, '_> {
                 let vstart = 4 + offs;
                 let value = area.get(vstart..(vstart + ea_round(vsize)).min(area.len()));
                 let value = if vsize > 0 { value } else { None };
-                if hash != 0 && hash != entry_hash(name, value, false) && hash != entry_hash(name, value, true) {
+                if hash != 0
+                    && hash != entry_hash(name, value, false)
+                    && hash != entry_hash(name, value, true)
+                {
                     problem = Some(Finding::new(Code::AttrHash).ino(ino).num(u64::from(hash)));
                     break;
                 }
                 remain -= vsize;
             } else {
-                match self.check_large_ea_inode(cur.inode.i_generation(), ino, name, inum, vsize as u64, hash) {
+                match self.check_large_ea_inode(
+                    cur.inode.i_generation(),
+                    ino,
+                    name,
+                    inum,
+                    vsize as u64,
+                    hash,
+                ) {
                     Ok(q) => quota += q,
                     Err(f) => {
                         problem = Some(f);
@@ -133,10 +154,20 @@ impl Worker<'_, '_, '_> {
 
     /// Checks an attribute value stored in an EA inode. Returns the blocks
     /// it charges, or the problem.
-    fn check_large_ea_inode(&mut self, parent_gen: u32, ino: u32, name: &[u8], inum: u32, vsize: u64, hash: u32) -> Result<u64, Finding> {
+    fn check_large_ea_inode(
+        &mut self,
+        parent_gen: u32,
+        ino: u32,
+        name: &[u8],
+        inum: u32,
+        vsize: u64,
+        hash: u32,
+    ) -> Result<u64, Finding> {
         let fs = self.p.fs;
         if inum < fs.geo.first_ino || inum > fs.sb().s_inodes_count() {
-            return Err(Finding::new(Code::AttrValueEaInode).ino(ino).num(u64::from(inum)));
+            return Err(Finding::new(Code::AttrValueEaInode)
+                .ino(ino)
+                .num(u64::from(inum)));
         }
         let mut ib = vec![0u8; fs.geo.inode_size as usize];
         if self.io.read_inode(inum, &mut ib).is_err() {
@@ -148,19 +179,29 @@ impl Worker<'_, '_, '_> {
         };
         let atime = ea.i_atime();
         let mut quota = 0;
-        if hash == entry_hash_ea_inode(name, atime, false) || hash == entry_hash_ea_inode(name, atime, true) {
+        if hash == entry_hash_ea_inode(name, atime, false)
+            || hash == entry_hash_ea_inode(name, atime, true)
+        {
             let cs = u64::from(fs.geo.block_size) << fs.geo.cluster_bits;
             quota = vsize.div_ceil(cs) << fs.geo.cluster_bits;
         } else if !(ea.i_mtime() == ino && ea.i_generation() == parent_gen) {
             return Err(if ea.has_flag(flags::EA_INODE) {
                 Finding::new(Code::AttrHash).ino(ino).num(u64::from(hash))
             } else {
-                Finding::new(Code::AttrValueEaInode).ino(ino).num(u64::from(inum))
+                Finding::new(Code::AttrValueEaInode)
+                    .ino(ino)
+                    .num(u64::from(inum))
             });
         }
         if !ea.has_flag(flags::EA_INODE) {
-            self.report(Finding::new(Code::AttrSetEaInodeFlag).ino(ino).num(u64::from(inum)));
-            return Err(Finding::new(Code::AttrNoEaInodeFlag).ino(ino).num(u64::from(inum)));
+            self.report(
+                Finding::new(Code::AttrSetEaInodeFlag)
+                    .ino(ino)
+                    .num(u64::from(inum)),
+            );
+            return Err(Finding::new(Code::AttrNoEaInodeFlag)
+                .ino(ino)
+                .num(u64::from(inum)));
         }
         Ok(quota)
     }
@@ -190,7 +231,14 @@ impl Worker<'_, '_, '_> {
         let read_ok = self.io.read_blocks(blk, &mut buf).is_ok();
         let mut quota = 0u64;
         if first {
-            self.validate_ea_block(ino, blk, &buf, read_ok, cur.inode.i_generation(), &mut quota);
+            self.validate_ea_block(
+                ino,
+                blk,
+                &buf,
+                read_ok,
+                cur.inode.i_generation(),
+                &mut quota,
+            );
             self.mark_block_used(blk);
         } else if read_ok {
             quota = self.ea_block_quota(&buf, ino, cur.inode.i_generation());
@@ -211,7 +259,10 @@ impl Worker<'_, '_, '_> {
             let name_len = usize::from(le_u8(buf, pos));
             let inum = le_u32(buf, pos + 4);
             if inum != 0 {
-                let name = buf.get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len).unwrap_or(&[]).to_vec();
+                let name = buf
+                    .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
+                    .unwrap_or(&[])
+                    .to_vec();
                 let vsize = u64::from(le_u32(buf, pos + 8));
                 let hash = le_u32(buf, pos + 12);
                 if let Ok(v) = self.check_large_ea_inode(gen, ino, &name, inum, vsize, hash) {
@@ -223,7 +274,15 @@ impl Worker<'_, '_, '_> {
         q
     }
 
-    fn validate_ea_block(&mut self, ino: u32, blk: u64, buf: &[u8], read_ok: bool, gen: u32, quota: &mut u64) {
+    fn validate_ea_block(
+        &mut self,
+        ino: u32,
+        blk: u64,
+        buf: &[u8],
+        read_ok: bool,
+        gen: u32,
+        quota: &mut u64,
+    ) {
         let fs = self.p.fs;
         let bs = buf.len();
         if !read_ok {
@@ -233,7 +292,8 @@ impl Worker<'_, '_, '_> {
         let Some(x) = XattrBlock::new(buf) else {
             return;
         };
-        let header_ok = (x.h_magic() == EA_MAGIC || x.h_magic() == 0xEA01_0000) && x.h_blocks() == 1;
+        let header_ok =
+            (x.h_magic() == EA_MAGIC || x.h_magic() == 0xEA01_0000) && x.h_blocks() == 1;
         let failed_csum = header_ok && fs.metadata_csum() && !x.checksum_ok(fs.geo.csum_seed, blk);
         if x.h_magic() != EA_MAGIC {
             self.report(Finding::new(Code::EaBlockHeader).ino(ino).blk(blk));
@@ -248,29 +308,57 @@ impl Worker<'_, '_, '_> {
             let name_len = usize::from(le_u8(buf, pos));
             let esize = ea_round(EA_ENTRY_HEADER + name_len);
             if !region.allocate(pos as u64, esize as u64) {
-                self.report(Finding::new(Code::EaBlockEntry).ino(ino).blk(blk).str("entries overlap"));
+                self.report(
+                    Finding::new(Code::EaBlockEntry)
+                        .ino(ino)
+                        .blk(blk)
+                        .str("entries overlap"),
+                );
                 break;
             }
             let index = le_u8(buf, pos + 1);
             if index == 0 {
-                self.report(Finding::new(Code::EaBlockEntry).ino(ino).blk(blk).str("bad name"));
+                self.report(
+                    Finding::new(Code::EaBlockEntry)
+                        .ino(ino)
+                        .blk(blk)
+                        .str("bad name"),
+                );
                 break;
             }
             let offs = usize::from(le_u16(buf, pos + 2));
             let inum = le_u32(buf, pos + 4);
             let vsize = le_u32(buf, pos + 8) as usize;
             let hash = le_u32(buf, pos + 12);
-            let name = buf.get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len).unwrap_or(&[]).to_vec();
+            let name = buf
+                .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
+                .unwrap_or(&[])
+                .to_vec();
             if inum == 0 {
                 if vsize > 1 << 24 || offs + vsize > bs {
-                    self.report(Finding::new(Code::EaBlockEntry).ino(ino).blk(blk).str("bad value"));
+                    self.report(
+                        Finding::new(Code::EaBlockEntry)
+                            .ino(ino)
+                            .blk(blk)
+                            .str("bad value"),
+                    );
                     break;
                 }
                 if vsize != 0 && !region.allocate(offs as u64, ea_round(vsize) as u64) {
-                    self.report(Finding::new(Code::EaBlockEntry).ino(ino).blk(blk).str("values overlap"));
+                    self.report(
+                        Finding::new(Code::EaBlockEntry)
+                            .ino(ino)
+                            .blk(blk)
+                            .str("values overlap"),
+                    );
                 }
-                let value = if vsize > 0 { buf.get(offs..(offs + ea_round(vsize)).min(bs)) } else { None };
-                if hash != entry_hash(&name, value, false) && hash != entry_hash(&name, value, true) {
+                let value = if vsize > 0 {
+                    buf.get(offs..(offs + ea_round(vsize)).min(bs))
+                } else {
+                    None
+                };
+                if hash != entry_hash(&name, value, false) && hash != entry_hash(&name, value, true)
+                {
                     self.report(Finding::new(Code::AttrHash).ino(ino).num(u64::from(hash)));
                 }
             } else {
@@ -282,7 +370,12 @@ impl Worker<'_, '_, '_> {
             pos += esize;
         }
         if !region.allocate(pos as u64, 4) {
-            self.report(Finding::new(Code::EaBlockEntry).ino(ino).blk(blk).str("entries overlap"));
+            self.report(
+                Finding::new(Code::EaBlockEntry)
+                    .ino(ino)
+                    .blk(blk)
+                    .str("entries overlap"),
+            );
         }
         if failed_csum {
             self.report(Finding::new(Code::EaBlockCsum).ino(ino).blk(blk));

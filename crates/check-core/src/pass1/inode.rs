@@ -132,7 +132,10 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.inline_and_extents(&cur, extent_fs, inline_fs);
         }
         if inode.has_flag(flags::INLINE_DATA) && !inline_fs && ino >= first_ino {
-            let found = matches!(xattr_read::system_data(self.io, &inode, ino, false), Ok(Some(_)));
+            let found = matches!(
+                xattr_read::system_data(self.io, &inode, ino, false),
+                Ok(Some(_))
+            );
             if found {
                 self.report(Finding::new(Code::InlineDataFeature).ino(ino));
             }
@@ -143,14 +146,20 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 Ok(Some(_)) => {}
                 Ok(None) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
                 Err(XattrError::InodeCorrupted) | Err(XattrError::Io) => {
-                    self.abort(ino, format!("inode {ino} has unreadable extended attributes"));
+                    self.abort(
+                        ino,
+                        format!("inode {ino} has unreadable extended attributes"),
+                    );
                     return;
                 }
                 Err(_) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
             }
         }
         let root_ok = ExtentNode::new(inode.i_block()).is_some_and(|n| n.validate(true).is_ok());
-        if inode.has_flag(flags::EXTENTS) && !extent_fs && (links != 0 || ino == 1 || ino == 2 || ino == 8) {
+        if inode.has_flag(flags::EXTENTS)
+            && !extent_fs
+            && (links != 0 || ino == 1 || ino == 2 || ino == 8)
+        {
             if root_ok {
                 self.report(Finding::new(Code::ExtentFeature).ino(ino));
             }
@@ -185,7 +194,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         self.check_extra_space(&mut cur);
         self.check_is_really_dir(&cur);
-        if extent_fs && inode.has_flag(flags::EXTENTS) && inode.is_symlink() && !has_valid_blocks(fs, &inode) {
+        if extent_fs
+            && inode.has_flag(flags::EXTENTS)
+            && inode.is_symlink()
+            && !has_valid_blocks(fs, &inode)
+        {
             self.report(Finding::new(Code::FastSymlinkExtentFlag).ino(ino));
         }
         let mut policy = None;
@@ -284,7 +297,8 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             }
             return false;
         }
-        let not_clear = inode.i_links_count() != 0 || inode.i_blocks_lo() != 0 || inode.i_block_word(0) != 0;
+        let not_clear =
+            inode.i_links_count() != 0 || inode.i_blocks_lo() != 0 || inode.i_block_word(0) != 0;
         if ino == Ino::JOURNAL.get() {
             Maps::mark(&maps.inode_used, ino);
             if sb.s_journal_inum() == Ino::JOURNAL.get() {
@@ -302,7 +316,9 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         if self.is_quota_reserved(ino) {
             Maps::mark(&maps.inode_used, ino);
-            let named = ino == sb.s_usr_quota_inum() || ino == sb.s_grp_quota_inum() || ino == sb.s_prj_quota_inum();
+            let named = ino == sb.s_usr_quota_inum()
+                || ino == sb.s_grp_quota_inum()
+                || ino == sb.s_prj_quota_inum();
             if geo.ro_compat.contains(RoCompatFeatures::QUOTA) && named {
                 if !inode.is_reg() {
                     self.report(Finding::new(Code::QuotaBadMode).ino(ino));
@@ -341,7 +357,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 _ => mode != 0,
             };
             if bad {
-                self.report(Finding::new(Code::ReservedBadMode).ino(ino).num(u64::from(mode)));
+                self.report(
+                    Finding::new(Code::ReservedBadMode)
+                        .ino(ino)
+                        .num(u64::from(mode)),
+                );
             }
             self.check_blocks(cur);
             self.finish_inode(cur);
@@ -357,13 +377,23 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         let geo = &fs.geo;
         let inode = cur.inode;
         let hurd = fs.sb().s_creator_os() == OS_HURD;
-        let (frag, fsize) = if hurd { (inode.h_i_frag(), inode.h_i_fsize()) } else { (0, 0) };
+        let (frag, fsize) = if hurd {
+            (inode.h_i_frag(), inode.h_i_fsize())
+        } else {
+            (0, 0)
+        };
         let bad = inode.i_faddr() != 0
             || frag != 0
             || fsize != 0
-            || (!geo.incompat.contains(IncompatFeatures::LARGEDIR) && inode.is_dir() && inode.i_size_high() != 0)
-            || (!hurd && !geo.incompat.contains(IncompatFeatures::BIT64) && inode.l_i_file_acl_high() != 0)
-            || (!hurd && !geo.ro_compat.contains(RoCompatFeatures::HUGE_FILE) && inode.l_i_blocks_high() != 0);
+            || (!geo.incompat.contains(IncompatFeatures::LARGEDIR)
+                && inode.is_dir()
+                && inode.i_size_high() != 0)
+            || (!hurd
+                && !geo.incompat.contains(IncompatFeatures::BIT64)
+                && inode.l_i_file_acl_high() != 0)
+            || (!hurd
+                && !geo.ro_compat.contains(RoCompatFeatures::HUGE_FILE)
+                && inode.l_i_blocks_high() != 0);
         if bad {
             Maps::mark(&self.maps().inode_bad, cur.ino);
         }
@@ -380,19 +410,30 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         let extra = usize::from(inode.i_extra_isize());
         let max = isz - GOOD_OLD_INODE_SIZE;
         if extra != 0 && (extra < 4 || extra > max || extra % 4 != 0) {
-            self.report(Finding::new(Code::ExtraIsize).ino(cur.ino).num(extra as u64));
+            self.report(
+                Finding::new(Code::ExtraIsize)
+                    .ino(cur.ino)
+                    .num(extra as u64),
+            );
             return;
         }
         if extra >= max.saturating_sub(4) {
             return;
         }
         let bytes = inode.bytes();
-        if ext4_layout::bytes::le_u32(bytes, GOOD_OLD_INODE_SIZE + extra) == ext4_layout::xattr::EA_MAGIC {
+        if ext4_layout::bytes::le_u32(bytes, GOOD_OLD_INODE_SIZE + extra)
+            == ext4_layout::xattr::EA_MAGIC
+        {
             self.check_ea_in_inode(cur, extra);
         }
         // A time with bit 31 set and both epoch bits set cannot be
         // represented; the fields are read at fixed offsets.
-        let pairs = [(0x08usize, 0x8Cusize), (0x0C, 0x84), (0x90, 0x94), (0x10, 0x88)];
+        let pairs = [
+            (0x08usize, 0x8Cusize),
+            (0x0C, 0x84),
+            (0x90, 0x94),
+            (0x10, 0x88),
+        ];
         let bad = pairs.iter().any(|&(t, x)| {
             let secs = ext4_layout::bytes::le_u32(bytes, t);
             let ex = ext4_layout::bytes::le_u32(bytes, x);
@@ -425,7 +466,10 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             let ib = inode.i_block();
             let parent = ext4_layout::bytes::le_u32(ib, 0);
             let dino = ext4_layout::bytes::le_u32(ib, 4);
-            let rec_len = ext4_layout::dirent::decode_rec_len(ext4_layout::bytes::le_u16(ib, 8), fs.block_size());
+            let rec_len = ext4_layout::dirent::decode_rec_len(
+                ext4_layout::bytes::le_u16(ib, 8),
+                fs.block_size(),
+            );
             let icount = fs.sb().s_inodes_count();
             if parent >= icount
                 || (parent < geo.first_ino && parent != 2)
@@ -435,7 +479,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             {
                 return;
             }
-            self.report(Finding::new(Code::TreatAsDirectory).ino(cur.ino).num(u64::from(inode.i_mode())));
+            self.report(
+                Finding::new(Code::TreatAsDirectory)
+                    .ino(cur.ino)
+                    .num(u64::from(inode.i_mode())),
+            );
             return;
         }
         let mut not_device = false;
@@ -466,11 +514,16 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         let bs = fs.block_size();
         let mut buf = std::mem::take(&mut self.blockbuf);
-        let ok = self.io.read_blocks(blk, &mut buf).is_ok() && looks_like_dir_block(fs, &buf, cur.ino, inode.i_generation());
+        let ok = self.io.read_blocks(blk, &mut buf).is_ok()
+            && looks_like_dir_block(fs, &buf, cur.ino, inode.i_generation());
         self.blockbuf = buf;
         debug_assert_eq!(self.blockbuf.len(), bs);
         if ok {
-            self.report(Finding::new(Code::TreatAsDirectory).ino(cur.ino).num(u64::from(inode.i_mode())));
+            self.report(
+                Finding::new(Code::TreatAsDirectory)
+                    .ino(cur.ino)
+                    .num(u64::from(inode.i_mode())),
+            );
         }
     }
 
@@ -488,7 +541,10 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             return None;
         };
         let v = &c.value;
-        let corrupt = v.is_empty() || v[0] == 0 || (v[0] == 1 && v.len() != 28) || (v[0] == 2 && v.len() != 40);
+        let corrupt = v.is_empty()
+            || v[0] == 0
+            || (v[0] == 1 && v.len() != 28)
+            || (v[0] == 2 && v.len() != 40);
         if corrupt {
             self.report(Finding::new(Code::CorruptEncryptionXattr).ino(ino));
             return None;
@@ -531,9 +587,12 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 maps.set_ftype(ino, 1);
                 counted = Some(FileType::Regular);
             }
-            Some(t @ (FileType::CharDevice | FileType::BlockDevice | FileType::Fifo | FileType::Socket))
-                if device_ok(&inode) =>
-            {
+            Some(
+                t @ (FileType::CharDevice
+                | FileType::BlockDevice
+                | FileType::Fifo
+                | FileType::Socket),
+            ) if device_ok(&inode) => {
                 maps.set_ftype(ino, t.dirent_code());
                 if inode.has_flag(flags::EXTENTS) || inode.has_flag(flags::INLINE_DATA) {
                     self.report(Finding::new(Code::SpecialExtentsIdata).ino(ino));
@@ -542,7 +601,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                     self.report(Finding::new(Code::SetImmutable).ino(ino));
                 }
                 if inode.size() != 0 {
-                    self.report(Finding::new(Code::SetNonzeroSize).ino(ino).num(inode.size()));
+                    self.report(
+                        Finding::new(Code::SetNonzeroSize)
+                            .ino(ino)
+                            .num(inode.size()),
+                    );
                 }
                 counted = Some(t);
             }
@@ -591,11 +654,21 @@ fn looks_like_dir_block(fs: &crate::fs::Fs, buf: &[u8], ino: u32, generation: u3
         }
     }
     let rl = usize::from(le_u16(buf, 4));
-    if le_u8(buf, 6) != 1 || le_u8(buf, 8) != b'.' || le_u32(buf, 0) != ino || rl < 12 || rl % 4 != 0 || rl >= bs - 12 {
+    if le_u8(buf, 6) != 1
+        || le_u8(buf, 8) != b'.'
+        || le_u32(buf, 0) != ino
+        || rl < 12
+        || rl % 4 != 0
+        || rl >= bs - 12
+    {
         return false;
     }
     let rl2 = usize::from(le_u16(buf, rl + 4));
-    le_u8(buf, rl + 6) == 2 && le_u8(buf, rl + 8) == b'.' && le_u8(buf, rl + 9) == b'.' && rl2 >= 12 && rl2 % 4 == 0
+    le_u8(buf, rl + 6) == 2
+        && le_u8(buf, rl + 8) == b'.'
+        && le_u8(buf, rl + 9) == b'.'
+        && rl2 >= 12
+        && rl2 % 4 == 0
 }
 
 /// Whether an inode has blocks to walk (the library's rule): devices and

@@ -11,10 +11,12 @@ pub fn mark_table_blocks(fs: &Fs, maps: &mut Maps) -> Vec<Finding> {
     let geo = &fs.geo;
     let bits = geo.cluster_bits;
     let mut out = Vec::new();
+    // Conflicts are judged per block, before the map becomes per cluster.
+    let mut found = crate::fs::BitSet::new(geo.blocks_count);
     for g in fs.groups() {
         for_each_super_and_bgd(geo, g, |b, n| {
             for x in b..b + n {
-                maps.block_found.test_and_set(x >> bits);
+                found.test_and_set(x);
                 maps.metadata.test_and_set(x);
             }
         });
@@ -25,10 +27,9 @@ pub fn mark_table_blocks(fs: &Fs, maps: &mut Maps) -> Vec<Finding> {
                 if b >= geo.blocks_count {
                     break;
                 }
-                if maps.block_found.get(b >> bits) {
+                if found.test_and_set(b) {
                     out.push(Finding::new(Code::InodeTableConflict).group(g.0).blk(b));
                 } else {
-                    maps.block_found.test_and_set(b >> bits);
                     maps.metadata.test_and_set(b);
                 }
             }
@@ -40,16 +41,25 @@ pub fn mark_table_blocks(fs: &Fs, maps: &mut Maps) -> Vec<Finding> {
             if loc == 0 || loc >= geo.blocks_count {
                 continue;
             }
-            if maps.block_found.get(loc >> bits) {
+            if found.test_and_set(loc) {
                 out.push(Finding::new(code).group(g.0).blk(loc));
             } else {
-                maps.block_found.test_and_set(loc >> bits);
                 maps.metadata.test_and_set(loc);
             }
         }
     }
+    let mut b = 0u64;
+    while b < geo.blocks_count {
+        if found.get(b) {
+            maps.block_found.test_and_set(b >> bits);
+        }
+        b += 1;
+    }
     let sb = fs.sb();
-    if geo.incompat.contains(ext4_layout::features::IncompatFeatures::MMP) {
+    if geo
+        .incompat
+        .contains(ext4_layout::features::IncompatFeatures::MMP)
+    {
         let m = sb.s_mmp_block();
         if m > geo.first_data_block && m < geo.blocks_count {
             maps.block_found.test_and_set(m >> bits);

@@ -217,7 +217,11 @@ pub fn chunks(fs: &Fs) -> Vec<Chunk> {
         let mut first = 0;
         while first < n {
             let count = per.min(n - first);
-            v.push(Chunk { group: g, first, count });
+            v.push(Chunk {
+                group: g,
+                first,
+                count,
+            });
             first += count;
         }
     }
@@ -300,8 +304,14 @@ pub fn run(fs: &Fs, maps: &Maps, bad_blocks: &[u64], pool: &rayon::ThreadPool) -
     }
     let mut io = Io::new(fs);
     ea_refcounts(fs, &mut io, &mut out);
-    if out.stats.large_dirs > 0 && !fs.geo.incompat.contains(ext4_layout::features::IncompatFeatures::LARGEDIR) {
-        out.findings.push(Finding::new(crate::problem::Code::FeatureLargeDirs));
+    if out.stats.large_dirs > 0
+        && !fs
+            .geo
+            .incompat
+            .contains(ext4_layout::features::IncompatFeatures::LARGEDIR)
+    {
+        out.findings
+            .push(Finding::new(crate::problem::Code::FeatureLargeDirs));
     }
     out
 }
@@ -347,7 +357,11 @@ fn ea_refcounts(fs: &Fs, io: &mut Io<'_>, out: &mut P1Out) {
             );
             return;
         }
-        out.findings
-            .push(Finding::new(Code::EaBlockRefcount).blk(blk).num(u64::from(h)).num2(u64::from(users)));
+        out.findings.push(
+            Finding::new(Code::EaBlockRefcount)
+                .blk(blk)
+                .num(u64::from(h))
+                .num2(u64::from(users)),
+        );
     }
 }

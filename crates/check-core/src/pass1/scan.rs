@@ -68,7 +68,10 @@ pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk) {
     // Read whole runs of good blocks; blocks listed as bad are not read.
     let mut bad_blk = vec![false; nblocks];
     for (i, b) in bad_blk.iter_mut().enumerate() {
-        *b = w.p.bad_blocks.binary_search(&(first_blk + i as u64)).is_ok();
+        *b =
+            w.p.bad_blocks
+                .binary_search(&(first_blk + i as u64))
+                .is_ok();
     }
     let mut i = 0;
     while i < nblocks {
@@ -80,13 +83,20 @@ pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk) {
         while j < nblocks && !bad_blk[j] {
             j += 1;
         }
-        if w.io.read_blocks(first_blk + i as u64, &mut buf[i * bs..j * bs]).is_err() {
+        if w.io
+            .read_blocks(first_blk + i as u64, &mut buf[i * bs..j * bs])
+            .is_err()
+        {
             w.out.abort = AbortAt::earliest(
                 w.out.abort.take(),
                 Some(AbortAt::new(
                     Pass::P1,
                     base_ino + (i * ipb) as u32,
-                    format!("error reading the inode table of group {} at block {}", chunk.group, first_blk + i as u64),
+                    format!(
+                        "error reading the inode table of group {} at block {}",
+                        chunk.group,
+                        first_blk + i as u64
+                    ),
                 )),
             );
             return;

@@ -60,26 +60,49 @@ pub fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> BadInodeO
         not_fixed += 1;
     }
     if inode.i_faddr() != 0 {
-        out.push(Finding::new(Code::FaddrZero).ino(ino).num(u64::from(inode.i_faddr())));
+        out.push(
+            Finding::new(Code::FaddrZero)
+                .ino(ino)
+                .num(u64::from(inode.i_faddr())),
+        );
         not_fixed += 1;
     }
     let os = fs.sb().s_creator_os();
     if os == OS_HURD {
         if inode.h_i_frag() != 0 {
-            out.push(Finding::new(Code::FragZero).ino(ino).num(u64::from(inode.h_i_frag())));
+            out.push(
+                Finding::new(Code::FragZero)
+                    .ino(ino)
+                    .num(u64::from(inode.h_i_frag())),
+            );
             not_fixed += 1;
         }
         if inode.h_i_fsize() != 0 {
-            out.push(Finding::new(Code::FsizeZero).ino(ino).num(u64::from(inode.h_i_fsize())));
+            out.push(
+                Finding::new(Code::FsizeZero)
+                    .ino(ino)
+                    .num(u64::from(inode.h_i_fsize())),
+            );
             not_fixed += 1;
         }
     }
-    if os == 0 && !geo.ro_compat.contains(RoCompatFeatures::HUGE_FILE) && inode.l_i_blocks_high() != 0 {
+    if os == 0
+        && !geo.ro_compat.contains(RoCompatFeatures::HUGE_FILE)
+        && inode.l_i_blocks_high() != 0
+    {
         // Declining this one does not keep the inode marked bad.
-        out.push(Finding::new(Code::BlocksHiZero).ino(ino).num(u64::from(inode.l_i_blocks_high())));
+        out.push(
+            Finding::new(Code::BlocksHiZero)
+                .ino(ino)
+                .num(u64::from(inode.l_i_blocks_high())),
+        );
     }
     if os == 0 && !is64 && inode.l_i_file_acl_high() != 0 {
-        out.push(Finding::new(Code::IFileAclHiZero).ino(ino).num(u64::from(inode.l_i_file_acl_high())));
+        out.push(
+            Finding::new(Code::IFileAclHiZero)
+                .ino(ino)
+                .num(u64::from(inode.l_i_file_acl_high())),
+        );
         not_fixed += 1;
     }
     if acl != 0 && !geo.block_in_range(acl) {
@@ -92,7 +115,11 @@ pub fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> BadInodeO
         && u64::from(inode.i_blocks_lo()) < limit
         && inode.is_dir()
     {
-        out.push(Finding::new(Code::DirSizeHighZero).ino(ino).num(u64::from(inode.i_size_high())));
+        out.push(
+            Finding::new(Code::DirSizeHighZero)
+                .ino(ino)
+                .num(u64::from(inode.i_size_high())),
+        );
         not_fixed += 1;
     }
     if out.is_empty() {

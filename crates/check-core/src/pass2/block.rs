@@ -88,7 +88,10 @@ pub fn tail_status(block: &[u8]) -> TailStatus {
     if pos != top {
         return TailStatus::NoSpace;
     }
-    if le_u32(block, top) != 0 || le_u16(block, top + 4) != DIR_TAIL_SIZE as u16 || le_u16(block, top + 6) != 0xDE00 {
+    if le_u32(block, top) != 0
+        || le_u16(block, top + 4) != DIR_TAIL_SIZE as u16
+        || le_u16(block, top + 6) != 0xDE00
+    {
         return TailStatus::NoSpace;
     }
     TailStatus::Found
@@ -132,7 +135,11 @@ fn name_of(b: &[u8]) -> String {
 /// are not UTF-8 are used as they are).
 pub fn casefold(name: &[u8]) -> Vec<u8> {
     match std::str::from_utf8(name) {
-        Ok(s) => s.chars().flat_map(char::to_lowercase).collect::<String>().into_bytes(),
+        Ok(s) => s
+            .chars()
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+            .into_bytes(),
         Err(_) => name.to_vec(),
     }
 }
@@ -154,7 +161,8 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
     if !maps.used(ino) {
         return r;
     }
-    let inline = dir.iflags & flags::INLINE_DATA != 0 && geo.incompat.contains(IncompatFeatures::INLINE_DATA);
+    let inline = dir.iflags & flags::INLINE_DATA != 0
+        && geo.incompat.contains(IncompatFeatures::INLINE_DATA);
     let metadata_csum = fs.metadata_csum();
     let mut de_csum = if metadata_csum { DIR_TAIL_SIZE } else { 0 };
     let dx_csum = if metadata_csum { 8 } else { 0 };
@@ -164,24 +172,34 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
         if geo.incompat.contains(IncompatFeatures::LARGEDIR) {
             return r;
         }
-        r.findings.push(Finding::new(Code::DirectoryHole).dir(ino).num(db.lblk));
+        r.findings
+            .push(Finding::new(Code::DirectoryHole).dir(ino).num(db.lblk));
         return r;
     }
     let mut failed_csum = false;
     if inline {
         data = dir.inline.clone().unwrap_or_default();
         if inline_size % 4 != 0 || (inline_size > 60 && inline_size < 72) {
-            r.findings.push(Finding::new(Code::BadInlineDirSize).dir(ino).num(inline_size as u64));
+            r.findings.push(
+                Finding::new(Code::BadInlineDirSize)
+                    .dir(ino)
+                    .num(inline_size as u64),
+            );
         }
     } else {
         data = vec![0u8; bs];
         if io.read_blocks(db.pblk, &mut data).is_err() {
-            r.findings.push(Finding::new(Code::ReadDirBlock).dir(ino).blk(db.pblk));
+            r.findings
+                .push(Finding::new(Code::ReadDirBlock).dir(ino).blk(db.pblk));
             r.abort = Some(format!("cannot read block {} of directory {ino}", db.pblk));
             return r;
         }
         if metadata_csum {
-            let seed = if dir.csum_ok { Some(inode_csum_seed(geo.csum_seed, ino, dir.generation)) } else { None };
+            let seed = if dir.csum_ok {
+                Some(inode_csum_seed(geo.csum_seed, ino, dir.generation))
+            } else {
+                None
+            };
             failed_csum = seed.is_none_or(|s| !block_csum_ok(&data, s));
         }
     }
@@ -190,16 +208,31 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
     let mut dx: Option<DxBlock> = None;
     if let Some(info) = dir.dx.as_ref().filter(|d| d.numblocks != 0) {
         if db.lblk >= info.numblocks {
-            r.findings.push(Finding::new(Code::UnexpectedHtreeBlock).dir(ino).num(db.lblk));
-            r.abort = Some(format!("directory {ino} has an unexpected htree block {}", db.lblk));
+            r.findings.push(
+                Finding::new(Code::UnexpectedHtreeBlock)
+                    .dir(ino)
+                    .num(db.lblk),
+            );
+            r.abort = Some(format!(
+                "directory {ino} has an unexpected htree block {}",
+                db.lblk
+            ));
             return r;
         }
         let mut kind = DxKind::Leaf;
         if db.lblk == 0 {
             kind = DxKind::Root;
             let root = DxRoot::new(&data);
-            let max_levels = if geo.incompat.contains(IncompatFeatures::LARGEDIR) { 3 } else { 2 };
-            if root.is_none_or(|rt| rt.reserved_zero() != 0 || rt.info_length() < 8 || rt.indirect_levels() >= max_levels) {
+            let max_levels = if geo.incompat.contains(IncompatFeatures::LARGEDIR) {
+                3
+            } else {
+                2
+            };
+            if root.is_none_or(|rt| {
+                rt.reserved_zero() != 0
+                    || rt.info_length() < 8
+                    || rt.indirect_levels() >= max_levels
+            }) {
                 r.findings.push(Finding::new(Code::HtreeBadRoot).dir(ino));
             }
         } else if le_u32(&data, 0) == 0
@@ -223,7 +256,8 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
     let is_leaf = dx.as_ref().is_none_or(|d| d.kind == DxKind::Leaf);
     if is_leaf && !inline && failed_csum && tail_status(&data) == TailStatus::NoSpace {
         de_csum = 0;
-        r.findings.push(Finding::new(Code::LeafMissingCsum).dir(ino).num(db.lblk));
+        r.findings
+            .push(Finding::new(Code::LeafMissingCsum).dir(ino).num(db.lblk));
     }
     if !is_leaf {
         de_csum = 0;
@@ -240,8 +274,16 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
     } else {
         (0, bs - de_csum)
     };
-    let region = &data[region_start..region_start + max_size.saturating_sub(region_start).min(data.len() - region_start)];
-    let region_len = if inline && db.lblk == 0 { 60 } else { region.len() };
+    let region = &data[region_start
+        ..region_start
+            + max_size
+                .saturating_sub(region_start)
+                .min(data.len() - region_start)];
+    let region_len = if inline && db.lblk == 0 {
+        60
+    } else {
+        region.len()
+    };
     // Htree hash settings.
     let hash_version = dir.dx.as_ref().map(|d| {
         let v = d.hash_version;
@@ -265,10 +307,15 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
     let sb = fs.sb();
     let first_ino = geo.first_ino;
     let icount = sb.s_inodes_count();
-    let special: Vec<u32> = [sb.s_usr_quota_inum(), sb.s_grp_quota_inum(), sb.s_prj_quota_inum(), sb.s_orphan_file_inum()]
-        .into_iter()
-        .filter(|&x| x != 0)
-        .collect();
+    let special: Vec<u32> = [
+        sb.s_usr_quota_inum(),
+        sb.s_grp_quota_inum(),
+        sb.s_prj_quota_inum(),
+        sb.s_orphan_file_inum(),
+    ]
+    .into_iter()
+    .filter(|&x| x != 0)
+    .collect();
     let mut offset = 0usize;
     let mut min_hash = u32::MAX;
     let mut max_hash = 0u32;
@@ -277,33 +324,51 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
         let extended = dot_state > 1 && hash_in_dirent;
         let min_len = if extended { 20 } else { 12 };
         // The entry: real, or the synthetic '.' and '..' of an inline dir.
-        let (e_ino, rec_len, name_len, ftype, name): (u32, usize, usize, u8, Vec<u8>) = if inline && db.lblk == 0 && dot_state <= 1 {
-            if dot_state == 0 {
-                (ino, 12, 1, if filetype { 2 } else { 0 }, b".".to_vec())
+        let (e_ino, rec_len, name_len, ftype, name): (u32, usize, usize, u8, Vec<u8>) =
+            if inline && db.lblk == 0 && dot_state <= 1 {
+                if dot_state == 0 {
+                    (ino, 12, 1, if filetype { 2 } else { 0 }, b".".to_vec())
+                } else {
+                    (
+                        le_u32(&data, 0),
+                        12,
+                        2,
+                        if filetype { 2 } else { 0 },
+                        b"..".to_vec(),
+                    )
+                }
             } else {
-                (le_u32(&data, 0), 12, 2, if filetype { 2 } else { 0 }, b"..".to_vec())
-            }
-        } else {
-            let base = if inline && db.lblk == 0 { offset.max(4) } else { offset };
-            if inline && db.lblk == 0 && offset < 4 {
-                offset = 4;
-            }
-            let remaining = region_len.saturating_sub(base);
-            let e = &region[base.min(region.len())..];
-            let rl = if remaining < 8 { min_len } else { decode_rec_len(le_u16(e, 4), bs) };
-            let nl = usize::from(le_u8(e, 6));
-            let min_for_name = (8 + nl + if extended { 8 } else { 0 } + 3) & !3;
-            if base + rl > region_len || rl < min_len || rl % 4 != 0 || min_for_name > rl {
-                r.findings.push(
-                    Finding::new(Code::DirCorrupted).dir(ino).num(db.lblk).num2((base + region_start) as u64),
-                );
-                r.abort = Some(format!("directory {ino} block {} is corrupt", db.lblk));
-                break;
-            }
-            let name = e.get(8..8 + nl).unwrap_or(&[]).to_vec();
-            let ft = if filetype { le_u8(e, 7) } else { le_u8(e, 7) };
-            (le_u32(e, 0), rl, nl, ft, name)
-        };
+                let base = if inline && db.lblk == 0 {
+                    offset.max(4)
+                } else {
+                    offset
+                };
+                if inline && db.lblk == 0 && offset < 4 {
+                    offset = 4;
+                }
+                let remaining = region_len.saturating_sub(base);
+                let e = &region[base.min(region.len())..];
+                let rl = if remaining < 8 {
+                    min_len
+                } else {
+                    decode_rec_len(le_u16(e, 4), bs)
+                };
+                let nl = usize::from(le_u8(e, 6));
+                let min_for_name = (8 + nl + if extended { 8 } else { 0 } + 3) & !3;
+                if base + rl > region_len || rl < min_len || rl % 4 != 0 || min_for_name > rl {
+                    r.findings.push(
+                        Finding::new(Code::DirCorrupted)
+                            .dir(ino)
+                            .num(db.lblk)
+                            .num2((base + region_start) as u64),
+                    );
+                    r.abort = Some(format!("directory {ino} block {} is corrupt", db.lblk));
+                    break;
+                }
+                let name = e.get(8..8 + nl).unwrap_or(&[]).to_vec();
+                let ft = if filetype { le_u8(e, 7) } else { le_u8(e, 7) };
+                (le_u32(e, 0), rl, nl, ft, name)
+            };
         let entry_off = offset;
         let mut skip_rest = false;
         // '.' and '..'.
@@ -319,14 +384,17 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                 None
             };
             if let Some(c) = problem {
-                r.findings.push(Finding::new(c).dir(ino).str(name_of(&name)));
+                r.findings
+                    .push(Finding::new(c).dir(ino).str(name_of(&name)));
                 created = false;
             }
             if e_ino != ino {
-                r.findings.push(Finding::new(Code::BadInodeDot).dir(ino).ino(e_ino));
+                r.findings
+                    .push(Finding::new(Code::BadInodeDot).dir(ino).ino(e_ino));
             }
             if rec_len > 24 && !created {
-                r.findings.push(Finding::new(Code::SplitDot).dir(ino).num(rec_len as u64));
+                r.findings
+                    .push(Finding::new(Code::SplitDot).dir(ino).num(rec_len as u64));
             }
         } else if dot_state == 1 {
             let problem = if e_ino == 0 {
@@ -339,11 +407,14 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                 None
             };
             match problem {
-                Some(c) => r.findings.push(Finding::new(c).dir(ino).str(name_of(&name))),
+                Some(c) => r
+                    .findings
+                    .push(Finding::new(c).dir(ino).str(name_of(&name))),
                 None => r.dotdot = Some(e_ino),
             }
         } else if e_ino == ino {
-            r.findings.push(Finding::new(Code::LinkDot).dir(ino).str(name_of(&name)));
+            r.findings
+                .push(Finding::new(Code::LinkDot).dir(ino).str(name_of(&name)));
         }
         if e_ino != 0 {
             let mut problem = None;
@@ -361,7 +432,8 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                 problem = Some(Code::NullName);
             }
             if let Some(c) = problem {
-                r.findings.push(Finding::new(c).dir(ino).ino(e_ino).str(name_of(&name)));
+                r.findings
+                    .push(Finding::new(c).dir(ino).ino(e_ino).str(name_of(&name)));
                 if c == Code::BadIno {
                     skip_rest = true;
                 }
@@ -374,7 +446,10 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                             r.abort = Some(why);
                             break;
                         }
-                        BadInodeOutcome::Reported { findings, still_bad } => {
+                        BadInodeOutcome::Reported {
+                            findings,
+                            still_bad,
+                        } => {
                             r.findings.extend(findings);
                             bad = still_bad;
                         }
@@ -384,19 +459,41 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                 // Entries into the unused part of a group.
                 let g = (e_ino - 1) / geo.inodes_per_group;
                 let gd = fs.gd(g);
-                let first_unused = g * geo.inodes_per_group + 1 + geo.inodes_per_group.saturating_sub(gd.itable_unused());
+                let first_unused = g * geo.inodes_per_group
+                    + 1
+                    + geo.inodes_per_group.saturating_sub(gd.itable_unused());
                 if gd.has_flag(BG_INODE_UNINIT) {
-                    r.findings.push(Finding::new(Code::InorefBgInoUninit).dir(ino).ino(e_ino).str(name_of(&name)));
+                    r.findings.push(
+                        Finding::new(Code::InorefBgInoUninit)
+                            .dir(ino)
+                            .ino(e_ino)
+                            .str(name_of(&name)),
+                    );
                 } else if e_ino >= first_unused {
-                    r.findings.push(Finding::new(Code::InorefInUnused).dir(ino).ino(e_ino).str(name_of(&name)));
+                    r.findings.push(
+                        Finding::new(Code::InorefInUnused)
+                            .dir(ino)
+                            .ino(e_ino)
+                            .str(name_of(&name)),
+                    );
                 }
                 if !maps.used(e_ino) {
-                    r.findings.push(Finding::new(Code::UnusedInode).dir(ino).ino(e_ino).str(name_of(&name)));
+                    r.findings.push(
+                        Finding::new(Code::UnusedInode)
+                            .dir(ino)
+                            .ino(e_ino)
+                            .str(name_of(&name)),
+                    );
                 }
                 // File type.
                 if !filetype {
                     if ftype != 0 {
-                        r.findings.push(Finding::new(Code::ClearFiletype).dir(ino).ino(e_ino).str(name_of(&name)));
+                        r.findings.push(
+                            Finding::new(Code::ClearFiletype)
+                                .dir(ino)
+                                .ino(e_ino)
+                                .str(name_of(&name)),
+                        );
                     }
                 } else {
                     let should = if maps.is_dir(e_ino) {
@@ -416,7 +513,11 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                     };
                     if let Some(should) = should {
                         if ftype != should {
-                            let code = if ftype != 0 { Code::BadFiletype } else { Code::SetFiletype };
+                            let code = if ftype != 0 {
+                                Code::BadFiletype
+                            } else {
+                                Code::SetFiletype
+                            };
                             r.findings.push(
                                 Finding::new(code)
                                     .dir(ino)
@@ -432,10 +533,16 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                 if encrypted {
                     if dot_state > 1 {
                         if name_len < 16 {
-                            r.findings.push(Finding::new(Code::BadEncryptedName).dir(ino).num(name_len as u64));
+                            r.findings.push(
+                                Finding::new(Code::BadEncryptedName)
+                                    .dir(ino)
+                                    .num(name_len as u64),
+                            );
                         }
                         match check_policy(cx, io, dir, e_ino, ftype) {
-                            Ok(Some(c)) => r.findings.push(Finding::new(c).dir(ino).ino(e_ino).str(name_of(&name))),
+                            Ok(Some(c)) => r
+                                .findings
+                                .push(Finding::new(c).dir(ino).ino(e_ino).str(name_of(&name))),
                             Ok(None) => {}
                             Err(why) => {
                                 r.abort = Some(why);
@@ -446,11 +553,16 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                 } else {
                     let mut fixed = false;
                     if cf_dir && !utf8_ok(&name) {
-                        r.findings.push(Finding::new(Code::BadEncodedName).dir(ino).str(name_of(&name)));
+                        r.findings.push(
+                            Finding::new(Code::BadEncodedName)
+                                .dir(ino)
+                                .str(name_of(&name)),
+                        );
                         fixed = false;
                     }
                     if !fixed && name.iter().any(|&b| b == b'/' || b == 0) {
-                        r.findings.push(Finding::new(Code::BadName).dir(ino).str(name_of(&name)));
+                        r.findings
+                            .push(Finding::new(Code::BadName).dir(ino).str(name_of(&name)));
                     }
                 }
                 // Htree hash of the entry.
@@ -458,11 +570,16 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                     if d.kind == DxKind::Leaf || d.kind == DxKind::Root {
                         if v == version::SIPHASH {
                             if dot_state > 1 {
-                                let at = if inline { 0 } else { entry_off } + 8 + ((name_len + 3) & !3);
+                                let at =
+                                    if inline { 0 } else { entry_off } + 8 + ((name_len + 3) & !3);
                                 hash = le_u32(region, at);
                             }
                         } else {
-                            let hname = if casefolded && casefold_fs { casefold(&name) } else { name.clone() };
+                            let hname = if casefolded && casefold_fs {
+                                casefold(&name)
+                            } else {
+                                name.clone()
+                            };
                             hash = dirhash(&hname, v, &seed).map_or(0, |h| h.major);
                         }
                         min_hash = min_hash.min(hash);
@@ -473,7 +590,11 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                     r.dir_links.push((e_ino, name_of(&name)));
                 }
                 if !dups_found {
-                    let key = if cf_dir { casefold(&name) } else { name.clone() };
+                    let key = if cf_dir {
+                        casefold(&name)
+                    } else {
+                        name.clone()
+                    };
                     if !names.insert(key) {
                         r.dup = Some(name_of(&name));
                         dups_found = true;
@@ -516,14 +637,24 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
         }
     }
     if is_leaf && failed_csum {
-        r.findings.push(Finding::new(Code::LeafOnlyCsumInvalid).dir(ino).num(db.lblk));
+        r.findings.push(
+            Finding::new(Code::LeafOnlyCsumInvalid)
+                .dir(ino)
+                .num(db.lblk),
+        );
     }
     r.dx = dx;
     r
 }
 
 /// The encryption-policy check of an entry in an encrypted directory.
-fn check_policy(cx: &P2Ctx<'_>, io: &mut Io<'_>, dir: &DirRec, target: u32, ftype: u8) -> Result<Option<Code>, String> {
+fn check_policy(
+    cx: &P2Ctx<'_>,
+    io: &mut Io<'_>,
+    dir: &DirRec,
+    target: u32,
+    ftype: u8,
+) -> Result<Option<Code>, String> {
     let file = cx.policy_of(target);
     match (file, &dir.policy) {
         (Some(f), Some(d)) if f == d => Ok(None),

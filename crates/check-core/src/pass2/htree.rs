@@ -90,7 +90,11 @@ impl DxState {
         }
         let ino = b.ino;
         if d.failed_csum {
-            let c = if d.kind == DxKind::Root { Code::HtreeRootCsum } else { Code::HtreeNodeCsum };
+            let c = if d.kind == DxKind::Root {
+                Code::HtreeRootCsum
+            } else {
+                Code::HtreeNodeCsum
+            };
             findings.push(Finding::new(c).dir(ino).num(b.lblk));
         }
         let expect = (bs.saturating_sub(csum).saturating_sub(d.entries_start) / 8) as u16;
@@ -130,8 +134,16 @@ impl DxState {
             if hash < prev_hash {
                 findings.push(Finding::new(Code::HtreeHashOrder).dir(ino).blk(b.lblk));
             }
-            let previous = if i > 0 { u64::from(d.entries[i - 1].1 & 0x0FFF_FFFF) } else { 0 };
-            let next_hash = if i + 1 < n { Some(d.entries[i + 1].0 & !1) } else { None };
+            let previous = if i > 0 {
+                u64::from(d.entries[i - 1].1 & 0x0FFF_FFFF)
+            } else {
+                0
+            };
+            let next_hash = if i + 1 < n {
+                Some(d.entries[i + 1].0 & !1)
+            } else {
+                None
+            };
             let t = &mut dir.recs[blk as usize];
             if t.flags & REFERENCED != 0 {
                 t.flags |= DUP_REF;

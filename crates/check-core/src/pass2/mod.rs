@@ -47,7 +47,10 @@ pub struct P2Ctx<'a> {
 impl P2Ctx<'_> {
     /// The directory record of `ino`.
     pub fn dir(&self, ino: u32) -> Option<&DirRec> {
-        self.dirs.binary_search_by_key(&ino, |d| d.ino).ok().map(|i| &self.dirs[i])
+        self.dirs
+            .binary_search_by_key(&ino, |d| d.ino)
+            .ok()
+            .map(|i| &self.dirs[i])
     }
 
     /// The encryption policy of an inode.
@@ -60,7 +63,12 @@ impl P2Ctx<'_> {
 
     /// Reads an inode the way e2fsck's "read or die" does: a checksum
     /// failure stops the check.
-    pub fn read_inode_checked(&self, io: &mut Io<'_>, ino: u32, buf: &mut [u8]) -> Result<(), String> {
+    pub fn read_inode_checked(
+        &self,
+        io: &mut Io<'_>,
+        ino: u32,
+        buf: &mut [u8],
+    ) -> Result<(), String> {
         if io.read_inode(ino, buf).is_err() {
             return Err(format!("cannot read inode {ino}"));
         }
@@ -71,7 +79,9 @@ impl P2Ctx<'_> {
                 && Inode::new(buf).is_some_and(|i| !i.checksum_ok(self.fs.geo.csum_seed, ino))
         };
         if csum_bad {
-            return Err(format!("inode {ino} fails its checksum and cannot be read reliably"));
+            return Err(format!(
+                "inode {ino} fails its checksum and cannot be read reliably"
+            ));
         }
         Ok(())
     }
@@ -182,7 +192,8 @@ pub fn merge(cx: &P2Ctx<'_>, blocks: &[DirBlock], results: Vec<BlockResult>) -> 
         for (target, name) in dir_links {
             if let Some(i) = idx(target) {
                 if out.parent[i] != 0 {
-                    out.findings.push(Finding::new(Code::LinkDir).dir(b.ino).ino(target).str(name));
+                    out.findings
+                        .push(Finding::new(Code::LinkDir).dir(b.ino).ino(target).str(name));
                 } else {
                     out.parent[i] = b.ino;
                 }
@@ -195,7 +206,8 @@ pub fn merge(cx: &P2Ctx<'_>, blocks: &[DirBlock], results: Vec<BlockResult>) -> 
         }
         if let Some(name) = dup {
             if dup_set.insert(b.ino) {
-                out.findings.push(Finding::new(Code::ReportDupDirent).dir(b.ino).str(name));
+                out.findings
+                    .push(Finding::new(Code::ReportDupDirent).dir(b.ino).str(name));
             }
         }
         if let Some(d) = dxb {

@@ -69,7 +69,11 @@ impl<'a> DescriptorBlock<'a> {
             let tag = if csum_v3 {
                 let lo = be_u32(bytes, pos);
                 let flags = be_u32(bytes, pos + 4);
-                let hi = if f.is_64bit() { be_u32(bytes, pos + 8) } else { 0 };
+                let hi = if f.is_64bit() {
+                    be_u32(bytes, pos + 8)
+                } else {
+                    0
+                };
                 BlockTag {
                     blocknr: (u64::from(hi) << 32) | u64::from(lo),
                     flags: TagFlags(flags),
@@ -79,7 +83,11 @@ impl<'a> DescriptorBlock<'a> {
                 let lo = be_u32(bytes, pos);
                 let checksum = u32::from(be_u16(bytes, pos + 4));
                 let flags = u32::from(be_u16(bytes, pos + 6));
-                let hi = if f.is_64bit() { be_u32(bytes, pos + 8) } else { 0 };
+                let hi = if f.is_64bit() {
+                    be_u32(bytes, pos + 8)
+                } else {
+                    0
+                };
                 BlockTag {
                     blocknr: (u64::from(hi) << 32) | u64::from(lo),
                     flags: TagFlags(flags),

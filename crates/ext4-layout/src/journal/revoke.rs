@@ -45,12 +45,15 @@ impl<'a> RevokeBlock<'a> {
             RECORDS_OFFSET
         };
         let b = self.bytes;
-        (RECORDS_OFFSET..end).step_by(rec).filter(move |o| o + rec <= end).map(move |o| {
-            if rec == 8 {
-                be_u64(b, o)
-            } else {
-                u64::from(be_u32(b, o))
-            }
-        })
+        (RECORDS_OFFSET..end)
+            .step_by(rec)
+            .filter(move |o| o + rec <= end)
+            .map(move |o| {
+                if rec == 8 {
+                    be_u64(b, o)
+                } else {
+                    u64::from(be_u32(b, o))
+                }
+            })
     }
 }

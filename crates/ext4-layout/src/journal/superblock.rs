@@ -1,9 +1,9 @@
 //! The journal superblock, in the first block of the journal.
 
 use super::{blocktype, BlockHeader};
+use crate::be_fields;
 use crate::bytes::{be_u32, sub};
 use crate::csum::{crc32c_raw, CRC32C_INIT};
-use crate::be_fields;
 
 /// Byte offset of `s_checksum`.
 pub const S_CHECKSUM_OFFSET: usize = 0xFC;
@@ -166,7 +166,14 @@ impl<'a> JournalSuperblock<'a> {
     pub fn computed_checksum(&self) -> u32 {
         let mut c = crc32c_raw(CRC32C_INIT, sub(self.0, 0, S_CHECKSUM_OFFSET));
         c = crc32c_raw(c, &[0u8; 4]);
-        crc32c_raw(c, sub(self.0, S_CHECKSUM_OFFSET + 4, SUPERBLOCK_CSUM_SIZE - S_CHECKSUM_OFFSET - 4))
+        crc32c_raw(
+            c,
+            sub(
+                self.0,
+                S_CHECKSUM_OFFSET + 4,
+                SUPERBLOCK_CSUM_SIZE - S_CHECKSUM_OFFSET - 4,
+            ),
+        )
     }
 
     /// Whether `s_checksum` matches.

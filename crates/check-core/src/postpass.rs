@@ -1,0 +1,252 @@
+//! Checks e2fsck makes after pass 5: the orphan file and quota usage.
+
+use std::collections::BTreeMap;
+
+use ext4_layout::bytes::{le_u16, le_u32, le_u64};
+use ext4_layout::csum::crc32c_raw;
+use ext4_layout::features::{CompatFeatures, RoCompatFeatures};
+use ext4_layout::inode::Inode;
+
+use crate::blockiter::for_each_block;
+use crate::fs::Fs;
+use crate::io::Io;
+use crate::pass1::QuotaUse;
+use crate::problem::{Code, Finding};
+
+/// `ob_magic` at the end of each orphan file block.
+const ORPHAN_MAGIC: u32 = 0x0B10_CA04;
+/// Largest file read into memory here (quota files are small).
+const MAX_FILE: u64 = 64 << 20;
+
+/// Reads a whole regular file (holes read as zero), if it is small enough.
+fn read_file(io: &mut Io<'_>, inode: &Inode<'_>) -> Option<Vec<u8>> {
+    let size = inode.size();
+    if size > MAX_FILE {
+        return None;
+    }
+    let bs = u64::from(io.fs.geo.block_size);
+    let mut data = vec![0u8; size as usize];
+    let mut blocks = Vec::new();
+    let ok = for_each_block(io, inode, &mut |b, l| {
+        if l >= 0 {
+            blocks.push((b, l as u64));
+        }
+    });
+    if !ok {
+        return None;
+    }
+    let mut buf = vec![0u8; bs as usize];
+    for (b, l) in blocks {
+        let off = l * bs;
+        if off >= size || !io.fs.geo.block_in_range(b) {
+            continue;
+        }
+        io.read_blocks(b, &mut buf).ok()?;
+        let n = (size - off).min(bs) as usize;
+        data[off as usize..off as usize + n].copy_from_slice(&buf[..n]);
+    }
+    Some(data)
+}
+
+/// The orphan file checks.
+pub fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let mut out = Vec::new();
+    let present = geo.ro_compat.contains(RoCompatFeatures::ORPHAN_PRESENT);
+    if !geo.compat.contains(CompatFeatures::ORPHAN_FILE) {
+        if present {
+            out.push(Finding::new(Code::OrphanPresentNoFile));
+        }
+        return out;
+    }
+    if !geo.compat.contains(CompatFeatures::HAS_JOURNAL) {
+        out.push(Finding::new(Code::OrphanFileWithoutJournal));
+    }
+    let ino = sb.s_orphan_file_inum();
+    let mut ib = vec![0u8; geo.inode_size as usize];
+    if ino == 0 || io.read_inode(ino, &mut ib).is_err() {
+        out.push(
+            Finding::new(Code::OrphanFileCorrupted)
+                .ino(ino)
+                .str("its inode cannot be read"),
+        );
+        return out;
+    }
+    let Some(inode) = Inode::new(&ib) else {
+        return out;
+    };
+    let bs = u64::from(geo.block_size);
+    let mut result = 0;
+    let mut why = String::new();
+    if inode.size() % bs != 0 {
+        result = 1;
+        why = "its size is not a whole number of blocks".into();
+    } else {
+        let nblocks = inode.size() / bs;
+        let mut map = Vec::new();
+        for_each_block(io, &inode, &mut |b, l| {
+            if l >= 0 {
+                map.push((l as u64, b));
+            }
+        });
+        map.sort_unstable();
+        let mut buf = vec![0u8; bs as usize];
+        let mut expect_l = 0u64;
+        for &(l, b) in &map {
+            if l >= nblocks {
+                break;
+            }
+            if l != expect_l {
+                result = 1;
+                why = "it has holes".into();
+                break;
+            }
+            expect_l += 1;
+            if io.read_blocks(b, &mut buf).is_err() {
+                result = 1;
+                why = "a block cannot be read".into();
+                break;
+            }
+            let tail = bs as usize - 8;
+            let mut clean =
+                buf[..tail].iter().all(|&x| x == 0) && le_u32(&buf, tail) == ORPHAN_MAGIC;
+            if clean && fs.metadata_csum() {
+                let mut c = crc32c_raw(geo.csum_seed, &ino.to_le_bytes());
+                c = crc32c_raw(c, &inode.i_generation().to_le_bytes());
+                c = crc32c_raw(c, &b.to_le_bytes());
+                c = crc32c_raw(c, &buf[..tail]);
+                clean = le_u32(&buf, tail + 4) == c;
+            }
+            if !clean {
+                out.push(Finding::new(Code::OrphanBlockDirty).ino(ino).blk(b));
+                result = 1;
+                why = "a block is not clean".into();
+                break;
+            }
+        }
+        if result == 0 && expect_l < nblocks {
+            result = 1;
+            why = "it has holes".into();
+        }
+    }
+    if result == 0 && present {
+        out.push(Finding::new(Code::OrphanPresentCleanFile));
+    } else if result == 1 {
+        out.push(Finding::new(Code::OrphanFileCorrupted).ino(ino).str(why));
+    }
+    out
+}
+
+const QUOTA_MAGICS: [u32; 3] = [0xd9c0_1f11, 0xd9c0_1927, 0xd9c0_3f14];
+const QT_BLK: usize = 1024;
+
+/// Reads every non-empty dquot of a v2 quota file: id → (space, inodes).
+fn read_quota_file(data: &[u8], qtype: usize) -> Option<BTreeMap<u32, QuotaUse>> {
+    if le_u32(data, 0) != QUOTA_MAGICS[qtype] {
+        return None;
+    }
+    let version = le_u32(data, 4);
+    let entry_size = match version {
+        0 => 48,
+        1 => 72,
+        _ => return None,
+    };
+    let mut out = BTreeMap::new();
+    let mut seen_data = std::collections::BTreeSet::new();
+    let mut stack = vec![(1u32, 0u32)];
+    let nblocks = (data.len() / QT_BLK) as u32;
+    while let Some((blk, depth)) = stack.pop() {
+        if blk == 0 || blk >= nblocks {
+            continue;
+        }
+        let b = &data[blk as usize * QT_BLK..(blk as usize + 1) * QT_BLK];
+        if depth < 4 {
+            for i in (0..256).rev() {
+                let r = le_u32(b, i * 4);
+                if r != 0 {
+                    stack.push((r, depth + 1));
+                }
+            }
+            continue;
+        }
+        if !seen_data.insert(blk) {
+            continue;
+        }
+        let per = (QT_BLK - 16) / entry_size;
+        for i in 0..per {
+            let e = &b[16 + i * entry_size..16 + (i + 1) * entry_size];
+            if e.iter().all(|&x| x == 0) {
+                continue;
+            }
+            let id = le_u32(e, 0);
+            let (inodes, space) = if version == 1 {
+                (le_u64(e, 24), le_u64(e, 48))
+            } else {
+                (u64::from(le_u32(e, 12)), le_u64(e, 24))
+            };
+            out.insert(id, QuotaUse { space, inodes });
+        }
+    }
+    let _ = le_u16(data, 0);
+    Some(out)
+}
+
+/// Compares the usage pass 1 computed with each quota file.
+pub fn check_quota(fs: &Fs, io: &mut Io<'_>, usage: &[((u8, u32), QuotaUse)]) -> Vec<Finding> {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let mut out = Vec::new();
+    if !geo.ro_compat.contains(RoCompatFeatures::QUOTA) {
+        return out;
+    }
+    let mut computed: [BTreeMap<u32, QuotaUse>; 3] = Default::default();
+    for &((t, id), u) in usage {
+        let e = computed[usize::from(t)].entry(id).or_default();
+        e.space += u.space;
+        e.inodes += u.inodes;
+    }
+    let names = ["user", "group", "project"];
+    for (t, inum) in [
+        sb.s_usr_quota_inum(),
+        sb.s_grp_quota_inum(),
+        sb.s_prj_quota_inum(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if inum == 0 {
+            continue;
+        }
+        let mut ib = vec![0u8; geo.inode_size as usize];
+        let disk = if inum > geo.inodes_count || io.read_inode(inum, &mut ib).is_err() {
+            None
+        } else {
+            Inode::new(&ib)
+                .and_then(|i| read_file(io, &i))
+                .and_then(|d| read_quota_file(&d, t))
+        };
+        let consistent = match disk {
+            None => false,
+            Some(disk) => {
+                let mut ok = true;
+                for (id, d) in &disk {
+                    let m = computed[t].get(id).copied().unwrap_or_default();
+                    if m != *d {
+                        ok = false;
+                    }
+                }
+                for id in computed[t].keys() {
+                    if !disk.contains_key(id) {
+                        ok = false;
+                    }
+                }
+                ok
+            }
+        };
+        if !consistent {
+            out.push(Finding::new(Code::QuotaMismatch).str(names[t]).ino(inum));
+        }
+    }
+    out
+}
