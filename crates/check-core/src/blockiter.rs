@@ -111,7 +111,7 @@ fn walk_extent(
         if io.read_blocks(ix.leaf, &mut buf).is_err() {
             return false;
         }
-        if !ExtentNode::new(&buf).is_some_and(|c| c.validate(false).is_ok()) {
+        if ExtentNode::new(&buf).is_none_or(|c| c.validate(false).is_err()) {
             return false;
         }
         if !walk_extent(io, &buf, depth - 1, f, guard + 1) {

@@ -49,25 +49,22 @@ pub fn run(fs: &Fs, maps: &Maps, cx: &P2Ctx<'_>, counted: &[u32], ea_inode_refs:
         }
         let link_count = u32::from(maps.links(i));
         let mut link_counted = counted.get(idx as usize).copied().unwrap_or(0).min(65500);
-        if link_counted == 0 {
-            if io.read_inode(i, &mut buf).is_ok() {
-                if let Some(inode) = Inode::new(&buf) {
-                    if inode.has_flag(flags::EA_INODE) {
-                        let refs = ea_inode_refs.iter().filter(|&&r| r == i).count() as u64;
-                        if refs > 0 {
-                            link_counted = 1;
-                            let stored =
-                                (u64::from(inode.i_ctime()) << 32) | u64::from(inode.l_i_version());
-                            if stored != refs && inode.i_ctime() != inode.i_atime() {
-                                out.findings.push(
-                                    Finding::new(Code::EaInodeRefCount)
-                                        .ino(i)
-                                        .num(stored)
-                                        .num2(refs),
-                                );
-                            }
-                        }
-                    }
+        let ea_inode = link_counted == 0
+            && io.read_inode(i, &mut buf).is_ok()
+            && Inode::new(&buf).is_some_and(|inode| inode.has_flag(flags::EA_INODE));
+        if ea_inode {
+            // An EA inode is referenced by attributes, not directories.
+            let refs = ea_inode_refs.iter().filter(|&&r| r == i).count() as u64;
+            if let Some(inode) = Inode::new(&buf).filter(|_| refs > 0) {
+                link_counted = 1;
+                let stored = (u64::from(inode.i_ctime()) << 32) | u64::from(inode.l_i_version());
+                if stored != refs && inode.i_ctime() != inode.i_atime() {
+                    out.findings.push(
+                        Finding::new(Code::EaInodeRefCount)
+                            .ino(i)
+                            .num(stored)
+                            .num2(refs),
+                    );
                 }
             }
         }

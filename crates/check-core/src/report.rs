@@ -161,18 +161,18 @@ impl Report {
             _ => "errors corrected",
         };
         if let Some(s) = &self.summary {
-            let pct = if s.inodes_used > 0 {
-                (s.non_contiguous * 1000 / s.inodes_used) as f64 / 10.0
-            } else {
-                0.0
-            };
+            // Per ten thousand, rounded half up to one decimal, as e2fsck does.
+            let t = (10000 * s.non_contiguous)
+                .checked_div(s.inodes_used)
+                .map_or(0, |x| (x + 5) / 10);
             out.push_str(&format!(
-                "{}: {}, {}/{} files ({:.1}% non-contiguous), {}/{} blocks\n",
+                "{}: {}, {}/{} files ({}.{}% non-contiguous), {}/{} blocks\n",
                 self.device,
                 state,
                 s.inodes_used,
                 s.inodes_count,
-                pct,
+                t / 10,
+                t % 10,
                 s.blocks_used,
                 s.blocks_count
             ));

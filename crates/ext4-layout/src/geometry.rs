@@ -203,7 +203,7 @@ impl Geometry {
         let incompat = sb.incompat();
         let desc_size = u32::from(sb.desc_size());
         if incompat.contains(IncompatFeatures::BIT64)
-            && (desc_size < 32 || desc_size > 1024 || !desc_size.is_power_of_two())
+            && (!(32..=1024).contains(&desc_size) || !desc_size.is_power_of_two())
         {
             return Err(GeometryError::BadDescSize(sb.desc_size()));
         }

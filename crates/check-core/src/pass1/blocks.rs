@@ -176,24 +176,24 @@ impl Worker<'_, '_, '_> {
                         expect = other.unwrap_or(0);
                     }
                 }
-            } else if size & (bs - 1) != 0 || nblock > have {
-                bad = true;
-            } else if nblock < have && have - nblock > u64::from(fs.sb().s_prealloc_dir_blocks()) {
-                bad = true;
+            } else {
+                let prealloc = u64::from(fs.sb().s_prealloc_dir_blocks());
+                bad = size & (bs - 1) != 0
+                    || nblock > have
+                    || (nblock < have && have - nblock > prealloc);
             }
         } else {
             let extents =
                 geo.incompat.contains(IncompatFeatures::EXTENTS) && inode.has_flag(flags::EXTENTS);
-            if w.last_init_lblock >= 0
+            let past_eof = w.last_init_lblock >= 0
                 && size < (w.last_init_lblock as u64).wrapping_mul(bs)
-                && !inode.has_flag(flags::VERITY)
-            {
-                bad = true;
-            } else if !extents && size > max_blockmap_size(geo.block_size_bits) {
-                bad = true;
-            } else if extents && size > (1u64 << (32 + geo.block_size_bits)) - 1 {
-                bad = true;
-            }
+                && !inode.has_flag(flags::VERITY);
+            let too_big = if extents {
+                size > (1u64 << (32 + geo.block_size_bits)) - 1
+            } else {
+                size > max_blockmap_size(geo.block_size_bits)
+            };
+            bad = past_eof || too_big;
         }
         if bad && !inode.is_symlink() {
             self.report(
@@ -650,7 +650,7 @@ impl Worker<'_, '_, '_> {
                     return Err(format!("cannot read extent block {pblk}"));
                 }
                 let cn = ExtentNode::new(&child);
-                if !cn.is_some_and(|c| c.validate(false).is_ok()) {
+                if cn.is_none_or(|c| c.validate(false).is_err()) {
                     if !child_repairs {
                         return Err(format!("bad extent block {pblk}"));
                     }
@@ -888,73 +888,12 @@ fn describe_blockcnt(blockcnt: i64) -> String {
 }
 
 /// Maps logical block `lblk` of an inode to its physical block (0 for a
-/// hole), reading extent blocks as needed. `None` if the map is unreadable.
+/// hole). `None` if the map is unreadable.
 pub fn map_logical(
     w: &mut Worker<'_, '_, '_>,
     inode: &Inode<'_>,
     _ino: u32,
     lblk: u64,
 ) -> Option<u64> {
-    let fs = w.p.fs;
-    if inode.has_flag(flags::EXTENTS) {
-        let mut node = inode.i_block().to_vec();
-        let root = ExtentNode::new(&node)?;
-        root.validate(true).ok()?;
-        let mut depth = root.eh_depth();
-        loop {
-            let n = ExtentNode::new(&node)?;
-            if depth == 0 {
-                for e in n.leaves() {
-                    if lblk >= u64::from(e.ee_block) && lblk < e.logical_end() {
-                        return Some(e.start + (lblk - u64::from(e.ee_block)));
-                    }
-                }
-                return Some(0);
-            }
-            let mut next = None;
-            for ix in n.indexes() {
-                if u64::from(ix.ei_block) <= lblk {
-                    next = Some(ix.leaf);
-                } else {
-                    break;
-                }
-            }
-            let b = next?;
-            let mut buf = vec![0u8; fs.block_size()];
-            w.io.read_blocks(b, &mut buf).ok()?;
-            ExtentNode::new(&buf)?.validate(false).ok()?;
-            node = buf;
-            depth -= 1;
-        }
-    } else {
-        if lblk < 12 {
-            return Some(u64::from(inode.i_block_word(lblk as usize)));
-        }
-        let per = u64::from(fs.geo.block_size / 4);
-        let mut buf = vec![0u8; fs.block_size()];
-        let mut rel = lblk - 12;
-        let (mut blk, levels) = if rel < per {
-            (u64::from(inode.i_block_word(12)), 1)
-        } else if {
-            rel -= per;
-            rel < per * per
-        } {
-            (u64::from(inode.i_block_word(13)), 2)
-        } else {
-            rel -= per * per;
-            (u64::from(inode.i_block_word(14)), 3)
-        };
-        for l in (0..levels).rev() {
-            if blk == 0 {
-                return Some(0);
-            }
-            if !fs.geo.block_in_range(blk) {
-                return None;
-            }
-            w.io.read_blocks(blk, &mut buf).ok()?;
-            let idx = (rel / per.pow(l)) % per;
-            blk = u64::from(IndirectBlock::new(&buf).get(idx as usize));
-        }
-        Some(blk)
-    }
+    crate::blockiter::bmap(w.io, inode, lblk)
 }

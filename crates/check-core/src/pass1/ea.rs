@@ -154,6 +154,7 @@ impl Worker<'_, '_, '_> {
 
     /// Checks an attribute value stored in an EA inode. Returns the blocks
     /// it charges, or the problem.
+    #[allow(clippy::result_large_err)]
     fn check_large_ea_inode(
         &mut self,
         parent_gen: u32,

@@ -274,7 +274,7 @@ pub fn run(fs: &Fs, maps: &Maps, bad_blocks: &[u64], pool: &rayon::ThreadPool) -
         let it = fs.gd(g).inode_table();
         if it != 0
             && (it < fs.geo.first_data_block
-                || it + u64::from(fs.geo.inode_blocks_per_group) - 1 >= fs.geo.blocks_count)
+                || it + u64::from(fs.geo.inode_blocks_per_group) > fs.geo.blocks_count)
         {
             table_abort = Some(AbortAt::new(
                 crate::problem::Pass::P1,

@@ -114,10 +114,9 @@ pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk) {
             }
         }
     }
-    for b in 0..nblocks {
+    for (b, &block_bad) in bad_blk.iter().enumerate() {
         let lo = b * ipb;
         let hi = ((b + 1) * ipb).min(chunk.count as usize);
-        let block_bad = bad_blk[b];
         // The garbage test looks at a block's inodes until more than half
         // of a full block's worth are insane.
         let mut garbage = false;

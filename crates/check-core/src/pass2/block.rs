@@ -366,7 +366,7 @@ pub fn check_block(cx: &P2Ctx<'_>, io: &mut Io<'_>, db: &DirBlock, dir: &DirRec)
                     break;
                 }
                 let name = e.get(8..8 + nl).unwrap_or(&[]).to_vec();
-                let ft = if filetype { le_u8(e, 7) } else { le_u8(e, 7) };
+                let ft = le_u8(e, 7);
                 (le_u32(e, 0), rl, nl, ft, name)
             };
         let entry_off = offset;

@@ -1,0 +1,271 @@
+//! Helpers shared by the integration tests: the binary, the corpus, and
+//! temporary images.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The ext4chk binary built for this test run.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ext4chk"))
+}
+
+/// Runs ext4chk with `args` and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("ext4chk runs")
+}
+
+/// The exit code of a finished process (signals count as 128 + n).
+pub fn code(o: &Output) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    o.status
+        .code()
+        .unwrap_or_else(|| 128 + o.status.signal().unwrap_or(0))
+}
+
+/// The shared folder beside the repository.
+pub fn shared() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+/// A directory for this test process's scratch files, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// A fresh directory under the target directory.
+    pub fn new(tag: &str) -> Scratch {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let p = base.join(format!(
+            "{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("scratch directory");
+        Scratch(p)
+    }
+
+    /// A path inside the scratch directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Decompresses a gzip file with the system's gzip.
+pub fn gunzip(src: &Path, dst: &Path) {
+    let out = Command::new("gzip")
+        .arg("-dc")
+        .arg(src)
+        .output()
+        .expect("gzip runs");
+    assert!(out.status.success(), "gzip -dc {} failed", src.display());
+    std::fs::write(dst, out.stdout).expect("write image");
+}
+
+/// Whether an external tool is on the PATH (or in /sbin).
+pub fn have(tool: &str) -> bool {
+    find_tool(tool).is_some()
+}
+
+/// The path of an external tool.
+pub fn find_tool(tool: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/sbin", "/usr/sbin", "/usr/local/sbin"].map(PathBuf::from));
+    dirs.into_iter().map(|d| d.join(tool)).find(|p| p.is_file())
+}
+
+/// Runs an external tool with a predictable environment.
+pub fn tool(name: &str, args: &[&str]) -> Output {
+    let path = find_tool(name).unwrap_or_else(|| panic!("{name} is not installed"));
+    Command::new(path)
+        .args(args)
+        .env("LC_ALL", "C")
+        .env("TZ", "GMT0")
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .env("MKE2FS_CONFIG", "/dev/null")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{name} fails to start: {e}"))
+}
+
+/// One row of the corpus manifest.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Test name.
+    pub test: String,
+    /// `e2fsck -fn` exit, or "timeout".
+    pub fn_exit: String,
+    /// `e2fsck -fy` exit.
+    pub fy_exit: String,
+    /// `e2fsck -fn` after `-fy`.
+    pub fn_after_fy: String,
+    /// Special options upstream uses.
+    pub special_opts: String,
+    /// Oracle caveats.
+    pub notes: String,
+}
+
+/// Reads the corpus manifest.
+pub fn manifest() -> Vec<Row> {
+    let p = shared().join("corpus/e2fsprogs/MANIFEST.tsv");
+    let text =
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split('\t').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    let (ct, cfn, cfy, cff, cso, cno) = (
+        col("test"),
+        col("fn_exit"),
+        col("fy_exit"),
+        col("fn_after_fy_exit"),
+        col("special_opts"),
+        col("notes"),
+    );
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            Row {
+                test: f[ct].to_string(),
+                fn_exit: f[cfn].to_string(),
+                fy_exit: f[cfy].to_string(),
+                fn_after_fy: f[cff].to_string(),
+                special_opts: f[cso].to_string(),
+                notes: f[cno].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Reads a known-failures list: one test name per line, then a reason
+/// after whitespace; '#' starts a comment.
+pub fn known_list(name: &str) -> Vec<String> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/known")
+        .join(name);
+    let text = std::fs::read_to_string(&p).unwrap_or_default();
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Runs `f` over `items` on a few threads, keeping the input order.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let n = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8);
+    let next = AtomicU64::new(0);
+    let mut slots: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
+    let slots_ptr = std::sync::Mutex::new(&mut slots);
+    std::thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= items.len() {
+                    break;
+                }
+                let r = f(&items[i]);
+                slots_ptr.lock().expect("no poisoned lock")[i] = Some(r);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|r| r.expect("every item done"))
+        .collect()
+}
+
+/// Builds the clean fixture images once per script version and returns
+/// their directory, or `None` when mke2fs is not installed.
+pub fn fixture_images() -> Option<PathBuf> {
+    if !have("mke2fs") {
+        return None;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in ["make-images.sh", "make-tree.sh", "mke2fs.conf"] {
+        for b in std::fs::read(root.join(f)).expect("fixture script") {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = base.join(format!("fixtures-{h:016x}"));
+    if dir.join(".complete").exists() {
+        return Some(dir);
+    }
+    // Build in a private directory, then move it into place; a racing
+    // test process that loses the rename uses the winner's images.
+    let tmp = base.join(format!("fixtures-{h:016x}.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let out = Command::new(root.join("make-images.sh"))
+        .arg(&tmp)
+        .output()
+        .expect("make-images.sh runs");
+    assert!(
+        out.status.success(),
+        "make-images.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(tmp.join(".complete"), b"").expect("stamp");
+    if std::fs::rename(&tmp, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    Some(dir)
+}
+
+/// The names of the fixture configurations (the images are `NAME.img`).
+pub const FIXTURES: &[&str] = &[
+    "ext2",
+    "ext3",
+    "ext4",
+    "ext4-nocsum",
+    "ext4-no64-noflex",
+    "ext4-inline",
+    "ext4-1k",
+    "ext2-1k",
+    "ext4-bigalloc",
+    "ext4-quota",
+];
+
+/// Parses the counts of a summary line:
+/// `... U/T files (P% non-contiguous), B/N blocks`.
+pub fn summary_counts(line: &str) -> Option<(u64, u64, String, u64, u64)> {
+    let files = line.find(" files (")?;
+    let head = &line[..files];
+    let ut = head.rsplit(' ').next()?;
+    let (u, t) = ut.split_once('/')?;
+    let rest = &line[files + " files (".len()..];
+    let pct_end = rest.find("% non-contiguous), ")?;
+    let pct = rest[..pct_end].to_string();
+    let after = &rest[pct_end + "% non-contiguous), ".len()..];
+    let bn = after.split(' ').next()?;
+    let (b, n) = bn.split_once('/')?;
+    Some((
+        u.parse().ok()?,
+        t.parse().ok()?,
+        pct,
+        b.parse().ok()?,
+        n.parse().ok()?,
+    ))
+}
