@@ -57,17 +57,25 @@ struct Cli {
     /// I/O path.
     #[arg(long = "io", value_enum, default_value = "auto")]
     io: Io,
-    /// Say more about what is being done.
+    /// Say more about what is being done (on stderr).
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// Run the workers at idle priority (SCHED_IDLE), so that anything
+    /// else on the machine comes first.
+    #[arg(long)]
+    nice: bool,
 }
 
-fn parse_threads(s: &str) -> Result<usize, String> {
+/// Parses `--threads`: the count, and whether it is automatic.
+fn parse_threads(s: &str) -> Result<(usize, bool), String> {
     if s == "auto" {
-        return Ok(std::thread::available_parallelism().map_or(1, |n| n.get()));
+        return Ok((
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            true,
+        ));
     }
     match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
+        Ok(n) if n >= 1 => Ok((n, false)),
         _ => Err(format!(
             "invalid --threads value '{s}': expected a positive number or 'auto'"
         )),
@@ -91,7 +99,7 @@ fn main() -> ExitCode {
         }
     };
     let _ = cli.force;
-    let threads = match parse_threads(&cli.threads) {
+    let (threads, auto_threads) = match parse_threads(&cli.threads) {
         Ok(n) => n,
         Err(msg) => {
             eprintln!("ext4chk: {msg}");
@@ -119,12 +127,30 @@ fn main() -> ExitCode {
     };
     if cli.verbose {
         eprintln!(
-            "ext4chk: {}: using {} I/O, {threads} thread(s)",
+            "ext4chk: {}: using {} I/O, {threads} thread(s){}{}",
             cli.device.display(),
-            dev.io_path()
+            dev.io_path(),
+            if auto_threads {
+                " at most, fewer while the machine is busy"
+            } else {
+                ""
+            },
+            if cli.nice { ", idle priority" } else { "" }
         );
     }
-    let report = check_core::check(dev, CheckOptions { threads });
+    let report = check_core::check(
+        dev,
+        CheckOptions {
+            threads,
+            auto_threads,
+            idle_priority: cli.nice,
+        },
+    );
+    if cli.verbose {
+        for d in &report.diagnostics {
+            eprintln!("ext4chk: {d}");
+        }
+    }
     match cli.format {
         Format::Text => print!("{}", report.to_text()),
         Format::Json => print!("{}", report.to_json()),

@@ -54,6 +54,32 @@ impl AtomicBitmap {
         was
     }
 
+    /// Sets bit `i` with release ordering: whatever this thread wrote
+    /// before is visible to a thread that sees the bit with
+    /// [`AtomicBitmap::get_acquire`]. Returns the previous value.
+    #[inline]
+    pub fn set_release(&self, i: u64) -> bool {
+        if i >= self.len {
+            return true;
+        }
+        let mask = 1u64 << (i % 64);
+        let prev = self.words[(i / 64) as usize].fetch_or(mask, Ordering::Release);
+        let was = prev & mask != 0;
+        if !was {
+            self.counts[(i >> SHARD_BITS_LOG2) as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        was
+    }
+
+    /// Reads bit `i` with acquire ordering (see [`AtomicBitmap::set_release`]).
+    #[inline]
+    pub fn get_acquire(&self, i: u64) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        self.words[(i / 64) as usize].load(Ordering::Acquire) & (1u64 << (i % 64)) != 0
+    }
+
     /// Clears bit `i` and returns its previous value.
     #[inline]
     pub fn test_and_clear(&self, i: u64) -> bool {

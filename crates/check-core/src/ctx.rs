@@ -7,16 +7,24 @@ use crate::bitmap::AtomicBitmap;
 use crate::fs::{BitSet, Fs};
 use crate::problem::{Finding, Pass};
 
-/// Options that change what the checker does.
+/// Options that change how the checker runs (never what it finds).
 #[derive(Clone, Copy, Debug)]
 pub struct CheckOptions {
     /// Worker threads for the parallel passes (at least 1).
     pub threads: usize,
+    /// Let the thread budget follow the machine's load (`--threads auto`).
+    pub auto_threads: bool,
+    /// Run the workers at idle priority (`--nice`).
+    pub idle_priority: bool,
 }
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions { threads: 1 }
+        CheckOptions {
+            threads: 1,
+            auto_threads: false,
+            idle_priority: false,
+        }
     }
 }
 
@@ -41,6 +49,9 @@ pub struct Maps {
     pub inode_casefold: AtomicBitmap,
     /// Inodes visited by the pass-1 scan.
     pub inode_scanned: AtomicBitmap,
+    /// Inodes whose pass-1 check has finished (set with release ordering,
+    /// after everything the check wrote about the inode).
+    pub inode_done: AtomicBitmap,
     /// `i_links_count` of in-use inodes.
     pub link_info: Vec<AtomicU16>,
     /// Directory entry file type of each in-use inode, from its mode.
@@ -73,6 +84,7 @@ impl Maps {
             inode_csum_bad: AtomicBitmap::new(ni),
             inode_casefold: AtomicBitmap::new(ni),
             inode_scanned: AtomicBitmap::new(ni),
+            inode_done: AtomicBitmap::new(ni),
             link_info: (0..ni).map(|_| AtomicU16::new(0)).collect(),
             ftype: (0..ni).map(|_| AtomicU8::new(0)).collect(),
             block_found: AtomicBitmap::new(clusters),

@@ -5,7 +5,6 @@
 use crate::bitmap::AtomicBitmap;
 use crate::ctx::{AbortAt, Maps};
 use crate::fs::Fs;
-use crate::pass1::DirRec;
 use crate::pass2::P2Out;
 use crate::problem::{Code, Finding, Pass};
 
@@ -17,8 +16,8 @@ pub struct P3Out {
     pub abort: Option<AbortAt>,
 }
 
-/// Runs pass 3 over the directory records and pass 2's parents.
-pub fn run(fs: &Fs, maps: &Maps, dirs: &[DirRec], p2: &P2Out) -> P3Out {
+/// Runs pass 3 over the directories and pass 2's parents.
+pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
     let mut out = P3Out {
         findings: Vec::new(),
         abort: None,
@@ -39,15 +38,17 @@ pub fn run(fs: &Fs, maps: &Maps, dirs: &[DirRec], p2: &P2Out) -> P3Out {
         out.abort = Some(AbortAt::new(Pass::P3, 0, "the root directory is missing"));
         return out;
     }
-    let idx = |ino: u32| dirs.binary_search_by_key(&ino, |d| d.ino).ok();
+    let idx = |ino: u32| {
+        (maps.is_dir(ino) && (ino as usize) <= p2.parent.len()).then(|| ino as usize - 1)
+    };
     let done = AtomicBitmap::new(u64::from(fs.geo.inodes_count) + 1);
     done.test_and_set(2);
     let mut loop_map: Vec<bool> = Vec::new();
-    for (di, d) in dirs.iter().enumerate() {
-        if !maps.is_dir(d.ino) {
-            continue;
-        }
-        let dir = d.ino;
+    let mut next = maps.inode_dir.next_set(0);
+    while let Some(bit) = next {
+        next = maps.inode_dir.next_set(bit + 1);
+        let dir = bit as u32 + 1;
+        let di = bit as usize;
         let mut ino = dir;
         let mut loop_pass = false;
         let mut steps = 0u32;

@@ -193,7 +193,11 @@ fn read_quota_file(data: &[u8], qtype: usize) -> Option<BTreeMap<u32, QuotaUse>>
 }
 
 /// Compares the usage pass 1 computed with each quota file.
-pub fn check_quota(fs: &Fs, io: &mut Io<'_>, usage: &[((u8, u32), QuotaUse)]) -> Vec<Finding> {
+pub fn check_quota(
+    fs: &Fs,
+    io: &mut Io<'_>,
+    usage: &std::collections::HashMap<(u8, u32), QuotaUse>,
+) -> Vec<Finding> {
     let geo = &fs.geo;
     let sb = fs.sb();
     let mut out = Vec::new();
@@ -201,7 +205,7 @@ pub fn check_quota(fs: &Fs, io: &mut Io<'_>, usage: &[((u8, u32), QuotaUse)]) ->
         return out;
     }
     let mut computed: [BTreeMap<u32, QuotaUse>; 3] = Default::default();
-    for &((t, id), u) in usage {
+    for (&(t, id), &u) in usage {
         let e = computed[usize::from(t)].entry(id).or_default();
         e.space += u.space;
         e.inodes += u.inodes;

@@ -73,6 +73,10 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The stop counts as leaving errors even without an error finding.
     pub forced_uncorrected: bool,
+    /// How the run went (scheduling, deferrals): shown with `-v` on
+    /// stderr, never part of the text or JSON report, which depend only
+    /// on the file system.
+    pub diagnostics: Vec<String>,
 }
 
 impl Report {

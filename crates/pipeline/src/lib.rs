@@ -7,6 +7,7 @@
 
 mod device;
 mod pread;
+pub mod stages;
 mod uring;
 
 pub use device::{open_device, Device, DeviceKind, IoMode, OpenError, ReadReq, Reader};

@@ -9,7 +9,7 @@ use ext4_layout::inode::{flags, inode_csum_seed, Inode};
 use ext4_layout::superblock::OS_HURD;
 
 use super::inode::{has_valid_blocks, Cur, Worker};
-use super::{DirBlock, DxInfo};
+use super::{DxInfo, QuotaUse};
 use crate::problem::{Code, Finding};
 use crate::xattr_read;
 
@@ -221,17 +221,23 @@ impl Worker<'_, '_, '_> {
             return;
         }
         let space = num_blocks * (u64::from(fs.geo.block_size) << fs.geo.cluster_bits);
-        let u = super::QuotaUse { space, inodes: 1 };
-        self.out.quota.push(((0, inode.uid()), u));
-        self.out.quota.push(((1, inode.gid()), u));
+        let mut charge = |key: (u8, u32)| {
+            let e: &mut QuotaUse = self.out.quota.entry(key).or_default();
+            e.space += space;
+            e.inodes += 1;
+        };
+        charge((0, inode.uid()));
+        charge((1, inode.gid()));
         if fs.geo.inode_size > 128 {
-            self.out.quota.push(((2, inode.i_projid().unwrap_or(0)), u));
+            charge((2, inode.i_projid().unwrap_or(0)));
         }
     }
 
     /// Records a directory block for pass 2.
     fn add_dir_block(&mut self, ino: u32, pblk: u64, lblk: u64) {
-        self.out.dir_blocks.push(DirBlock { pblk, ino, lblk });
+        if let Some(d) = self.cur_dir.as_mut().filter(|d| d.meta.ino == ino) {
+            d.blocks.push((pblk, lblk));
+        }
     }
 
     /// e2fsck's per-block callback for block-mapped files. Returns true
@@ -479,8 +485,8 @@ impl Worker<'_, '_, '_> {
             self.add_dir_block(ino, 0, 1);
         }
         let data = xattr_read::inline_data(self.io, &cur.inode);
-        if let Some(d) = self.out.dirs.last_mut().filter(|d| d.ino == ino) {
-            d.inline = data;
+        if let Some(d) = self.cur_dir.as_mut().filter(|d| d.meta.ino == ino) {
+            d.inline = data.map(std::sync::Arc::from);
         }
     }
 
@@ -791,8 +797,8 @@ impl Worker<'_, '_, '_> {
         let Some(r) = DxRoot::new(&buf) else {
             return;
         };
-        if let Some(d) = self.out.dirs.last_mut().filter(|d| d.ino == ino) {
-            if let Some(dx) = d.dx.as_mut() {
+        if let Some(d) = self.cur_dir.as_mut().filter(|d| d.meta.ino == ino) {
+            if let Some(dx) = d.meta.dx.as_mut() {
                 dx.hash_version = r.hash_version();
                 dx.indirect_levels = r.indirect_levels();
             }
@@ -846,8 +852,8 @@ impl Worker<'_, '_, '_> {
     }
 
     fn register_dx(&mut self, ino: u32, inode: Inode<'_>, w: &Walk) {
-        if let Some(d) = self.out.dirs.last_mut().filter(|d| d.ino == ino) {
-            d.dx = Some(DxInfo {
+        if let Some(d) = self.cur_dir.as_mut().filter(|d| d.meta.ino == ino) {
+            d.meta.dx = Some(DxInfo {
                 numblocks: w.last_block.wrapping_add(1),
                 casefolded: inode.has_flag(flags::CASEFOLD),
                 hash_version: 0,

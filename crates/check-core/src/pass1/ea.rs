@@ -207,8 +207,11 @@ impl Worker<'_, '_, '_> {
         Ok(quota)
     }
 
-    /// Checks the EA block of an inode. The first inode to claim a block
-    /// validates it; later ones only add a reference.
+    /// Claims the EA block of an inode and works out what it charges.
+    /// The block is judged once, after the scan, for the lowest inode
+    /// that uses it ([`Worker::validate_ea`]); every user is charged what
+    /// that judgement finds, so the result does not depend on which worker
+    /// reached the block first.
     pub(super) fn check_ext_attr(&mut self, cur: &Cur<'_>) -> EaBlockResult {
         let fs = self.p.fs;
         let geo = &fs.geo;
@@ -226,24 +229,17 @@ impl Worker<'_, '_, '_> {
             crate::ctx::Maps::mark(&self.p.maps.inode_bad, ino);
             return none;
         }
-        self.out.ea_refs.push(EaRef { blk, ino });
-        let first = !self.p.maps.ea_claimed.test_and_set(blk);
+        let gen = inode.i_generation();
+        self.out.ea_refs.push(EaRef { blk, ino, gen });
+        if !self.p.maps.ea_claimed.test_and_set(blk) {
+            self.mark_block_used(blk);
+        }
         let mut buf = std::mem::take(&mut self.blockbuf);
         let read_ok = self.io.read_blocks(blk, &mut buf).is_ok();
         let mut quota = 0u64;
-        if first {
-            self.validate_ea_block(
-                ino,
-                blk,
-                &buf,
-                read_ok,
-                cur.inode.i_generation(),
-                &mut quota,
-            );
-            self.mark_block_used(blk);
-        } else if read_ok {
-            quota = self.ea_block_quota(&buf, ino, cur.inode.i_generation());
-        }
+        let was = std::mem::replace(&mut self.silent, true);
+        self.validate_ea_block(ino, blk, &buf, read_ok, gen, &mut quota);
+        self.silent = was;
         self.blockbuf = buf;
         EaBlockResult {
             counted: true,
@@ -251,28 +247,14 @@ impl Worker<'_, '_, '_> {
         }
     }
 
-    /// Quota blocks charged by values in EA inodes named by an EA block.
-    fn ea_block_quota(&mut self, buf: &[u8], ino: u32, gen: u32) -> u64 {
-        let mut q = 0;
-        let mut pos = 32usize;
-        let bs = buf.len();
-        while pos + EA_ENTRY_HEADER <= bs && le_u32(buf, pos) != 0 {
-            let name_len = usize::from(le_u8(buf, pos));
-            let inum = le_u32(buf, pos + 4);
-            if inum != 0 {
-                let name = buf
-                    .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
-                    .unwrap_or(&[])
-                    .to_vec();
-                let vsize = u64::from(le_u32(buf, pos + 8));
-                let hash = le_u32(buf, pos + 12);
-                if let Ok(v) = self.check_large_ea_inode(gen, ino, &name, inum, vsize, hash) {
-                    q += v;
-                }
-            }
-            pos += ea_round(EA_ENTRY_HEADER + name_len);
-        }
-        q
+    /// Judges an EA block for the inode `ino` (generation `gen`), the
+    /// lowest inode that uses it.
+    pub(super) fn validate_ea(&mut self, ino: u32, gen: u32, blk: u64) {
+        let mut buf = std::mem::take(&mut self.blockbuf);
+        let read_ok = self.io.read_blocks(blk, &mut buf).is_ok();
+        let mut quota = 0;
+        self.validate_ea_block(ino, blk, &buf, read_ok, gen, &mut quota);
+        self.blockbuf = buf;
     }
 
     fn validate_ea_block(
@@ -382,7 +364,7 @@ impl Worker<'_, '_, '_> {
             self.report(Finding::new(Code::EaBlockCsum).ino(ino).blk(blk));
         }
         let mut pos = 32usize;
-        while pos + EA_ENTRY_HEADER <= bs && le_u32(buf, pos) != 0 {
+        while !self.silent && pos + EA_ENTRY_HEADER <= bs && le_u32(buf, pos) != 0 {
             let inum = le_u32(buf, pos + 4);
             if inum != 0 {
                 self.out.ea_inode_refs.push(inum);

@@ -9,7 +9,7 @@ use ext4_layout::superblock::OS_HURD;
 use ext4_layout::Ino;
 
 use super::scan::ScanStatus;
-use super::{DirRec, P1Out, Pass1, Policy};
+use super::{CurDir, DirMeta, DirWork, P1Out, Pass1, Policy};
 use crate::ctx::{AbortAt, Maps};
 use crate::inode_checks::{device_ok, symlink_ok};
 use crate::io::Io;
@@ -26,6 +26,11 @@ pub struct Worker<'p, 'f, 'io> {
     pub out: P1Out,
     /// Scratch block buffer.
     pub blockbuf: Vec<u8>,
+    /// The directory being checked, if the current inode is one.
+    pub(super) cur_dir: Option<CurDir>,
+    /// Set while working something out whose problems are reported
+    /// elsewhere: findings and aborts are dropped.
+    pub(super) silent: bool,
 }
 
 /// Facts about the inode being checked, passed between the checks.
@@ -49,6 +54,8 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             io,
             out: P1Out::default(),
             blockbuf: vec![0u8; bs],
+            cur_dir: None,
+            silent: false,
         }
     }
 
@@ -59,11 +66,16 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
 
     /// Records a finding.
     pub fn report(&mut self, f: Finding) {
-        self.out.findings.push(f);
+        if !self.silent {
+            self.out.findings.push(f);
+        }
     }
 
     /// Stops the pass at this inode.
     pub fn abort(&mut self, ino: u32, why: impl Into<String>) {
+        if self.silent {
+            return;
+        }
         let a = AbortAt::new(Pass::P1, ino, why);
         self.out.abort = AbortAt::earliest(self.out.abort.take(), Some(a));
     }
@@ -72,8 +84,25 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         self.p.maps
     }
 
-    /// Checks one inode.
+    /// Checks one inode; a directory's blocks are then queued for pass 2.
     pub fn check_inode(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
+        self.check_inode_inner(ino, raw, status, csum_bad);
+        if let Some(d) = self.cur_dir.take() {
+            if let Some(dx) = d.meta.dx {
+                self.out.dx_dirs.push((d.meta.ino, dx));
+            }
+            for &(pblk, lblk) in &d.blocks {
+                self.out.dir_work.push(DirWork {
+                    meta: d.meta,
+                    pblk,
+                    lblk,
+                    inline: d.inline.clone(),
+                });
+            }
+        }
+    }
+
+    fn check_inode_inner(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
         let Some(inode) = Inode::new(raw) else {
             return;
         };
@@ -503,7 +532,10 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 if i >= 4 {
                     not_device = true;
                 }
-                if !geo.block_in_range(b) || self.maps().block_found.get(b >> geo.cluster_bits) {
+                // e2fsck also skips blocks claimed by inodes before this
+                // one; that depends on scan order, so only the fixed
+                // metadata (claimed before any inode) is consulted.
+                if !geo.block_in_range(b) || self.maps().metadata.get(b) {
                     return;
                 }
             }
@@ -570,15 +602,17 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             Some(FileType::Directory) => {
                 Maps::mark(&maps.inode_dir, ino);
                 maps.set_ftype(ino, 2);
-                self.out.dirs.push(DirRec {
-                    ino,
-                    generation: inode.i_generation(),
-                    iflags: inode.i_flags(),
-                    size: inode.size(),
-                    csum_ok: !cur.csum_bad,
+                self.cur_dir = Some(CurDir {
+                    meta: DirMeta {
+                        ino,
+                        generation: inode.i_generation(),
+                        iflags: inode.i_flags(),
+                        csum_ok: !cur.csum_bad,
+                        encrypted: policy.is_some(),
+                        dx: None,
+                    },
+                    blocks: Vec::new(),
                     inline: None,
-                    dx: None,
-                    policy,
                 });
                 counted = Some(FileType::Directory);
             }

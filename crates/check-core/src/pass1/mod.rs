@@ -24,29 +24,25 @@ pub use badblocks::read_bad_blocks_list;
 pub use inode::has_valid_blocks as inode_has_valid_blocks;
 pub use meta::mark_table_blocks;
 
-/// A directory found in pass 1, with what pass 2 needs to know about it.
-#[derive(Clone, Debug, Default)]
-pub struct DirRec {
+/// What pass 2 needs to know about a directory; sent with each of its blocks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirMeta {
     /// Inode number.
     pub ino: u32,
     /// `i_generation` (seeds its block checksums).
     pub generation: u32,
     /// `i_flags`.
     pub iflags: u32,
-    /// `i_size`.
-    pub size: u64,
     /// Whether its inode checksum is good.
     pub csum_ok: bool,
-    /// For inline directories: `i_block` plus the system.data value.
-    pub inline: Option<Vec<u8>>,
+    /// Whether it is encrypted with a readable policy.
+    pub encrypted: bool,
     /// For indexed directories: the htree facts pass 2 checks against.
     pub dx: Option<DxInfo>,
-    /// The encryption policy, if the directory is encrypted.
-    pub policy: Option<Policy>,
 }
 
 /// Htree facts about an indexed directory.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DxInfo {
     /// Logical blocks the directory has (last mapped + 1).
     pub numblocks: u64,
@@ -67,15 +63,52 @@ pub enum Policy {
     Known(Vec<u8>),
 }
 
-/// One directory block to check in pass 2 (`pblk` 0 is a hole).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct DirBlock {
+/// One directory block for pass 2.
+#[derive(Clone, Debug)]
+pub struct DirWork {
+    /// The directory.
+    pub meta: DirMeta,
     /// Physical block (0 for a hole or inline data).
+    pub pblk: u64,
+    /// Logical block within the directory.
+    pub lblk: u64,
+    /// For an inline directory: `i_block` and the system.data value.
+    pub inline: Option<std::sync::Arc<[u8]>>,
+}
+
+/// The position of a directory block in e2fsck's processing order: with
+/// dir_index every directory's first block comes first, then by
+/// physical block, inode and logical block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct BlockKey {
+    /// 1 for blocks after the first ones (dir_index only), else 0.
+    pub class: u8,
+    /// Physical block.
     pub pblk: u64,
     /// Directory inode.
     pub ino: u32,
-    /// Logical block within the directory.
+    /// Logical block.
     pub lblk: u64,
+}
+
+impl DirWork {
+    /// The block's place in e2fsck's order.
+    pub fn key(&self, dir_index: bool) -> BlockKey {
+        BlockKey {
+            class: u8::from(dir_index && self.lblk != 0),
+            pblk: self.pblk,
+            ino: self.meta.ino,
+            lblk: self.lblk,
+        }
+    }
+}
+
+/// The directory being checked by a worker, collected until its inode is done.
+#[derive(Default)]
+pub(crate) struct CurDir {
+    pub(crate) meta: DirMeta,
+    pub(crate) blocks: Vec<(u64, u64)>,
+    pub(crate) inline: Option<std::sync::Arc<[u8]>>,
 }
 
 /// A reference from an inode to an EA block.
@@ -85,6 +118,8 @@ pub struct EaRef {
     pub blk: u64,
     /// The inode.
     pub ino: u32,
+    /// The inode's generation.
+    pub gen: u32,
 }
 
 /// Counts gathered in pass 1.
@@ -159,10 +194,10 @@ pub struct QuotaUse {
 pub struct P1Out {
     /// Problems found.
     pub findings: Vec<Finding>,
-    /// Directories, in inode order.
-    pub dirs: Vec<DirRec>,
-    /// Directory blocks.
-    pub dir_blocks: Vec<DirBlock>,
+    /// Directory blocks found, not yet handed to pass 2.
+    pub dir_work: Vec<DirWork>,
+    /// Indexed directories.
+    pub dx_dirs: Vec<(u32, DxInfo)>,
     /// References to EA blocks.
     pub ea_refs: Vec<EaRef>,
     /// EA inodes referenced by attributes (one entry per reference).
@@ -174,21 +209,25 @@ pub struct P1Out {
     /// Where a fatal problem stopped the pass.
     pub abort: Option<AbortAt>,
     /// Quota usage by (type, id): type 0 user, 1 group, 2 project.
-    pub quota: Vec<((u8, u32), QuotaUse)>,
+    pub quota: std::collections::HashMap<(u8, u32), QuotaUse>,
 }
 
 impl P1Out {
     /// Appends another worker's output (outputs are appended in chunk order).
     pub fn append(&mut self, mut o: P1Out) {
         self.findings.append(&mut o.findings);
-        self.dirs.append(&mut o.dirs);
-        self.dir_blocks.append(&mut o.dir_blocks);
+        self.dir_work.append(&mut o.dir_work);
+        self.dx_dirs.append(&mut o.dx_dirs);
         self.ea_refs.append(&mut o.ea_refs);
         self.ea_inode_refs.append(&mut o.ea_inode_refs);
         self.policies.append(&mut o.policies);
         self.stats.add(&o.stats);
         self.abort = AbortAt::earliest(self.abort.take(), o.abort);
-        self.quota.append(&mut o.quota);
+        for (k, v) in o.quota {
+            let e = self.quota.entry(k).or_default();
+            e.space += v.space;
+            e.inodes += v.inodes;
+        }
     }
 }
 
@@ -241,79 +280,106 @@ pub struct Pass1<'a> {
 }
 
 impl<'a> Pass1<'a> {
-    /// Checks one chunk of inodes with a worker's reader.
-    pub fn check_chunk(&self, io: &mut Io<'a>, chunk: Chunk) -> P1Out {
-        let mut w = inode::Worker::new(self, io);
-        scan::scan_chunk(&mut w, chunk);
-        w.finish()
-    }
-}
-
-/// Runs pass 1 over every inode table chunk on `pool`, then the
-/// end-of-pass checks (EA block reference counts, large directories).
-pub fn run(fs: &Fs, maps: &Maps, bad_blocks: &[u64], pool: &rayon::ThreadPool) -> P1Out {
-    use rayon::prelude::*;
-    let sb = fs.sb();
-    let icount = sb.s_inodes_count();
-    // Clock values smaller than the inode count mean a test image whose
-    // dtimes cannot be told apart from orphan-list links.
-    let low_dtime_check = ![sb.s_wtime(), sb.s_mtime(), sb.s_mkfs_time()]
-        .iter()
-        .any(|&t| t != 0 && t < icount);
-    let p1 = Pass1 {
-        fs,
-        maps,
-        bad_blocks,
-        low_dtime_check,
-    };
-    let mut out = P1Out::default();
-    // A group whose inode table lies outside the file system stops the
-    // scan when it is reached.
-    let mut table_abort = None;
-    for g in 0..fs.geo.group_count {
-        let it = fs.gd(g).inode_table();
-        if it != 0
-            && (it < fs.geo.first_data_block
-                || it + u64::from(fs.geo.inode_blocks_per_group) > fs.geo.blocks_count)
-        {
-            table_abort = Some(AbortAt::new(
-                crate::problem::Pass::P1,
-                g * fs.geo.inodes_per_group + 1,
-                format!("the inode table of group {g} is outside the file system"),
-            ));
-            break;
+    /// The shared context of pass 1.
+    pub fn new(fs: &'a Fs, maps: &'a Maps, bad_blocks: &'a [u64]) -> Self {
+        let sb = fs.sb();
+        let icount = sb.s_inodes_count();
+        // Clock values smaller than the inode count mean a test image whose
+        // dtimes cannot be told apart from orphan-list links.
+        let low_dtime_check = ![sb.s_wtime(), sb.s_mtime(), sb.s_mkfs_time()]
+            .iter()
+            .any(|&t| t != 0 && t < icount);
+        Pass1 {
+            fs,
+            maps,
+            bad_blocks,
+            low_dtime_check,
         }
     }
-    let all = chunks(fs);
-    let limit = table_abort.as_ref().map_or(u32::MAX, |a| a.ino);
-    let work: Vec<Chunk> = all
-        .into_iter()
-        .filter(|c| c.group * fs.geo.inodes_per_group + c.first + 1 < limit)
-        .collect();
-    let outs: Vec<P1Out> = pool.install(|| {
-        work.par_iter()
-            .map_init(|| Io::new(fs), |io, c| p1.check_chunk(io, *c))
-            .collect()
-    });
-    for o in outs {
-        out.append(o);
+
+    /// Checks one chunk of inodes with a worker's reader. Inode 1 is
+    /// skipped: [`Pass1::check_bad_blocks_inode`] checks it first.
+    pub fn check_chunk(&self, io: &mut Io<'a>, chunk: Chunk) -> P1Out {
+        let mut w = inode::Worker::new(self, io);
+        scan::scan_chunk(&mut w, chunk, scan::Only::AllButBadBlocksInode);
+        w.finish()
     }
-    out.abort = AbortAt::earliest(out.abort.take(), table_abort);
-    if out.abort.is_some() {
-        return out;
+
+    /// Checks the bad blocks inode, before any other: what it lists is
+    /// judged against the metadata alone, as in e2fsck's inode order.
+    pub fn check_bad_blocks_inode(&self, io: &mut Io<'a>) -> P1Out {
+        let mut w = inode::Worker::new(self, io);
+        if self.fs.inodes_to_scan(0) > 0 {
+            let chunk = Chunk {
+                group: 0,
+                first: 0,
+                count: self.fs.geo.inodes_per_block.min(self.fs.inodes_to_scan(0)),
+            };
+            scan::scan_chunk(&mut w, chunk, scan::Only::BadBlocksInode);
+        }
+        w.finish()
     }
-    let mut io = Io::new(fs);
-    ea_refcounts(fs, &mut io, &mut out);
-    if out.stats.large_dirs > 0
-        && !fs
-            .geo
-            .incompat
-            .contains(ext4_layout::features::IncompatFeatures::LARGEDIR)
-    {
-        out.findings
-            .push(Finding::new(crate::problem::Code::FeatureLargeDirs));
+
+    /// A group whose inode table lies outside the file system stops the
+    /// scan when it is reached: the first such inode, if any.
+    pub fn table_abort(&self) -> Option<AbortAt> {
+        let fs = self.fs;
+        for g in 0..fs.geo.group_count {
+            let it = fs.gd(g).inode_table();
+            if it != 0
+                && (it < fs.geo.first_data_block
+                    || it + u64::from(fs.geo.inode_blocks_per_group) > fs.geo.blocks_count)
+            {
+                return Some(AbortAt::new(
+                    crate::problem::Pass::P1,
+                    g * fs.geo.inodes_per_group + 1,
+                    format!("the inode table of group {g} is outside the file system"),
+                ));
+            }
+        }
+        None
     }
-    out
+
+    /// The end of pass 1: EA blocks (each judged once, for the lowest
+    /// inode that uses it) and their reference counts, and large
+    /// directories without large_dir.
+    pub fn finish(&self, io: &mut Io<'a>, out: &mut P1Out) {
+        // A block is judged when its lowest user is checked, which the
+        // sequential order only reaches if that inode comes no later than
+        // where the pass stopped.
+        let reached = out.abort.as_ref().map_or(u32::MAX, |a| a.ino);
+        let mut refs = std::mem::take(&mut out.ea_refs);
+        refs.retain(|r| r.ino <= reached);
+        refs.sort_unstable();
+        let mut w = inode::Worker::new(self, io);
+        let mut i = 0;
+        while i < refs.len() {
+            let first = refs[i];
+            w.validate_ea(first.ino, first.gen, first.blk);
+            while i < refs.len() && refs[i].blk == first.blk {
+                i += 1;
+            }
+        }
+        let extra = w.finish();
+        out.findings.extend(extra.findings);
+        out.ea_inode_refs.extend(extra.ea_inode_refs);
+        out.abort = AbortAt::earliest(out.abort.take(), extra.abort);
+        out.ea_refs = refs;
+        if out.abort.is_some() {
+            return;
+        }
+        ea_refcounts(self.fs, io, out);
+        if out.stats.large_dirs > 0
+            && !self
+                .fs
+                .geo
+                .incompat
+                .contains(ext4_layout::features::IncompatFeatures::LARGEDIR)
+        {
+            out.findings
+                .push(Finding::new(crate::problem::Code::FeatureLargeDirs));
+        }
+    }
 }
 
 /// Compares each EA block's reference count with the inodes that use it.

@@ -53,8 +53,17 @@ fn insane(w: &Worker<'_, '_, '_>, inode: &Inode<'_>, csum_bad: bool) -> bool {
     bad > 7
 }
 
+/// Which inodes of a chunk to check.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Only {
+    /// Every inode except the bad blocks inode.
+    AllButBadBlocksInode,
+    /// Just the bad blocks inode.
+    BadBlocksInode,
+}
+
 /// Reads one chunk of an inode table and checks each inode in it.
-pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk) {
+pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only) {
     let fs = w.p.fs;
     let geo = &fs.geo;
     let bs = geo.block_size as usize;
@@ -138,6 +147,9 @@ pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk) {
         let csums_ok = !csum_bad[lo..hi].iter().any(|&x| x);
         for (k, &cb) in csum_bad.iter().enumerate().take(hi).skip(lo) {
             let ino = base_ino + k as u32;
+            if (ino == 1) != (only == Only::BadBlocksInode) {
+                continue;
+            }
             let raw = &buf[k * isz..(k + 1) * isz];
             let mut status = if block_bad {
                 ScanStatus::BadBlock
@@ -150,6 +162,7 @@ pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk) {
                 status = ScanStatus::Garbage;
             }
             w.check_inode(ino, raw, status, cb);
+            w.p.maps.inode_done.set_release(u64::from(ino - 1));
             if w.out.abort.is_some() {
                 return;
             }

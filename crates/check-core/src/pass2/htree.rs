@@ -5,8 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::block::{DxBlock, DxKind};
-use super::P2Ctx;
-use crate::pass1::DirBlock;
+use crate::pass1::DxInfo;
 use crate::problem::{Code, Finding};
 
 const REFERENCED: u8 = 1;
@@ -45,38 +44,36 @@ pub struct DxState {
 
 impl DxState {
     /// Empty records for every indexed directory.
-    pub fn new(cx: &P2Ctx<'_>) -> Self {
+    pub fn new(dx_dirs: &[(u32, DxInfo)], block_size: usize, metadata_csum: bool) -> Self {
         let mut dirs = BTreeMap::new();
-        for d in cx.dirs {
-            if let Some(x) = &d.dx {
-                if x.numblocks == 0 || x.numblocks > MAX_TRACKED {
-                    continue;
-                }
-                dirs.insert(
-                    d.ino,
-                    DxDir {
-                        numblocks: x.numblocks,
-                        depth: u32::from(x.indirect_levels) + 1,
-                        recs: vec![Rec::default(); x.numblocks as usize],
-                    },
-                );
+        for &(ino, x) in dx_dirs {
+            if x.numblocks == 0 || x.numblocks > MAX_TRACKED {
+                continue;
             }
+            dirs.insert(
+                ino,
+                DxDir {
+                    numblocks: x.numblocks,
+                    depth: u32::from(x.indirect_levels) + 1,
+                    recs: vec![Rec::default(); x.numblocks as usize],
+                },
+            );
         }
         DxState {
             dirs,
-            block_size: cx.fs.block_size(),
-            metadata_csum: cx.fs.metadata_csum(),
+            block_size,
+            metadata_csum,
         }
     }
 
     /// Applies one block's facts (e2fsck does this while checking it).
-    pub fn apply(&mut self, findings: &mut Vec<Finding>, b: &DirBlock, d: DxBlock) {
+    pub fn apply(&mut self, findings: &mut Vec<Finding>, ino: u32, lblk: u64, d: DxBlock) {
         let bs = self.block_size;
         let csum = if self.metadata_csum { 8 } else { 0 };
-        let Some(dir) = self.dirs.get_mut(&b.ino) else {
+        let Some(dir) = self.dirs.get_mut(&ino) else {
             return;
         };
-        let Some(rec) = dir.recs.get_mut(b.lblk as usize) else {
+        let Some(rec) = dir.recs.get_mut(lblk as usize) else {
             return;
         };
         rec.kind = Some(d.kind);
@@ -88,21 +85,20 @@ impl DxState {
         if d.kind == DxKind::Leaf {
             return;
         }
-        let ino = b.ino;
         if d.failed_csum {
             let c = if d.kind == DxKind::Root {
                 Code::HtreeRootCsum
             } else {
                 Code::HtreeNodeCsum
             };
-            findings.push(Finding::new(c).dir(ino).num(b.lblk));
+            findings.push(Finding::new(c).dir(ino).num(lblk));
         }
         let expect = (bs.saturating_sub(csum).saturating_sub(d.entries_start) / 8) as u16;
         if d.limit != expect {
             findings.push(
                 Finding::new(Code::HtreeBadLimit)
                     .dir(ino)
-                    .blk(b.lblk)
+                    .blk(lblk)
                     .num(u64::from(d.limit))
                     .num2(u64::from(expect)),
             );
@@ -112,7 +108,7 @@ impl DxState {
             findings.push(
                 Finding::new(Code::HtreeBadCount)
                     .dir(ino)
-                    .blk(b.lblk)
+                    .blk(lblk)
                     .num(u64::from(count))
                     .num2(u64::from(expect)),
             );
@@ -132,7 +128,7 @@ impl DxState {
                 continue;
             }
             if hash < prev_hash {
-                findings.push(Finding::new(Code::HtreeHashOrder).dir(ino).blk(b.lblk));
+                findings.push(Finding::new(Code::HtreeHashOrder).dir(ino).blk(lblk));
             }
             let previous = if i > 0 {
                 u64::from(d.entries[i - 1].1 & 0x0FFF_FFFF)
@@ -149,7 +145,7 @@ impl DxState {
                 t.flags |= DUP_REF;
             } else {
                 t.flags |= REFERENCED;
-                t.parent = b.lblk;
+                t.parent = lblk;
             }
             t.previous = previous;
             t.node_min = hash;
@@ -166,7 +162,7 @@ impl DxState {
             min = min.min(hash);
             max = max.max(hash);
         }
-        let rec = &mut dir.recs[b.lblk as usize];
+        let rec = &mut dir.recs[lblk as usize];
         rec.min_hash = min;
         rec.max_hash = max;
     }

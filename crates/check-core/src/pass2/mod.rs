@@ -9,16 +9,22 @@ mod badinode;
 mod block;
 mod htree;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use ext4_layout::bytes::{le_u16, le_u32, le_u8};
+use ext4_layout::dirent::decode_rec_len;
 use ext4_layout::features::CompatFeatures;
 use ext4_layout::inode::{FileType, Inode};
 
 pub use badinode::{process_bad_inode, BadInodeOutcome};
-pub use block::{casefold, check_block, BlockResult, DxBlock, DxKind};
+pub use block::{casefold, check_block, DirLink, DxBlock, DxKind, P2Acc, Special};
 
 use crate::ctx::{AbortAt, Maps};
 use crate::fs::Fs;
 use crate::io::Io;
-use crate::pass1::{DirBlock, DirRec, P1Out, Policy};
+use crate::pass1::{BlockKey, DirWork, DxInfo, Policy};
 use crate::problem::{Code, Finding, Pass};
 
 /// Where a leaf block's checksum tail stands.
@@ -32,33 +38,138 @@ pub enum TailStatus {
     Corrupted,
 }
 
-/// What pass 2 shares with its workers.
+/// Encryption policies of encrypted inodes, filled in by pass 1 (they are
+/// rare, so a lock is cheap here).
+#[derive(Default)]
+pub struct Policies {
+    inner: Mutex<BTreeMap<u32, Policy>>,
+}
+
+impl Policies {
+    /// Adds policies found by a pass-1 worker.
+    pub fn add(&self, v: Vec<(u32, Policy)>) {
+        if v.is_empty() {
+            return;
+        }
+        let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        m.extend(v);
+    }
+
+    /// The policies of two inodes.
+    pub fn pair(&self, a: u32, b: u32) -> (Option<Policy>, Option<Policy>) {
+        let m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        (m.get(&a).cloned(), m.get(&b).cloned())
+    }
+}
+
+/// What pass 2 shares with its workers: the file system, pass 1's maps
+/// and the counters every block updates.
 pub struct P2Ctx<'a> {
     /// The file system.
     pub fs: &'a Fs,
     /// Pass-1 maps.
     pub maps: &'a Maps,
-    /// Directories by inode (sorted).
-    pub dirs: &'a [DirRec],
-    /// Encryption policies by inode (sorted).
-    pub policies: &'a [(u32, Policy)],
+    /// Encryption policies.
+    pub policies: Policies,
+    /// References found per inode (index `ino - 1`), '.' and '..' included.
+    counted: Vec<AtomicU32>,
+    /// The '..' of each directory (index `ino - 1`).
+    dotdot: Vec<AtomicU32>,
+    /// Inodes pass 1 scans in each group (the rest are never checked).
+    scan_limit: Vec<u32>,
+    /// Whether blocks are taken in dir_index order.
+    pub dir_index: bool,
+    /// Quota and orphan file inodes, which no entry may name.
+    pub special: [u32; 4],
 }
 
-impl P2Ctx<'_> {
-    /// The directory record of `ino`.
-    pub fn dir(&self, ino: u32) -> Option<&DirRec> {
-        self.dirs
-            .binary_search_by_key(&ino, |d| d.ino)
-            .ok()
-            .map(|i| &self.dirs[i])
+impl<'a> P2Ctx<'a> {
+    /// The pass-2 context of a file system.
+    pub fn new(fs: &'a Fs, maps: &'a Maps) -> Self {
+        let n = fs.geo.inodes_count as usize;
+        let sb = fs.sb();
+        P2Ctx {
+            fs,
+            maps,
+            policies: Policies::default(),
+            counted: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            dotdot: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            scan_limit: (0..fs.geo.group_count)
+                .map(|g| fs.inodes_to_scan(g))
+                .collect(),
+            dir_index: fs.geo.compat.contains(CompatFeatures::DIR_INDEX),
+            special: [
+                sb.s_usr_quota_inum(),
+                sb.s_grp_quota_inum(),
+                sb.s_prj_quota_inum(),
+                sb.s_orphan_file_inum(),
+            ]
+            .map(|x| if x == 0 { u32::MAX } else { x }),
+        }
     }
 
-    /// The encryption policy of an inode.
-    pub fn policy_of(&self, ino: u32) -> Option<&Policy> {
-        self.policies
-            .binary_search_by_key(&ino, |p| p.0)
-            .ok()
-            .map(|i| &self.policies[i].1)
+    /// Counts a reference to `ino`.
+    #[inline]
+    pub fn count_ref(&self, ino: u32) {
+        if let Some(c) = ino
+            .checked_sub(1)
+            .and_then(|i| self.counted.get(i as usize))
+        {
+            // Saturates rather than wraps (the count is capped later).
+            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1));
+        }
+    }
+
+    /// Records the '..' of a directory.
+    #[inline]
+    pub fn set_dotdot(&self, dir: u32, target: u32) {
+        if let Some(c) = dir.checked_sub(1).and_then(|i| self.dotdot.get(i as usize)) {
+            c.store(target, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether pass 1 has said all it will about `ino`: checked, never
+    /// to be scanned, or not an inode at all.
+    #[inline]
+    pub fn settled(&self, ino: u32) -> bool {
+        let Some(i) = ino.checked_sub(1) else {
+            return true;
+        };
+        if i >= self.fs.geo.inodes_count {
+            return true;
+        }
+        let ipg = self.fs.geo.inodes_per_group;
+        let g = (i / ipg) as usize;
+        if self.scan_limit.get(g).is_none_or(|&l| i % ipg >= l) {
+            return true;
+        }
+        self.maps.inode_done.get_acquire(u64::from(i))
+    }
+
+    /// Whether a block can be checked before pass 1 ends: every inode
+    /// its entries name is settled. Encrypted and inline directories wait
+    /// for the end (they are rare, and need every policy).
+    pub fn ready(&self, w: &DirWork, data: &[u8]) -> bool {
+        if w.meta.encrypted || w.inline.is_some() {
+            return false;
+        }
+        if w.pblk == 0 {
+            return true;
+        }
+        let bs = data.len();
+        let mut pos = 0usize;
+        while pos + 8 <= bs {
+            let ino = le_u32(data, pos);
+            if ino != 0 && !self.settled(ino) {
+                return false;
+            }
+            let rl = decode_rec_len(le_u16(data, pos + 4), bs);
+            if rl < 8 {
+                break;
+            }
+            pos += rl;
+        }
+        true
     }
 
     /// Reads an inode the way e2fsck's "read or die" does: a checksum
@@ -94,9 +205,10 @@ impl P2Ctx<'_> {
                 return Ok(t);
             }
         }
-        let mut buf = vec![0u8; self.fs.geo.inode_size as usize];
-        self.read_inode_checked(io, ino, &mut buf)?;
-        Ok(Inode::new(&buf)
+        let mut buf = [0u8; 1024];
+        let n = (self.fs.geo.inode_size as usize).min(buf.len());
+        self.read_inode_checked(io, ino, &mut buf[..n])?;
+        Ok(Inode::new(&buf[..n])
             .and_then(|i| i.file_type())
             .map_or(0, FileType::dirent_code))
     }
@@ -109,9 +221,9 @@ pub struct P2Out {
     pub findings: Vec<Finding>,
     /// References found per inode (index `ino - 1`), '.' and '..' included.
     pub counted: Vec<u32>,
-    /// `dir_info` parent of each directory (index as in `dirs`).
+    /// The `dir_info` parent of each directory (index `ino - 1`).
     pub parent: Vec<u32>,
-    /// `dir_info` dotdot of each directory.
+    /// The `dir_info` dotdot of each directory (index `ino - 1`).
     pub dotdot: Vec<u32>,
     /// Directories with duplicate names, for pass 3A.
     pub dup_dirs: Vec<u32>,
@@ -119,106 +231,169 @@ pub struct P2Out {
     pub abort: Option<AbortAt>,
 }
 
-/// The order e2fsck checks directory blocks in: with dir_index every
-/// directory's first block comes first, then by physical block.
-pub fn sort_blocks(fs: &Fs, blocks: &mut [DirBlock]) {
-    if fs.geo.compat.contains(CompatFeatures::DIR_INDEX) {
-        blocks.sort_by_key(|b| (b.lblk != 0, b.pblk, b.ino, b.lblk));
-    } else {
-        blocks.sort_by_key(|b| (b.pblk, b.ino, b.lblk));
+/// Reads what a block holds for a batch of directory blocks, in one
+/// batched request, and checks them. With `last` false, blocks that
+/// depend on unfinished pass-1 work go to `defer`.
+pub fn check_batch(
+    cx: &P2Ctx<'_>,
+    io: &mut Io<'_>,
+    acc: &mut P2Acc,
+    bufs: &mut Vec<u8>,
+    batch: &mut Vec<DirWork>,
+    last: bool,
+    defer: &mut dyn FnMut(DirWork),
+) {
+    let bs = cx.fs.block_size();
+    batch.sort_unstable_by_key(|w| w.pblk);
+    let need = batch.len() * bs;
+    if bufs.len() < need {
+        bufs.resize(need, 0);
     }
-}
-
-/// Runs pass 2.
-pub fn run(fs: &Fs, maps: &Maps, p1: &mut P1Out, pool: &rayon::ThreadPool) -> P2Out {
-    use rayon::prelude::*;
-    let mut blocks = std::mem::take(&mut p1.dir_blocks);
-    sort_blocks(fs, &mut blocks);
-    p1.policies.sort_by_key(|p| p.0);
-    let cx = P2Ctx {
-        fs,
-        maps,
-        dirs: &p1.dirs,
-        policies: &p1.policies,
-    };
-    let results: Vec<BlockResult> = pool.install(|| {
-        blocks
-            .par_iter()
-            .map_init(
-                || Io::new(fs),
-                |io, b| match cx.dir(b.ino) {
-                    Some(d) => check_block(&cx, io, b, d),
-                    None => BlockResult::default(),
-                },
-            )
-            .collect()
-    });
-    merge(&cx, &blocks, results)
-}
-
-/// Applies block results in order: parents, '..', references, aborts,
-/// then the htree verification.
-pub fn merge(cx: &P2Ctx<'_>, blocks: &[DirBlock], results: Vec<BlockResult>) -> P2Out {
-    let fs = cx.fs;
-    let ndirs = cx.dirs.len();
-    let mut out = P2Out {
-        counted: vec![0; fs.geo.inodes_count as usize],
-        parent: vec![0; ndirs],
-        dotdot: vec![0; ndirs],
-        ..Default::default()
-    };
-    let idx = |ino: u32| cx.dirs.binary_search_by_key(&ino, |d| d.ino).ok();
-    if let Some(i) = idx(2) {
-        out.parent[i] = 2;
-    }
-    let mut dx = htree::DxState::new(cx);
-    let mut dup_set = std::collections::BTreeSet::new();
-    for (b, r) in blocks.iter().zip(results) {
-        let BlockResult {
-            findings,
-            abort,
-            dotdot,
-            refs,
-            dir_links,
-            dup,
-            dx: dxb,
-        } = r;
-        out.findings.extend(findings);
-        if let Some(d) = dotdot {
-            if let Some(i) = idx(b.ino) {
-                out.dotdot[i] = d;
+    let mut ok = vec![true; batch.len()];
+    {
+        let mut reqs = Vec::with_capacity(batch.len());
+        let mut idx = Vec::with_capacity(batch.len());
+        for (i, (w, chunk)) in batch.iter().zip(bufs.chunks_mut(bs)).enumerate() {
+            if w.pblk == 0 || w.inline.is_some() {
+                continue;
             }
-        }
-        for (target, name) in dir_links {
-            if let Some(i) = idx(target) {
-                if out.parent[i] != 0 {
-                    out.findings
-                        .push(Finding::new(Code::LinkDir).dir(b.ino).ino(target).str(name));
-                } else {
-                    out.parent[i] = b.ino;
+            match w.pblk.checked_mul(bs as u64) {
+                Some(off) => {
+                    reqs.push(pipeline::ReadReq::new(off, chunk));
+                    idx.push(i);
                 }
+                None => ok[i] = false,
             }
         }
-        for t in refs {
-            if let Some(c) = out.counted.get_mut(t as usize - 1) {
-                *c = c.saturating_add(1);
-            }
-        }
-        if let Some(name) = dup {
-            if dup_set.insert(b.ino) {
-                out.findings
-                    .push(Finding::new(Code::ReportDupDirent).dir(b.ino).str(name));
-            }
-        }
-        if let Some(d) = dxb {
-            dx.apply(&mut out.findings, b, d);
-        }
-        if let Some(why) = abort {
-            out.abort = Some(AbortAt::new(Pass::P2, u32::MAX, why));
-            return out;
+        io.reader().read_batch(&mut reqs);
+        for (r, &i) in reqs.iter().zip(&idx) {
+            ok[i] = r.result.is_ok();
         }
     }
-    dx.verify(&mut out.findings, &dup_set);
+    for (i, w) in batch.drain(..).enumerate() {
+        let data = &bufs[i * bs..(i + 1) * bs];
+        if !last && !cx.ready(&w, data) {
+            defer(w);
+            continue;
+        }
+        let d = if w.inline.is_some() || w.pblk == 0 {
+            None
+        } else if ok[i] {
+            Some(data)
+        } else {
+            None
+        };
+        check_block(cx, io, acc, &w, d);
+    }
+}
+
+/// Applies the workers' results in e2fsck's block order: where a fatal
+/// problem stops the pass, which link to a directory comes first (its
+/// parent; later ones are extra links), duplicate names, and the htree
+/// records, which are then verified.
+pub fn merge(
+    cx: &mut P2Ctx<'_>,
+    io: &mut Io<'_>,
+    accs: Vec<P2Acc>,
+    dx_dirs: &[(u32, DxInfo)],
+) -> P2Out {
+    let fs = cx.fs;
+    let n = fs.geo.inodes_count as usize;
+    let mut specials = Vec::new();
+    let mut links = Vec::new();
+    for a in accs {
+        specials.extend(a.specials);
+        links.extend(a.links);
+    }
+    specials.sort_unstable_by_key(|s| s.0);
+    let stop: Option<BlockKey> = specials.iter().find(|s| s.1.abort.is_some()).map(|s| s.0);
+    let mut out = P2Out::default();
+    let mut dx = htree::DxState::new(dx_dirs, fs.block_size(), fs.metadata_csum());
+    let mut dup_set = BTreeSet::new();
+    for (key, sp) in specials {
+        if stop.is_some_and(|k| key > k) {
+            break;
+        }
+        out.findings.extend(sp.findings);
+        if let Some(name) = sp.dup {
+            if dup_set.insert(key.ino) {
+                out.findings
+                    .push(Finding::new(Code::ReportDupDirent).dir(key.ino).str(name));
+            }
+        }
+        if let Some(d) = sp.dx {
+            dx.apply(&mut out.findings, key.ino, key.lblk, d);
+        }
+        if let Some(why) = sp.abort {
+            out.abort = Some(AbortAt::new(Pass::P2, u32::MAX, why));
+        }
+    }
+    // Parents: the first link to each directory, in block order.
+    let mut parent = vec![0u32; n];
+    if n >= 2 {
+        parent[1] = 2;
+    }
+    let di = cx.dir_index;
+    links.sort_unstable_by_key(|l| (l.target, l.key(di)));
+    let mut bs_buf = vec![0u8; fs.block_size()];
+    for l in &links {
+        if stop.is_some_and(|k| l.key(di).0 > k) {
+            continue;
+        }
+        let Some(p) = parent.get_mut(l.target as usize - 1) else {
+            continue;
+        };
+        if *p != 0 {
+            let name = link_name(fs, io, l, &mut bs_buf);
+            out.findings.push(
+                Finding::new(Code::LinkDir)
+                    .dir(l.dir)
+                    .ino(l.target)
+                    .str(name),
+            );
+        } else {
+            *p = l.dir;
+        }
+    }
+    drop(links);
+    if out.abort.is_none() {
+        dx.verify(&mut out.findings, &dup_set);
+    }
+    out.parent = parent;
+    out.dotdot = std::mem::take(&mut cx.dotdot)
+        .into_iter()
+        .map(AtomicU32::into_inner)
+        .collect();
+    out.counted = std::mem::take(&mut cx.counted)
+        .into_iter()
+        .map(AtomicU32::into_inner)
+        .collect();
     out.dup_dirs = dup_set.into_iter().collect();
     out
+}
+
+/// The name of the entry a link comes from, read again for the message.
+fn link_name(fs: &Fs, io: &mut Io<'_>, l: &DirLink, buf: &mut [u8]) -> String {
+    let off = l.off as usize;
+    let name_at = |d: &[u8]| -> String {
+        let nl = usize::from(le_u8(d, off + 6));
+        String::from_utf8_lossy(d.get(off + 8..off + 8 + nl).unwrap_or(&[])).into_owned()
+    };
+    if l.pblk != 0 {
+        if io.read_blocks(l.pblk, buf).is_err() {
+            return String::new();
+        }
+        return name_at(buf);
+    }
+    let mut ib = vec![0u8; fs.geo.inode_size as usize];
+    if io.read_inode(l.dir, &mut ib).is_err() {
+        return String::new();
+    }
+    let Some(inode) = Inode::new(&ib) else {
+        return String::new();
+    };
+    match crate::xattr_read::inline_data(io, &inode) {
+        Some(d) => name_at(&d),
+        None => String::new(),
+    }
 }
