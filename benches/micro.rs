@@ -81,6 +81,7 @@ fn dir_block_check(c: &mut Criterion) {
     for ch in pass1::chunks(&fs) {
         work.append(&mut p1.check_chunk(&mut io, ch).dir_work);
     }
+    let mut rd = fs.dev.reader();
     let mut g = c.benchmark_group("pass2");
     g.throughput(Throughput::Elements(work.len() as u64));
     g.bench_function("directory block parse and check", |b| {
@@ -92,6 +93,7 @@ fn dir_block_check(c: &mut Criterion) {
                 pass2::check_batch(
                     &cx,
                     &mut io,
+                    rd.as_mut(),
                     &mut acc,
                     &mut bufs,
                     &mut batch,

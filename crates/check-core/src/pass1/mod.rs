@@ -267,6 +267,15 @@ pub fn chunks(fs: &Fs) -> Vec<Chunk> {
     v
 }
 
+/// Where a chunk's part of the inode table lies: byte offset and length.
+pub fn chunk_extent(fs: &Fs, chunk: &Chunk) -> (u64, u64) {
+    let ipb = u64::from(fs.geo.inodes_per_block.max(1));
+    let bs = u64::from(fs.geo.block_size);
+    let first = fs.gd(chunk.group).inode_table() + u64::from(chunk.first) / ipb;
+    let n = u64::from(chunk.count).div_ceil(ipb);
+    (first.saturating_mul(bs), n * bs)
+}
+
 /// Read-only context of pass 1 shared by all workers.
 pub struct Pass1<'a> {
     /// The file system.

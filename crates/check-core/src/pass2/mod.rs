@@ -81,6 +81,10 @@ pub struct P2Ctx<'a> {
     pub dir_index: bool,
     /// Quota and orphan file inodes, which no entry may name.
     pub special: [u32; 4],
+    /// Of late, how many directory-block reads (per thousand) had to wait
+    /// for the device: a moving average that decides whether pass 1
+    /// fetches directory blocks ahead. It starts high (assume a cold cache).
+    miss_permille: AtomicU32,
 }
 
 impl<'a> P2Ctx<'a> {
@@ -105,7 +109,26 @@ impl<'a> P2Ctx<'a> {
                 sb.s_orphan_file_inum(),
             ]
             .map(|x| if x == 0 { u32::MAX } else { x }),
+            miss_permille: AtomicU32::new(1000),
         }
+    }
+
+    /// Records how many reads of a batch came from the page cache.
+    pub fn note_reads(&self, cached: usize, total: usize) {
+        if total == 0 {
+            return;
+        }
+        let now = ((total - cached) * 1000 / total) as u32;
+        let old = self.miss_permille.load(Ordering::Relaxed);
+        // A racy moving average is good enough for a hint.
+        self.miss_permille
+            .store((old * 3 + now) / 4, Ordering::Relaxed);
+    }
+
+    /// Whether directory blocks should be fetched ahead as they are found:
+    /// only while reads keep missing the page cache.
+    pub fn wants_prefetch(&self) -> bool {
+        self.miss_permille.load(Ordering::Relaxed) > 200
     }
 
     /// Counts a reference to `ino`.
@@ -231,12 +254,15 @@ pub struct P2Out {
     pub abort: Option<AbortAt>,
 }
 
-/// Reads what a block holds for a batch of directory blocks, in one
-/// batched request, and checks them. With `last` false, blocks that
-/// depend on unfinished pass-1 work go to `defer`.
+/// Checks a batch of directory blocks, read together through `rd` (one
+/// queue of reads; each block is checked as soon as it arrives). With
+/// `last` false, blocks that depend on unfinished pass-1 work go to
+/// `defer`.
+#[allow(clippy::too_many_arguments)]
 pub fn check_batch(
     cx: &P2Ctx<'_>,
     io: &mut Io<'_>,
+    rd: &mut dyn pipeline::Reader,
     acc: &mut P2Acc,
     bufs: &mut Vec<u8>,
     batch: &mut Vec<DirWork>,
@@ -245,46 +271,59 @@ pub fn check_batch(
 ) {
     let bs = cx.fs.block_size();
     batch.sort_unstable_by_key(|w| w.pblk);
-    let need = batch.len() * bs;
+    let mut items: Vec<Option<DirWork>> = batch.drain(..).map(Some).collect();
+    // Holes and inline directories have nothing to read.
+    for slot in items.iter_mut() {
+        if slot
+            .as_ref()
+            .is_some_and(|w| w.pblk == 0 || w.inline.is_some())
+        {
+            if let Some(w) = slot.take() {
+                if !last && !cx.ready(&w, &[]) {
+                    defer(w);
+                } else {
+                    check_block(cx, io, acc, &w, None);
+                }
+            }
+        }
+    }
+    let need = items.len() * bs;
     if bufs.len() < need {
         bufs.resize(need, 0);
     }
-    let mut ok = vec![true; batch.len()];
-    {
-        let mut reqs = Vec::with_capacity(batch.len());
-        let mut idx = Vec::with_capacity(batch.len());
-        for (i, (w, chunk)) in batch.iter().zip(bufs.chunks_mut(bs)).enumerate() {
-            if w.pblk == 0 || w.inline.is_some() {
-                continue;
-            }
-            match w.pblk.checked_mul(bs as u64) {
-                Some(off) => {
-                    reqs.push(pipeline::ReadReq::new(off, chunk));
-                    idx.push(i);
-                }
-                None => ok[i] = false,
-            }
-        }
-        io.reader().read_batch(&mut reqs);
-        for (r, &i) in reqs.iter().zip(&idx) {
-            ok[i] = r.result.is_ok();
-        }
-    }
-    for (i, w) in batch.drain(..).enumerate() {
-        let data = &bufs[i * bs..(i + 1) * bs];
-        if !last && !cx.ready(&w, data) {
-            defer(w);
+    let mut reqs = Vec::with_capacity(items.len());
+    let mut idx = Vec::with_capacity(items.len());
+    for (i, chunk) in bufs.chunks_mut(bs).take(items.len()).enumerate() {
+        let Some(w) = items[i].as_ref() else {
             continue;
-        }
-        let d = if w.inline.is_some() || w.pblk == 0 {
-            None
-        } else if ok[i] {
-            Some(data)
-        } else {
-            None
         };
-        check_block(cx, io, acc, &w, d);
+        match w.pblk.checked_mul(bs as u64) {
+            Some(off) => {
+                reqs.push(pipeline::ReadReq::new(off, chunk));
+                idx.push(i);
+            }
+            None => {
+                if let Some(w) = items[i].take() {
+                    check_block(cx, io, acc, &w, None);
+                }
+            }
+        }
     }
+    let total = reqs.len();
+    let mut cached = 0usize;
+    rd.read_batch_with(&mut reqs, &mut |k, r| {
+        cached += usize::from(r.cached);
+        let Some(w) = idx.get(k).and_then(|&i| items[i].take()) else {
+            return;
+        };
+        if !last && !cx.ready(&w, r.buf) {
+            defer(w);
+            return;
+        }
+        let data = r.result.is_ok().then_some(&r.buf[..]);
+        check_block(cx, io, acc, &w, data);
+    });
+    cx.note_reads(cached, total);
 }
 
 /// Applies the workers' results in e2fsck's block order: where a fatal

@@ -1,0 +1,100 @@
+//! Both I/O paths return the same bytes: single reads, batches (cached,
+//! uncached, past the end), whichever path the kernel allows.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use pipeline::{open_device, IoMode, ReadReq};
+
+const SIZE: usize = 4 << 20;
+
+fn pattern(i: usize) -> u8 {
+    (i.wrapping_mul(31) ^ (i >> 12)) as u8
+}
+
+fn image(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("pipeline-readers-{tag}-{}", std::process::id()));
+    let mut f = std::fs::File::create(&p).expect("create");
+    let data: Vec<u8> = (0..SIZE).map(pattern).collect();
+    f.write_all(&data).expect("write");
+    f.sync_all().expect("sync");
+    p
+}
+
+/// Drops the file's pages from the page cache, so reads must wait for
+/// the device (the uncached path of each reader).
+fn evict(path: &PathBuf) {
+    let f = std::fs::File::open(path).expect("open");
+    let _ = nix::fcntl::posix_fadvise(
+        &f,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    );
+}
+
+fn check_mode(mode: IoMode, tag: &str) {
+    let path = image(tag);
+    let dev = match open_device(&path, mode) {
+        Ok(d) => d,
+        Err(e) => {
+            // io_uring may be disabled where the tests run; pread must not be.
+            assert_eq!(mode, IoMode::Uring, "{e}");
+            eprintln!("skipping io_uring: {e}");
+            let _ = std::fs::remove_file(&path);
+            return;
+        }
+    };
+    let mut rd = dev.reader();
+    for round in 0..2 {
+        if round == 0 {
+            evict(&path);
+        }
+        read_and_compare(rd.as_mut());
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+fn read_and_compare(rd: &mut dyn pipeline::Reader) {
+    // One read.
+    let mut b = vec![0u8; 4096];
+    rd.read_at(&mut b, 8192).expect("read");
+    assert!(b.iter().enumerate().all(|(i, &x)| x == pattern(8192 + i)));
+    // A batch in scattered order, with one request past the end and one
+    // straddling it; 600 requests is more than one ring's worth.
+    let offsets: Vec<u64> = (0..600u64)
+        .map(|i| (i * 7919 % 1000) * 4096)
+        .chain([SIZE as u64 + 4096, SIZE as u64 - 2048])
+        .collect();
+    let mut bufs = vec![0u8; offsets.len() * 4096];
+    let mut reqs: Vec<ReadReq<'_>> = bufs
+        .chunks_mut(4096)
+        .zip(&offsets)
+        .map(|(c, &o)| ReadReq::new(o, c))
+        .collect();
+    let mut seen = vec![0u32; offsets.len()];
+    rd.read_batch_with(&mut reqs, &mut |i, r| {
+        seen[i] += 1;
+        let o = offsets[i] as usize;
+        if o + 4096 <= SIZE {
+            assert!(r.result.is_ok(), "read at {o}: {:?}", r.result);
+            assert!(r.buf.iter().enumerate().all(|(k, &x)| x == pattern(o + k)));
+        } else {
+            assert!(r.result.is_err(), "read at {o} past the end succeeded");
+        }
+    });
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "each request is reported once"
+    );
+}
+
+#[test]
+fn pread_path_reads_the_right_bytes() {
+    check_mode(IoMode::Pread, "pread");
+}
+
+#[test]
+fn uring_path_reads_the_right_bytes() {
+    check_mode(IoMode::Uring, "uring");
+}
