@@ -104,6 +104,41 @@ impl AtomicBitmap {
         self.words[(i / 64) as usize].load(Ordering::Relaxed) & (1u64 << (i % 64)) != 0
     }
 
+    /// Sets bits `[start, start + count)` a word at a time and calls
+    /// `already(i)` for each bit that was set before. Out-of-range bits
+    /// count as already set.
+    pub fn test_and_set_range(&self, start: u64, count: u64, mut already: impl FnMut(u64)) {
+        let end = start.saturating_add(count);
+        let stop = end.min(self.len);
+        let mut i = start;
+        while i < stop {
+            let word = i / 64;
+            let lo = i % 64;
+            let hi = (stop - word * 64).min(64);
+            let mask = if hi - lo == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (hi - lo)) - 1) << lo
+            };
+            let prev = self.words[word as usize].fetch_or(mask, Ordering::Relaxed);
+            let was = prev & mask;
+            let new = (mask & !prev).count_ones();
+            if new != 0 {
+                self.counts[(i >> SHARD_BITS_LOG2) as usize].fetch_add(new, Ordering::Relaxed);
+            }
+            let mut w = was;
+            while w != 0 {
+                let b = u64::from(w.trailing_zeros());
+                already(word * 64 + b);
+                w &= w - 1;
+            }
+            i = word * 64 + hi;
+        }
+        for j in stop.max(start)..end {
+            already(j);
+        }
+    }
+
     /// Sets a range of bits, returning how many were already set.
     pub fn set_range(&self, start: u64, count: u64) -> u64 {
         let mut already = 0;
@@ -242,5 +277,55 @@ mod tests {
             let first = model.iter().position(|&x| x).map(|p| p as u64);
             prop_assert_eq!(b.next_set(0), first);
         }
+
+        #[test]
+        fn range_set_matches_a_plain_model(len in 1u64..5_000, ranges in proptest::collection::vec((any::<u64>(), 0u64..300), 0..60)) {
+            let b = AtomicBitmap::new(len);
+            let mut model = vec![false; len as usize];
+            for (raw, n) in ranges {
+                let start = raw % (len + 100);
+                let mut got = Vec::new();
+                b.test_and_set_range(start, n, |i| got.push(i));
+                let mut want = Vec::new();
+                for i in start..start + n {
+                    match model.get_mut(i as usize) {
+                        Some(m) if *m => want.push(i),
+                        Some(m) => *m = true,
+                        None => want.push(i),
+                    }
+                }
+                got.sort_unstable();
+                prop_assert_eq!(got, want);
+            }
+            let ones = model.iter().filter(|&&x| x).count() as u64;
+            prop_assert_eq!(b.count_ones(), ones);
+        }
+    }
+
+    #[test]
+    fn concurrent_range_setters_see_each_bit_once() {
+        let b = AtomicBitmap::new(1 << 16);
+        let dups = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (b, dups) = (&b, &dups);
+                s.spawn(move || {
+                    let mut i = t * 7;
+                    while i < 1 << 16 {
+                        b.test_and_set_range(i, 13, |_| {
+                            dups.fetch_add(1, Ordering::Relaxed);
+                        });
+                        i += 13;
+                    }
+                });
+            }
+        });
+        // Each bit in range is new to exactly one setter; every other
+        // report (later setters, bits past the end) is "already set".
+        assert_eq!(b.count_ones(), 1 << 16);
+        let requested: u64 = (0..4u64)
+            .map(|t| ((1u64 << 16) - t * 7).div_ceil(13) * 13)
+            .sum();
+        assert_eq!(dups.load(Ordering::Relaxed), requested - (1 << 16));
     }
 }

@@ -97,6 +97,8 @@ struct Shared<'a, J: Job> {
     min_budget: AtomicUsize,
     opts: &'a RunOptions<'a>,
     finished: AtomicBool,
+    /// Wakes the budget sampler when the run ends.
+    wake: (Sender<()>, Receiver<()>),
 }
 
 impl<J: Job> Shared<'_, J> {
@@ -210,6 +212,12 @@ impl<J: Job> Shared<'_, J> {
             && self.deferred.lock().map(|d| d.is_empty()).unwrap_or(true)
     }
 
+    /// Marks the run finished and wakes the sampler.
+    fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+        let _ = self.wake.0.try_send(());
+    }
+
     /// One worker: pick a stage by the policy, do an entry, repeat until
     /// every stage is empty and nothing is in flight.
     fn work_loop(&self, id: usize) -> J::Ctx {
@@ -231,7 +239,7 @@ impl<J: Job> Shared<'_, J> {
                     self.assigned[s].fetch_sub(1, Ordering::AcqRel);
                 }
                 if self.all_done() {
-                    self.finished.store(true, Ordering::Release);
+                    self.finish();
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(2));
@@ -286,7 +294,7 @@ impl<J: Job> Shared<'_, J> {
                 continue;
             }
             if self.all_done() {
-                self.finished.store(true, Ordering::Release);
+                self.finish();
                 break;
             }
             // Nothing ready: another worker is still producing.
@@ -325,6 +333,7 @@ pub fn run<J: Job>(job: &J, chunks: &[J::Chunk], opts: &RunOptions<'_>) -> (Vec<
         min_budget: AtomicUsize::new(opts.budget.get()),
         opts,
         finished: AtomicBool::new(false),
+        wake: bounded(1),
     };
     let nworkers = opts.budget.max().max(1);
     let ctxs: Mutex<Vec<(usize, J::Ctx)>> = Mutex::new(Vec::new());
@@ -365,7 +374,8 @@ fn spawn_all<'scope, J: Job>(
                         .min_budget
                         .fetch_min(opts.budget.get(), Ordering::Relaxed);
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                // Sleep until the next sample, or until the run ends.
+                let _ = shared.wake.1.recv_timeout(Duration::from_millis(100));
             }
         });
     }

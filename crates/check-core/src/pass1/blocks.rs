@@ -59,9 +59,19 @@ impl Worker<'_, '_, '_> {
         }
         let first = start >> bits;
         let last = (start + n - 1) >> bits;
-        for c in first..=last {
-            self.mark_block_used(c << bits);
-        }
+        let maps = self.p.maps;
+        let shared = self
+            .p
+            .fs
+            .geo
+            .ro_compat
+            .contains(RoCompatFeatures::SHARED_BLOCKS);
+        maps.block_found
+            .test_and_set_range(first, last - first + 1, |c| {
+                if !shared {
+                    maps.block_dup.test_and_set(c);
+                }
+            });
     }
 
     /// Checks and claims all blocks of an inode, then its size and block count.
