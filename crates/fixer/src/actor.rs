@@ -1,0 +1,225 @@
+//! The fixer thread.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use crate::undo::UndoLog;
+
+/// One write: `data` goes to byte `offset` of the device.
+#[derive(Clone, Debug)]
+pub struct Write {
+    /// Byte offset on the device.
+    pub offset: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+/// Why a commit did not happen (or did not finish).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// SIGINT or SIGTERM arrived before the commit started; nothing of it
+    /// was written.
+    #[error("interrupted before the changes were written")]
+    Interrupted,
+    /// A write past the end of the device was asked for.
+    #[error("a write at byte {0} would go past the end of the device")]
+    OutOfRange(u64),
+    /// The undo file or the device failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The fixer thread is gone.
+    #[error("the fixer thread has stopped")]
+    Gone,
+}
+
+/// What the fixer did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FixerStats {
+    /// Commits applied.
+    pub commits: u64,
+    /// Writes applied.
+    pub writes: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Regions saved in the undo file.
+    pub undo_keys: u64,
+}
+
+enum Cmd {
+    Commit(Vec<Write>, Sender<Result<(), CommitError>>),
+    Finish(Sender<Result<FixerStats, CommitError>>),
+}
+
+/// The handle through which repairs reach the device.
+pub struct Fixer {
+    tx: Sender<Cmd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct State {
+    dev: Arc<File>,
+    size: u64,
+    undo: Option<UndoLog>,
+    stats: FixerStats,
+}
+
+impl Fixer {
+    /// Starts the fixer thread on a device opened for writing, of `size`
+    /// bytes, with an optional undo file.
+    pub fn start(dev: Arc<File>, size: u64, undo: Option<UndoLog>) -> Fixer {
+        let (tx, rx) = bounded::<Cmd>(4);
+        let mut st = State {
+            dev,
+            size,
+            undo,
+            stats: FixerStats::default(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("ext4chk-fixer".into())
+            .spawn(move || serve(&mut st, &rx))
+            .ok();
+        Fixer { tx, thread }
+    }
+
+    /// Applies `writes` in order and returns when they are on the device:
+    /// the regions they cover are first saved to the undo file (made
+    /// durable), then written, the superblock last, then flushed.
+    pub fn commit(&self, writes: Vec<Write>) -> Result<(), CommitError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let (rtx, rrx) = bounded(1);
+        self.tx
+            .send(Cmd::Commit(writes, rtx))
+            .map_err(|_| CommitError::Gone)?;
+        rrx.recv().map_err(|_| CommitError::Gone)?
+    }
+
+    /// Finishes: marks the undo file complete and stops the thread.
+    pub fn finish(mut self) -> Result<FixerStats, CommitError> {
+        let (rtx, rrx) = bounded(1);
+        self.tx
+            .send(Cmd::Finish(rtx))
+            .map_err(|_| CommitError::Gone)?;
+        let r = rrx.recv().map_err(|_| CommitError::Gone)?;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        r
+    }
+}
+
+fn serve(st: &mut State, rx: &Receiver<Cmd>) {
+    while let Ok(cmd) = rx.recv() {
+        match cmd {
+            Cmd::Commit(writes, reply) => {
+                let r = if crate::safety::interrupted() {
+                    Err(CommitError::Interrupted)
+                } else {
+                    apply(st, writes)
+                };
+                let _ = reply.send(r);
+            }
+            Cmd::Finish(reply) => {
+                let r = match st.undo.as_mut() {
+                    Some(u) => u
+                        .finish(&st.dev)
+                        .map(|()| {
+                            st.stats.undo_keys = u.keys();
+                            st.stats
+                        })
+                        .map_err(CommitError::from),
+                    None => Ok(st.stats),
+                };
+                let _ = reply.send(r);
+                return;
+            }
+        }
+    }
+}
+
+/// Whether a write touches the primary superblock (bytes 1024..2048).
+fn touches_super(w: &Write) -> bool {
+    w.offset < 2048 && w.offset + w.data.len() as u64 > 1024
+}
+
+fn apply(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError> {
+    for w in &writes {
+        let end = w.offset.checked_add(w.data.len() as u64);
+        if end.is_none_or(|e| e > st.size) {
+            return Err(CommitError::OutOfRange(w.offset));
+        }
+    }
+    // The primary superblock goes last: until it is written, the undo
+    // file's copy of it still matches the device.
+    let (sup, mut rest): (Vec<Write>, Vec<Write>) = writes.drain(..).partition(touches_super);
+    rest.extend(sup);
+    if let Some(u) = st.undo.as_mut() {
+        for w in &rest {
+            u.save(&st.dev, st.size, w.offset, w.data.len() as u64)?;
+        }
+        u.sync(&st.dev)?;
+    }
+    for w in &rest {
+        st.dev.write_all_at(&w.data, w.offset)?;
+        st.stats.writes += 1;
+        st.stats.bytes += w.data.len() as u64;
+        if touches_super(w) {
+            if let Some(u) = st.undo.as_mut() {
+                // Refresh the undo file's superblock copy at once.
+                u.sync(&st.dev)?;
+            }
+        }
+    }
+    st.dev.sync_data()?;
+    st.stats.commits += 1;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_land_in_order() {
+        let p = std::env::temp_dir().join(format!("fixer-actor-{}", std::process::id()));
+        std::fs::write(&p, vec![0u8; 8192]).unwrap();
+        let f = Arc::new(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&p)
+                .unwrap(),
+        );
+        let fx = Fixer::start(f, 8192, None);
+        fx.commit(vec![
+            Write {
+                offset: 4096,
+                data: vec![1; 10],
+            },
+            Write {
+                offset: 4100,
+                data: vec![2; 2],
+            },
+        ])
+        .unwrap();
+        assert!(matches!(
+            fx.commit(vec![Write {
+                offset: 8190,
+                data: vec![3; 4]
+            }]),
+            Err(CommitError::OutOfRange(8190))
+        ));
+        let stats = fx.finish().unwrap();
+        assert_eq!(stats.writes, 2);
+        let b = std::fs::read(&p).unwrap();
+        assert_eq!(&b[4096..4106], &[1, 1, 1, 1, 2, 2, 1, 1, 1, 1]);
+        assert_eq!(b[8190], 0, "a refused commit writes nothing");
+        let _ = std::fs::remove_file(&p);
+    }
+}
