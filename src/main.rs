@@ -33,6 +33,7 @@ enum Io {
 /// Check an ext2/ext3/ext4 file system, using every core.
 #[derive(Parser, Debug)]
 #[command(name = "ext4chk", version, about)]
+#[command(group = clap::ArgGroup::new("writes").args(["repair", "preen"]).multiple(false))]
 struct Cli {
     /// The image file or block device to check.
     device: PathBuf,
@@ -64,6 +65,10 @@ struct Cli {
     /// else on the machine comes first.
     #[arg(long)]
     nice: bool,
+    /// With --repair or --preen: save everything overwritten in FILE, in
+    /// the format of e2fsprogs' e2undo.
+    #[arg(long, value_name = "FILE", requires = "writes")]
+    undo: Option<PathBuf>,
 }
 
 /// Parses `--threads`: the count, and whether it is automatic.
@@ -106,18 +111,41 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE as u8);
         }
     };
-    if cli.repair || cli.preen {
-        eprintln!(
-            "ext4chk: {}: repair is not implemented yet; nothing was changed",
-            cli.device.display()
-        );
-        return ExitCode::from(exit::OPERATIONAL as u8);
-    }
     let mode = match cli.io {
         Io::Auto => IoMode::Auto,
         Io::Uring => IoMode::Uring,
         Io::Pread => IoMode::Pread,
     };
+    let check_opts = CheckOptions {
+        threads,
+        auto_threads,
+        idle_priority: cli.nice,
+    };
+    if cli.repair || cli.preen {
+        let opts = check_core::repair::RepairOptions {
+            check: check_opts,
+            io: mode,
+            mode: if cli.repair {
+                check_core::repair::Mode::All
+            } else {
+                check_core::repair::Mode::Preen
+            },
+            undo: cli.undo.clone(),
+            max_rounds: 16,
+        };
+        let r = check_core::repair::repair(&cli.device, &opts);
+        if cli.verbose {
+            eprintln!("ext4chk: {} check-and-fix round(s)", r.rounds);
+        }
+        return finish(&cli, &r.report);
+    }
+    if let Ok(Some(m)) = fixer::safety::mounted(&cli.device) {
+        eprintln!(
+            "ext4chk: warning: {} is mounted on {}; a check of a mounted file system can report problems that are not there",
+            cli.device.display(),
+            m.mount_point
+        );
+    }
     let dev = match open_device(&cli.device, mode) {
         Ok(d) => Arc::new(d),
         Err(e) => {
@@ -138,14 +166,12 @@ fn main() -> ExitCode {
             if cli.nice { ", idle priority" } else { "" }
         );
     }
-    let report = check_core::check(
-        dev,
-        CheckOptions {
-            threads,
-            auto_threads,
-            idle_priority: cli.nice,
-        },
-    );
+    let report = check_core::check(dev, check_opts);
+    finish(&cli, &report)
+}
+
+/// Prints the report and turns its exit code into the process's.
+fn finish(cli: &Cli, report: &check_core::Report) -> ExitCode {
     if cli.verbose {
         for d in &report.diagnostics {
             eprintln!("ext4chk: {d}");

@@ -7,7 +7,7 @@ use ext4_layout::features::RoCompatFeatures;
 use pipeline::Device;
 
 use crate::ctx::{AbortAt, CheckOptions, Maps};
-use crate::fs::{open_fs, OpenOptions};
+use crate::fs::{open_fs, Fs, OpenOptions};
 use crate::io::Io;
 use crate::problem::{Code, Finding, Pass};
 use crate::report::{Report, Summary};
@@ -15,6 +15,41 @@ use crate::{journal, pass1, pass1b, pass2, pass3, pass4, pass5, postpass, super_
 
 /// Checks the file system on `dev` without changing anything.
 pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
+    check_with_state(dev, opts).report
+}
+
+/// What a check leaves behind besides its report, for repairs: the file
+/// system as opened and the maps and counts the passes built.
+pub struct CheckState {
+    /// The file system.
+    pub fs: Fs,
+    /// Pass 1's maps.
+    pub maps: Maps,
+    /// Blocks listed in the bad blocks inode.
+    pub bad_blocks: Vec<u64>,
+    /// Pass 2's results (absent if the check stopped before them).
+    pub p2: Option<pass2::P2Out>,
+    /// Indexed directories.
+    pub dx_dirs: Vec<(u32, pass1::DxInfo)>,
+    /// EA block references.
+    pub ea_refs: Vec<pass1::EaRef>,
+    /// EA inodes referenced by attributes.
+    pub ea_inode_refs: Vec<u32>,
+    /// Where the check stopped, if it did.
+    pub abort: Option<AbortAt>,
+}
+
+/// A report and, when the file system could be opened, the check's state.
+pub struct Checked {
+    /// The report.
+    pub report: Report,
+    /// The state (absent when the check stopped before pass 1).
+    pub state: Option<CheckState>,
+}
+
+/// Checks the file system on `dev` without changing anything, keeping the
+/// check's state.
+pub fn check_with_state(dev: Arc<Device>, opts: CheckOptions) -> Checked {
     let mut report = Report {
         device: dev.path().display().to_string(),
         ..Default::default()
@@ -25,7 +60,10 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
             report.notes = fail.notes;
             report.aborted = Some(fail.message);
             report.forced_uncorrected = fail.exit & 4 != 0;
-            return report;
+            return Checked {
+                report,
+                state: None,
+            };
         }
     };
     let fs = opened.fs;
@@ -42,7 +80,10 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
         report.aborted = Some(why);
         report.forced_uncorrected = true;
         report.finish();
-        return report;
+        return Checked {
+            report,
+            state: None,
+        };
     }
     let sc = match super_check::check_super_block(&fs) {
         Ok(sc) => sc,
@@ -50,7 +91,10 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
             report.aborted = Some(fatal.reason);
             report.forced_uncorrected = fatal.uncorrected;
             report.finish();
-            return report;
+            return Checked {
+                report,
+                state: None,
+            };
         }
     };
     report.findings.extend(sc.findings);
@@ -171,11 +215,11 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
         report.findings.extend(p1b.findings);
         abort = p1b.abort;
     }
-    let mut counted = Vec::new();
+    let mut p2out = None;
     if abort.is_none() {
-        let p2 = pass2::merge(&mut p2cx, &mut io, accs, &p1.dx_dirs);
+        let mut p2 = pass2::merge(&mut p2cx, &mut io, accs, &p1.dx_dirs);
         tl.mark("pass 2 merge");
-        report.findings.extend(p2.findings.iter().cloned());
+        report.findings.append(&mut p2.findings);
         abort = p2.abort.clone();
         if abort.is_none() {
             if p1.stats.large_files > 0 && !fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE)
@@ -187,12 +231,13 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
             report.findings.extend(p3.findings);
             abort = p3.abort;
         }
-        counted = p2.counted;
+        p2out = Some(p2);
     } else {
         drop(accs);
     }
+    let counted: &[u32] = p2out.as_ref().map_or(&[], |p| &p.counted);
     if abort.is_none() {
-        let p4 = pass4::run(&fs, &maps, &p2cx, &counted, &p1.ea_inode_refs);
+        let p4 = pass4::run(&fs, &maps, &p2cx, counted, &p1.ea_inode_refs);
         tl.mark("pass 4");
         report.findings.extend(p4.findings);
         abort = p4.abort;
@@ -207,9 +252,9 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
             .findings
             .extend(postpass::check_quota(&fs, &mut io, &p1.quota));
     }
-    if let Some(a) = abort {
+    if let Some(a) = &abort {
         report.findings.retain(|f| !a.is_after(f));
-        report.aborted = Some(a.reason);
+        report.aborted = Some(a.reason.clone());
     } else {
         let sb = fs.sb();
         let inodes_used = sb.s_inodes_count().wrapping_sub(sb.s_free_inodes_count());
@@ -235,7 +280,22 @@ pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
     tl.mark("the rest");
     report.diagnostics.push(tl.summary());
     report.finish();
-    report
+    drop(p2cx);
+    drop(p1cx);
+    let state = CheckState {
+        fs,
+        maps,
+        bad_blocks,
+        p2: p2out,
+        dx_dirs: std::mem::take(&mut p1.dx_dirs),
+        ea_refs: std::mem::take(&mut p1.ea_refs),
+        ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
+        abort,
+    };
+    Checked {
+        report,
+        state: Some(state),
+    }
 }
 
 /// Wall time per phase, for `-v`.

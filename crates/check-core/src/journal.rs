@@ -12,19 +12,42 @@ use crate::fs::Fs;
 use crate::io::Io;
 use crate::problem::{Code, Finding};
 
+/// What is wrong with the journal, for a repair to act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JournalProblem {
+    /// The journal inode (or its superblock magic) is unusable: the
+    /// journal has to go.
+    BadInode,
+    /// needs_recovery is set but there is no journal.
+    RecoverWithoutJournal,
+    /// The journal is external.
+    External,
+    /// Unknown journal features or version (e2fsck stops, even with -y).
+    Unsupported,
+    /// The journal superblock is corrupt: it is reset.
+    Corrupt,
+    /// The journal claims several users: its v2 fields are cleared.
+    MultiFs,
+    /// The journal could not be read.
+    ReadError,
+}
+
 /// The outcome of the journal check.
 pub struct JournalCheck {
     /// Findings (notices).
     pub findings: Vec<Finding>,
     /// Set when the journal makes the check impossible.
     pub fatal: Option<String>,
+    /// The problem behind `fatal`, if any.
+    pub problem: Option<JournalProblem>,
 }
 
 enum LoadErr {
     BadInode(String),
     Corrupt(String),
     Unsupported(String),
-    Fatal(String),
+    MultiFs(String),
+    ReadError(String),
 }
 
 /// e2fsck's journal checks, answering "no" to every question.
@@ -34,6 +57,7 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
     let mut out = JournalCheck {
         findings: Vec::new(),
         fatal: None,
+        problem: None,
     };
     let has_journal = geo.compat.contains(CompatFeatures::HAS_JOURNAL);
     let recover = geo.incompat.contains(IncompatFeatures::RECOVER);
@@ -47,15 +71,18 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
             out.findings
                 .push(Finding::new(Code::JournalBadInode).str(why.clone()));
             out.fatal = Some(format!("the journal is unusable: {why}"));
+            out.problem = Some(JournalProblem::BadInode);
         } else if recover {
             out.findings
                 .push(Finding::new(Code::JournalRecoverWithoutJournal));
             out.fatal = Some("needs_recovery is set but there is no journal".into());
+            out.problem = Some(JournalProblem::RecoverWithoutJournal);
         }
     };
     if uuid_set {
         out.findings.push(Finding::new(Code::ExternalJournal));
         out.fatal = Some("the file system uses an external journal, which cannot be found".into());
+        out.problem = Some(JournalProblem::External);
         return out;
     }
     let result = load(fs, io);
@@ -80,7 +107,14 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
             }
         }
         Err(LoadErr::BadInode(why)) => fix_bad_inode(&mut out, why),
-        Err(LoadErr::Fatal(why)) => out.fatal = Some(why),
+        Err(LoadErr::MultiFs(why)) => {
+            out.fatal = Some(why);
+            out.problem = Some(JournalProblem::MultiFs);
+        }
+        Err(LoadErr::ReadError(why)) => {
+            out.fatal = Some(why);
+            out.problem = Some(JournalProblem::ReadError);
+        }
         Err(LoadErr::Unsupported(why)) => {
             out.findings
                 .push(Finding::new(Code::JournalUnsupported).str(why.clone()));
@@ -88,6 +122,7 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
                 out.findings
                     .push(Finding::new(Code::JournalBadSuper).str(why.clone()));
                 out.fatal = Some(format!("the journal superblock is unusable: {why}"));
+                out.problem = Some(JournalProblem::Unsupported);
             } else {
                 fix_bad_inode(&mut out, why);
             }
@@ -97,6 +132,7 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
                 out.findings
                     .push(Finding::new(Code::JournalBadSuper).str(why.clone()));
                 out.fatal = Some(format!("the journal superblock is corrupt: {why}"));
+                out.problem = Some(JournalProblem::Corrupt);
             } else {
                 fix_bad_inode(&mut out, why);
             }
@@ -105,9 +141,16 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
     out
 }
 
-/// Validates the journal inode (or its superblock backup) and returns the
-/// journal superblock block.
-fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
+/// The journal inode as e2fsck uses it: the inode itself, or, when that
+/// is unusable and the superblock keeps a copy of its block map, an inode
+/// made from that copy. Also says whether the copy was used.
+pub fn journal_inode(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u8>, bool)> {
+    load_inode(fs, io).ok().map(|(raw, backup, _)| (raw, backup))
+}
+
+/// Finds a usable journal inode: its bytes, whether it is the backup, and
+/// the block of the journal superblock.
+fn load_inode(fs: &Fs, io: &mut Io<'_>) -> Result<(Vec<u8>, bool, u64), LoadErr> {
     let geo = &fs.geo;
     let sb = fs.sb();
     let inum = sb.s_journal_inum();
@@ -148,10 +191,17 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
         fake[0x00..0x02].copy_from_slice(&0o100600u16.to_le_bytes());
         candidate = Some(fake);
     };
+    Ok((candidate.unwrap_or_default(), tried_backup, first_block))
+}
+
+/// Validates the journal inode (or its superblock backup) and returns the
+/// journal superblock block.
+fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
+    let (inode_raw, _, first_block) = load_inode(fs, io)?;
     let bs = fs.block_size();
     let mut jsb = vec![0u8; bs.max(1024)];
     io.read_blocks(first_block, &mut jsb[..bs])
-        .map_err(|e| LoadErr::Fatal(format!("cannot read the journal superblock: {e}")))?;
+        .map_err(|e| LoadErr::ReadError(format!("cannot read the journal superblock: {e}")))?;
     let Some(j) = JournalSuperblock::new(&jsb) else {
         return Err(LoadErr::Corrupt("short journal superblock".into()));
     };
@@ -165,7 +215,7 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
         blocktype::SUPERBLOCK_V1 => {}
         blocktype::SUPERBLOCK_V2 => {
             if j.s_nr_users() > 1 {
-                return Err(LoadErr::Fatal(format!(
+                return Err(LoadErr::MultiFs(format!(
                     "the journal claims to be shared by {} file systems",
                     j.s_nr_users()
                 )));
@@ -215,7 +265,7 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
             j.s_blocksize()
         )));
     }
-    let total = journal_len_blocks(fs, io, sb.s_journal_inum());
+    let total = Inode::new(&inode_raw).map_or(0, |i| i.size() / bs as u64);
     if u64::from(j.s_maxlen()) > total {
         return Err(LoadErr::Corrupt(format!(
             "the journal claims {} blocks but has {total}",
@@ -235,15 +285,6 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
         }
     }
     Ok(jsb)
-}
-
-/// The journal inode's length in blocks (`i_size / block size`).
-fn journal_len_blocks(fs: &Fs, io: &mut Io<'_>, inum: u32) -> u64 {
-    let mut ib = vec![0u8; fs.geo.inode_size as usize];
-    if io.read_inode(inum, &mut ib).is_err() {
-        return u64::MAX;
-    }
-    Inode::new(&ib).map_or(u64::MAX, |i| i.size() / u64::from(fs.geo.block_size))
 }
 
 /// Checks a journal inode and returns the block of its superblock.

@@ -15,6 +15,7 @@ pub mod bytes;
 pub mod csum;
 pub mod dirent;
 pub mod dirhash;
+pub mod edit;
 pub mod extent;
 pub mod features;
 pub mod geometry;

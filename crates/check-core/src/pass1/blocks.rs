@@ -33,6 +33,56 @@ struct Walk {
     error: Option<String>,
 }
 
+impl Walk {
+    fn new(geo: &ext4_layout::Geometry, inode: &Inode<'_>, ino: u32) -> Self {
+        Walk {
+            ino,
+            is_dir: inode.is_dir(),
+            is_reg: inode.is_reg(),
+            size_high: inode.i_size_high(),
+            num_blocks: 0,
+            max_blocks: 1u64 << (31 - (geo.block_size_bits - 10)),
+            last_block: u64::MAX,
+            last_init_lblock: -1,
+            last_db_block: -1,
+            num_illegal: 0,
+            previous_block: 0,
+            fragmented: false,
+            next_lblock: 0,
+            error: None,
+        }
+    }
+}
+
+/// The extents of an inode that a repair keeps: the walk of the check,
+/// dropping every extent (and every subtree) it finds a problem with,
+/// as e2fsck does when it answers "yes". `Err` if the tree cannot be
+/// walked to the end (the extents found before that are returned too).
+pub fn collect_extents<'f>(
+    p: &super::Pass1<'f>,
+    io: &mut crate::io::Io<'f>,
+    ino: u32,
+    raw: &[u8],
+) -> (Vec<super::LeafExtent>, bool) {
+    let Some(inode) = Inode::new(raw) else {
+        return (Vec::new(), false);
+    };
+    let mut w = Worker::new(p, io);
+    w.silent = true;
+    w.no_claims = true;
+    w.collect = Some(Vec::new());
+    let cur = Cur {
+        ino,
+        inode,
+        csum_bad: false,
+        ea_ibody_quota_blocks: 0,
+    };
+    let mut walk = Walk::new(&p.fs.geo, &inode, ino);
+    w.check_extents(&cur, &mut walk);
+    let ok = walk.error.is_none();
+    (w.collect.take().unwrap_or_default(), ok)
+}
+
 /// Why a block-map walk stopped.
 enum MapErr {
     BadInd(u64),
@@ -42,6 +92,9 @@ enum MapErr {
 impl Worker<'_, '_, '_> {
     /// Claims a cluster; a second claim marks it multiply claimed.
     pub(super) fn mark_block_used(&mut self, blk: u64) {
+        if self.no_claims {
+            return;
+        }
         let fs = self.p.fs;
         let c = blk >> fs.geo.cluster_bits;
         let maps = self.p.maps;
@@ -54,7 +107,7 @@ impl Worker<'_, '_, '_> {
 
     fn mark_blocks_used(&mut self, start: u64, n: u64) {
         let bits = self.p.fs.geo.cluster_bits;
-        if n == 0 {
+        if n == 0 || self.no_claims {
             return;
         }
         let first = start >> bits;
@@ -80,22 +133,8 @@ impl Worker<'_, '_, '_> {
         let geo = &fs.geo;
         let inode = cur.inode;
         let ino = cur.ino;
-        let mut w = Walk {
-            ino,
-            is_dir: inode.is_dir(),
-            is_reg: inode.is_reg(),
-            size_high: inode.i_size_high(),
-            num_blocks: cur.ea_ibody_quota_blocks >> geo.cluster_bits,
-            max_blocks: 1u64 << (31 - (geo.block_size_bits - 10)),
-            last_block: u64::MAX,
-            last_init_lblock: -1,
-            last_db_block: -1,
-            num_illegal: 0,
-            previous_block: 0,
-            fragmented: false,
-            next_lblock: 0,
-            error: None,
-        };
+        let mut w = Walk::new(geo, &inode, ino);
+        w.num_blocks = cur.ea_ibody_quota_blocks >> geo.cluster_bits;
         let ea = self.check_ext_attr(cur);
         if ea.counted {
             w.num_blocks += 1 + (ea.quota_blocks >> geo.cluster_bits);
@@ -575,7 +614,7 @@ impl Worker<'_, '_, '_> {
         let ino = cur.ino;
         let mut last_pblk_reported = (0u64, 0u64, 0u64);
         for i in 0..entries {
-            let (lblk, pblk, len, uninit) = if is_leaf {
+            let (mut lblk, pblk, len, uninit) = if is_leaf {
                 let e = n.leaf(i);
                 (
                     u64::from(e.ee_block),
@@ -730,6 +769,10 @@ impl Worker<'_, '_, '_> {
             }
             if try_repairs && w.is_dir && w.last_block.wrapping_add(1) < lblk {
                 self.report(Finding::new(Code::CollapseDblock).ino(ino).num(lblk));
+                if self.collect.is_some() {
+                    // The repair moves the extent down to close the gap.
+                    lblk = w.last_block.wrapping_add(1);
+                }
             }
             if w.is_dir {
                 w.last_db_block += 1;
@@ -758,6 +801,14 @@ impl Worker<'_, '_, '_> {
             if start < pblk + len {
                 self.mark_blocks_used(start, pblk + len - start);
                 w.num_blocks += (pblk + len - start).div_ceil(1u64 << bits);
+            }
+            if let Some(c) = self.collect.as_mut() {
+                c.push(super::LeafExtent {
+                    lblk,
+                    pblk,
+                    len,
+                    uninit: uninit && !w.is_dir,
+                });
             }
             w.previous_block = pblk + len - 1;
             last_lblk = lblk.wrapping_add(len).wrapping_sub(1);

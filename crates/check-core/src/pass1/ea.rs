@@ -342,12 +342,17 @@ impl Worker<'_, '_, '_> {
                 };
                 if hash != entry_hash(&name, value, false) && hash != entry_hash(&name, value, true)
                 {
-                    self.report(Finding::new(Code::AttrHash).ino(ino).num(u64::from(hash)));
+                    self.report(
+                        Finding::new(Code::AttrHash)
+                            .ino(ino)
+                            .blk(blk)
+                            .num(u64::from(hash)),
+                    );
                 }
             } else {
                 match self.check_large_ea_inode(gen, ino, &name, inum, vsize as u64, hash) {
                     Ok(q) => *quota += q,
-                    Err(f) => self.report(f),
+                    Err(f) => self.report(f.blk(blk)),
                 }
             }
             pos += esize;

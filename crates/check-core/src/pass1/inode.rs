@@ -31,6 +31,12 @@ pub struct Worker<'p, 'f, 'io> {
     /// Set while working something out whose problems are reported
     /// elsewhere: findings and aborts are dropped.
     pub(super) silent: bool,
+    /// When set, the extents kept by the walk (those e2fsck would keep
+    /// when answering "yes") are collected here.
+    pub(crate) collect: Option<Vec<super::LeafExtent>>,
+    /// When set, blocks are not claimed in the shared maps (a walk made
+    /// for a repair, after the check).
+    pub(crate) no_claims: bool,
 }
 
 /// Facts about the inode being checked, passed between the checks.
@@ -56,6 +62,8 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             blockbuf: vec![0u8; bs],
             cur_dir: None,
             silent: false,
+            collect: None,
+            no_claims: false,
         }
     }
 

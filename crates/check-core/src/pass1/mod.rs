@@ -21,6 +21,7 @@ use crate::io::Io;
 use crate::problem::Finding;
 
 pub use badblocks::read_bad_blocks_list;
+pub use blocks::collect_extents;
 pub use inode::has_valid_blocks as inode_has_valid_blocks;
 pub use meta::mark_table_blocks;
 
@@ -109,6 +110,19 @@ pub(crate) struct CurDir {
     pub(crate) meta: DirMeta,
     pub(crate) blocks: Vec<(u64, u64)>,
     pub(crate) inline: Option<std::sync::Arc<[u8]>>,
+}
+
+/// A leaf extent kept by a repair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafExtent {
+    /// First logical block.
+    pub lblk: u64,
+    /// First physical block.
+    pub pblk: u64,
+    /// Length in blocks.
+    pub len: u64,
+    /// Whether it is marked uninitialised.
+    pub uninit: bool,
 }
 
 /// A reference from an inode to an EA block.

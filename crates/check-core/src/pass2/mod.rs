@@ -19,7 +19,7 @@ use ext4_layout::features::CompatFeatures;
 use ext4_layout::inode::{FileType, Inode};
 
 pub use badinode::{process_bad_inode, BadInodeOutcome};
-pub use block::{casefold, check_block, DirLink, DxBlock, DxKind, P2Acc, Special};
+pub use block::{casefold, check_block, tail_status, DirLink, DxBlock, DxKind, P2Acc, Special};
 
 use crate::ctx::{AbortAt, Maps};
 use crate::fs::Fs;

@@ -1,0 +1,100 @@
+//! Finding free blocks and inodes for repairs that need new ones.
+
+use std::collections::BTreeSet;
+
+use crate::ctx::Maps;
+use crate::fs::Fs;
+
+/// Hands out blocks and inodes that the last check found free, never the
+/// same one twice in a round.
+pub struct Allocator<'a> {
+    fs: &'a Fs,
+    maps: &'a Maps,
+    taken_blocks: BTreeSet<u64>,
+    taken_inodes: BTreeSet<u32>,
+}
+
+impl<'a> Allocator<'a> {
+    /// An allocator over the state of the last check.
+    pub fn new(fs: &'a Fs, maps: &'a Maps) -> Self {
+        Allocator {
+            fs,
+            maps,
+            taken_blocks: BTreeSet::new(),
+            taken_inodes: BTreeSet::new(),
+        }
+    }
+
+    fn block_free(&self, b: u64) -> bool {
+        let geo = &self.fs.geo;
+        b >= geo.first_data_block
+            && b < geo.blocks_count
+            && !self.maps.block_found.get(b >> geo.cluster_bits)
+            && !self.maps.metadata.get(b)
+            && !self.taken_blocks.contains(&b)
+    }
+
+    /// A free block, the first at or after `goal` (wrapping around).
+    pub fn block(&mut self, goal: u64) -> Option<u64> {
+        let geo = &self.fs.geo;
+        let start = goal.clamp(geo.first_data_block, geo.blocks_count.saturating_sub(1));
+        let found = (start..geo.blocks_count)
+            .chain(geo.first_data_block..start)
+            .find(|&b| self.block_free(b))?;
+        // With bigalloc a cluster is handed out whole.
+        let bits = geo.cluster_bits;
+        let c = found >> bits;
+        for x in (c << bits)..((c + 1) << bits) {
+            self.taken_blocks.insert(x);
+        }
+        Some(found)
+    }
+
+    /// `n` free blocks in one run, the first at or after `goal`.
+    pub fn run(&mut self, goal: u64, n: u64) -> Option<u64> {
+        let geo = &self.fs.geo;
+        if n == 0 {
+            return None;
+        }
+        let mut b = goal.max(geo.first_data_block);
+        while b + n <= geo.blocks_count {
+            match (b..b + n).find(|&x| !self.block_free(x)) {
+                None => {
+                    for x in b..b + n {
+                        self.taken_blocks.insert(x);
+                    }
+                    return Some(b);
+                }
+                Some(x) => b = x + 1,
+            }
+        }
+        if goal > geo.first_data_block {
+            return self.run(geo.first_data_block, n);
+        }
+        None
+    }
+
+    /// A free inode for a new directory or file: the first one from the
+    /// start of `near`'s group whose group is initialised and whose table
+    /// slot the check scans.
+    pub fn inode(&mut self, near: u32) -> Option<u32> {
+        let geo = &self.fs.geo;
+        let ipg = geo.inodes_per_group;
+        let start_group = near.saturating_sub(1) / ipg;
+        for k in 0..geo.group_count {
+            let g = (start_group + k) % geo.group_count;
+            let limit = self.fs.inodes_to_scan(g);
+            for i in 0..limit {
+                let ino = g * ipg + i + 1;
+                if ino < geo.first_ino {
+                    continue;
+                }
+                if !self.maps.used(ino) && !self.taken_inodes.contains(&ino) {
+                    self.taken_inodes.insert(ino);
+                    return Some(ino);
+                }
+            }
+        }
+        None
+    }
+}

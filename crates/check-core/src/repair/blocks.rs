@@ -1,0 +1,393 @@
+//! Changing which blocks an inode maps: dropping bad pointers and bad
+//! extents, rebuilding extent trees, and cloning blocks claimed more than
+//! once (e2fsck's passes 1B to 1D).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
+use ext4_layout::features::IncompatFeatures;
+use ext4_layout::inode::{flags, Inode};
+
+use super::inodes::off;
+use super::stage::{Kind, Staging};
+use crate::engine::CheckState;
+use crate::io::Io;
+use crate::pass1::{collect_extents, LeafExtent, Pass1};
+use crate::problem::{Code, Finding};
+
+/// What to do with one block pointer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Keep,
+    Zero,
+    /// Copy the block to a new one and point there.
+    Clone,
+}
+
+fn invalid() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "unreadable inode")
+}
+
+/// Fixes the block-level problems of one inode: a block map loses its
+/// illegal pointers, an extent tree is rebuilt from the extents e2fsck
+/// keeps.
+pub fn fix_inode_blocks<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    probs: &[&Finding],
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(invalid)?;
+    let extent_fs = fs.geo.incompat.contains(IncompatFeatures::EXTENTS);
+    if extent_fs && inode.has_flag(flags::EXTENTS) {
+        let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
+        let (leaves, _) = collect_extents(&p1, io, ino, &raw);
+        return write_extent_tree(stage, io, ino, &leaves);
+    }
+    // Block map: pointers out of range, and those the check found too
+    // far out for the file, are cleared.
+    let toobig: BTreeSet<(u64, i64)> = probs
+        .iter()
+        .filter(|f| f.code == Code::TooBig)
+        .filter_map(|f| Some((f.blk?, f.num? as i64)))
+        .collect();
+    let geo = &fs.geo;
+    walk_block_map(stage, io, ino, &mut |blk, cnt| {
+        if !geo.block_in_range(blk) || toobig.contains(&(blk, cnt)) {
+            Decision::Zero
+        } else {
+            Decision::Keep
+        }
+    })
+}
+
+/// Walks an inode's block map (direct, then single, double and triple
+/// indirect), letting `decide` keep, clear or clone each pointer; a
+/// cleared map block takes its subtree with it.
+fn walk_block_map(
+    stage: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    ino: u32,
+    decide: &mut dyn FnMut(u64, i64) -> Decision,
+) -> io::Result<()> {
+    let raw = stage.inode_copy(io, ino)?;
+    let mut ib = [0u32; 15];
+    for (k, v) in ib.iter_mut().enumerate() {
+        *v = le_u32(&raw, off::BLOCK + 4 * k);
+    }
+    let per = (stage.fs().block_size() / 4) as i64;
+    let mut changed = false;
+    let mut cnt: i64 = 0;
+    for v in ib.iter_mut().take(12) {
+        if *v != 0 {
+            if let Some(n) = apply(stage, io, u64::from(*v), cnt, decide)? {
+                *v = n as u32;
+                changed = true;
+            }
+        }
+        cnt += 1;
+    }
+    for level in 1..=3u32 {
+        let span = per.pow(level);
+        let v = ib[11 + level as usize];
+        if v != 0 {
+            let (newp, _) = walk_ind(stage, io, u64::from(v), level, cnt, decide)?;
+            if newp != u64::from(v) {
+                ib[11 + level as usize] = newp as u32;
+                changed = true;
+            }
+        }
+        cnt += span;
+    }
+    if changed {
+        let r = stage.inode(io, ino)?;
+        for (k, v) in ib.iter().enumerate() {
+            put_le_u32(r, off::BLOCK + 4 * k, *v);
+        }
+    }
+    Ok(())
+}
+
+/// Applies a decision to one data pointer: the new pointer, if it changes.
+fn apply(
+    stage: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    blk: u64,
+    cnt: i64,
+    decide: &mut dyn FnMut(u64, i64) -> Decision,
+) -> io::Result<Option<u64>> {
+    match decide(blk, cnt) {
+        Decision::Keep => Ok(None),
+        Decision::Zero => Ok(Some(0)),
+        Decision::Clone => clone_block(stage, io, blk).map(Some),
+    }
+}
+
+/// Copies a block to a newly allocated one.
+fn clone_block(stage: &mut Staging<'_>, io: &mut Io<'_>, blk: u64) -> io::Result<u64> {
+    let new = stage
+        .alloc_block(blk)
+        .ok_or_else(|| io::Error::other("no free block to clone into"))?;
+    let mut b = vec![0u8; stage.fs().block_size()];
+    stage.read(io, blk, &mut b)?;
+    stage.fresh_block(new, Kind::Plain).copy_from_slice(&b);
+    Ok(new)
+}
+
+/// One map block at `level`; returns its (possibly new) number and the
+/// blockcount after it.
+fn walk_ind(
+    stage: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    blk: u64,
+    level: u32,
+    start: i64,
+    decide: &mut dyn FnMut(u64, i64) -> Decision,
+) -> io::Result<(u64, i64)> {
+    let per = (stage.fs().block_size() / 4) as i64;
+    let span = per.pow(level);
+    let me = match apply(stage, io, blk, -(level as i64), decide)? {
+        Some(0) => return Ok((0, start + span)),
+        Some(n) => n,
+        None => blk,
+    };
+    if !stage.fs().geo.block_in_range(me) {
+        return Ok((me, start + span));
+    }
+    let mut entries = vec![0u8; stage.fs().block_size()];
+    stage.read(io, me, &mut entries)?;
+    let mut changed = false;
+    let mut cnt = start;
+    for k in 0..per as usize {
+        let v = u64::from(le_u32(&entries, 4 * k));
+        if level == 1 {
+            if v != 0 {
+                if let Some(n) = apply(stage, io, v, cnt, decide)? {
+                    put_le_u32(&mut entries, 4 * k, n as u32);
+                    changed = true;
+                }
+            }
+            cnt += 1;
+        } else if v == 0 {
+            cnt += span / per;
+        } else {
+            let (n, next) = walk_ind(stage, io, v, level - 1, cnt, decide)?;
+            if n != v {
+                put_le_u32(&mut entries, 4 * k, n as u32);
+                changed = true;
+            }
+            cnt = next;
+        }
+    }
+    if changed {
+        stage
+            .block(io, me, Kind::Plain)?
+            .copy_from_slice(&entries);
+    }
+    Ok((me, start + span))
+}
+
+const EXT_MAGIC: u16 = 0xF30A;
+const MAX_INIT_LEN: u64 = 32768;
+const MAX_UNINIT_LEN: u64 = 32767;
+
+/// Writes an extent tree holding `leaves` for inode `ino`: in the inode
+/// when four extents or fewer, else in newly allocated blocks. The old
+/// tree blocks are no longer referenced (pass 5 frees them).
+pub fn write_extent_tree(
+    stage: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    ino: u32,
+    leaves: &[LeafExtent],
+) -> io::Result<()> {
+    let mut ext: Vec<LeafExtent> = Vec::with_capacity(leaves.len());
+    for &l in leaves {
+        let max = if l.uninit { MAX_UNINIT_LEN } else { MAX_INIT_LEN };
+        let mut done = 0;
+        while done < l.len {
+            let n = (l.len - done).min(max);
+            ext.push(LeafExtent {
+                lblk: l.lblk + done,
+                pblk: l.pblk + done,
+                len: n,
+                uninit: l.uninit,
+            });
+            done += n;
+        }
+    }
+    ext.sort_by_key(|e| e.lblk);
+    let bs = stage.fs().block_size();
+    let per = (bs - 12) / 12;
+    let goal = ext.first().map_or(0, |e| e.pblk);
+    // Level 0 holds the extents; each level above holds index entries
+    // (first logical block, child block) until four fit in the inode.
+    let mut level: Vec<(u64, [u8; 12])> = ext
+        .iter()
+        .map(|e| {
+            let mut b = [0u8; 12];
+            put_le_u32(&mut b, 0, e.lblk as u32);
+            let len = if e.uninit { e.len + MAX_INIT_LEN } else { e.len };
+            put_le_u16(&mut b, 4, len as u16);
+            put_le_u16(&mut b, 6, (e.pblk >> 32) as u16);
+            put_le_u32(&mut b, 8, e.pblk as u32);
+            (e.lblk, b)
+        })
+        .collect();
+    let mut depth = 0u16;
+    while level.len() > 4 {
+        let mut up = Vec::new();
+        for chunk in level.chunks(per) {
+            let blk = stage
+                .alloc_block(goal)
+                .ok_or_else(|| io::Error::other("no free block for an extent tree"))?;
+            let b = stage.fresh_block(blk, Kind::Extent(ino));
+            put_header(b, chunk.len(), per, depth);
+            for (k, (_, e)) in chunk.iter().enumerate() {
+                b[12 + 12 * k..24 + 12 * k].copy_from_slice(e);
+            }
+            let mut ix = [0u8; 12];
+            put_le_u32(&mut ix, 0, chunk[0].0 as u32);
+            put_le_u32(&mut ix, 4, blk as u32);
+            put_le_u16(&mut ix, 8, (blk >> 32) as u16);
+            up.push((chunk[0].0, ix));
+        }
+        level = up;
+        depth += 1;
+    }
+    let r = stage.inode(io, ino)?;
+    let root = &mut r[off::BLOCK..off::BLOCK + 60];
+    root.fill(0);
+    put_header(root, level.len(), 4, depth);
+    for (k, (_, e)) in level.iter().enumerate() {
+        root[12 + 12 * k..24 + 12 * k].copy_from_slice(e);
+    }
+    let fl = le_u32(r, off::FLAGS) | flags::EXTENTS;
+    put_le_u32(r, off::FLAGS, fl);
+    Ok(())
+}
+
+fn put_header(b: &mut [u8], entries: usize, max: usize, depth: u16) {
+    put_le_u16(b, 0, EXT_MAGIC);
+    put_le_u16(b, 2, entries as u16);
+    put_le_u16(b, 4, max as u16);
+    put_le_u16(b, 6, depth);
+    put_le_u32(b, 8, 0);
+}
+
+/// Passes 1B-1D: every inode that shares blocks, in inode order, gets its
+/// own copies of the blocks still shared, so the last owner keeps the
+/// originals (blocks shared with the file system's metadata are always
+/// copied).
+pub fn clone_duplicates<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let maps = &st.maps;
+    let geo = &fs.geo;
+    let bits = geo.cluster_bits;
+    let p1b = crate::pass1b::run(fs, maps);
+    let mut count: BTreeMap<u64, u32> = BTreeMap::new();
+    for clusters in p1b.dup_inodes.values() {
+        for &c in clusters {
+            *count.entry(c).or_default() += 1;
+        }
+    }
+    for (&c, n) in count.iter_mut() {
+        if (0..u64::from(geo.cluster_ratio)).any(|k| maps.metadata.get((c << bits) + k)) {
+            *n += 1;
+        }
+    }
+    let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
+    for &ino in p1b.dup_inodes.keys() {
+        if ino == 1 || ino == 7 {
+            continue;
+        }
+        let raw = stage.inode_copy(io, ino)?;
+        let Some(inode) = Inode::new(&raw) else {
+            continue;
+        };
+        if extent_fs && inode.has_flag(flags::EXTENTS) {
+            let p1 = Pass1::new(fs, maps, &st.bad_blocks);
+            let (leaves, _) = collect_extents(&p1, io, ino, &raw);
+            let mut out = Vec::new();
+            let mut moved = false;
+            for l in leaves {
+                let mut j = 0;
+                while j < l.len {
+                    let shared = |b: u64| count.get(&(b >> bits)).is_some_and(|&n| n > 1);
+                    let s = shared(l.pblk + j);
+                    let mut k = j + 1;
+                    while k < l.len && shared(l.pblk + k) == s {
+                        k += 1;
+                    }
+                    if s {
+                        moved = true;
+                        for x in j..k {
+                            let old = l.pblk + x;
+                            let new = clone_block(stage, io, old)?;
+                            if let Some(n) = count.get_mut(&(old >> bits)) {
+                                *n -= 1;
+                            }
+                            out.push(LeafExtent {
+                                lblk: l.lblk + x,
+                                pblk: new,
+                                len: 1,
+                                uninit: l.uninit,
+                            });
+                        }
+                    } else {
+                        out.push(LeafExtent {
+                            lblk: l.lblk + j,
+                            pblk: l.pblk + j,
+                            len: k - j,
+                            uninit: l.uninit,
+                        });
+                    }
+                    j = k;
+                }
+            }
+            if moved {
+                let merged = merge_runs(out);
+                write_extent_tree(stage, io, ino, &merged)?;
+            }
+        } else if crate::pass1::inode_has_valid_blocks(fs, &inode) {
+            let count = &mut count;
+            walk_block_map(stage, io, ino, &mut |blk, _| {
+                let c = blk >> bits;
+                match count.get_mut(&c) {
+                    Some(n) if *n > 1 && geo.block_in_range(blk) => {
+                        *n -= 1;
+                        Decision::Clone
+                    }
+                    _ => Decision::Keep,
+                }
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Joins extents that continue one another.
+fn merge_runs(v: Vec<LeafExtent>) -> Vec<LeafExtent> {
+    let mut out: Vec<LeafExtent> = Vec::with_capacity(v.len());
+    for e in v {
+        if let Some(last) = out.last_mut() {
+            if last.lblk + last.len == e.lblk
+                && last.pblk + last.len == e.pblk
+                && last.uninit == e.uninit
+                && last.len + e.len <= MAX_UNINIT_LEN
+            {
+                last.len += e.len;
+                continue;
+            }
+        }
+        out.push(e);
+    }
+    out
+}

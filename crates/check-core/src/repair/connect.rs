@@ -1,0 +1,412 @@
+//! Passes 3 and 4: the root and lost+found, reconnecting directories and
+//! files, '..' entries, and link counts.
+
+use std::io;
+
+use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
+use ext4_layout::dirent::{decode_rec_len, encode_rec_len, DIR_TAIL_SIZE};
+use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
+use ext4_layout::inode::{flags, FileType, Inode};
+
+use super::inodes::{clear_inode, now, off, sbf, set_feature};
+use super::stage::{Kind, Staging};
+use crate::engine::CheckState;
+use crate::io::Io;
+use crate::problem::{Code, Finding};
+
+/// The blocks of a directory, in logical order, as this round leaves it.
+fn dir_blocks<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> io::Result<Vec<(u64, u64)>> {
+    super::map::blocks_of(stage, io, dir)
+}
+
+/// Looks a name up in a directory: the inode it names.
+fn lookup<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32, name: &[u8]) -> io::Result<Option<u32>> {
+    let bs = stage.fs().block_size();
+    let mut buf = vec![0u8; bs];
+    for (_, pblk) in dir_blocks(stage, io, dir)? {
+        stage.read(io, pblk, &mut buf)?;
+        let mut at = 0;
+        while at + 8 <= bs {
+            let rl = decode_rec_len(le_u16(&buf, at + 4), bs);
+            if rl < 8 || at + rl > bs {
+                break;
+            }
+            let e = le_u32(&buf, at);
+            let nl = usize::from(le_u8(&buf, at + 6));
+            if e != 0 && buf.get(at + 8..at + 8 + nl) == Some(name) {
+                return Ok(Some(e));
+            }
+            at += rl;
+        }
+    }
+    Ok(None)
+}
+
+fn min_rec(nl: usize) -> usize {
+    (8 + nl + 3) & !3
+}
+
+/// Adds an entry `name` -> `target` to directory `dir`, in the first
+/// slot with room; a full directory gets one more block.
+pub fn add_entry<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    target: u32,
+    name: &[u8],
+    ft: u8,
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let bs = fs.block_size();
+    let csum = fs.metadata_csum();
+    let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+    let need = min_rec(name.len());
+    let blocks = dir_blocks(stage, io, dir)?;
+    for &(_, pblk) in &blocks {
+        let mut b = vec![0u8; bs];
+        stage.read(io, pblk, &mut b)?;
+        let mut at = 0;
+        while at + 8 <= end {
+            let rl = decode_rec_len(le_u16(&b, at + 4), bs);
+            if rl < 8 || at + rl > bs {
+                break;
+            }
+            let e = le_u32(&b, at);
+            let nl = usize::from(le_u8(&b, at + 6));
+            let used = if e == 0 { 0 } else { min_rec(nl) };
+            if rl >= used + need {
+                let (slot, slot_len) = if e == 0 {
+                    (at, rl)
+                } else {
+                    put_le_u16(&mut b, at + 4, encode_rec_len(used, bs));
+                    (at + used, rl - used)
+                };
+                put_le_u32(&mut b, slot, target);
+                put_le_u16(&mut b, slot + 4, encode_rec_len(slot_len, bs));
+                b[slot + 6] = name.len() as u8;
+                b[slot + 7] = ft;
+                b[slot + 8..slot + 8 + name.len()].copy_from_slice(name);
+                for x in &mut b[slot + 8 + name.len()..slot + need] {
+                    *x = 0;
+                }
+                stage
+                    .block(io, pblk, Kind::DirLeaf(dir))?
+                    .copy_from_slice(&b);
+                return Ok(());
+            }
+            at += rl;
+        }
+    }
+    // No room: a new block at the end of the directory.
+    let next = blocks.last().map_or(0, |&(l, _)| l + 1);
+    let goal = blocks.last().map_or(0, |&(_, p)| p);
+    let blk = stage
+        .alloc_block(goal)
+        .ok_or_else(|| io::Error::other("no free block to expand the directory"))?;
+    {
+        let b = stage.fresh_block(blk, Kind::DirLeaf(dir));
+        put_le_u32(b, 0, target);
+        put_le_u16(b, 4, encode_rec_len(end, bs));
+        b[6] = name.len() as u8;
+        b[7] = ft;
+        b[8..8 + name.len()].copy_from_slice(name);
+        if csum {
+            ext4_layout::dirent::write_tail(b, 0);
+        }
+    }
+    super::map::map_block(stage, io, dir, next, blk)?;
+    let r = stage.inode(io, dir)?;
+    let size = u64::from(le_u32(r, off::SIZE)) | (u64::from(le_u32(r, off::SIZE_HIGH)) << 32);
+    let want = (next + 1) * bs as u64;
+    if size < want {
+        put_le_u32(r, off::SIZE, want as u32);
+        put_le_u32(r, off::SIZE_HIGH, (want >> 32) as u32);
+    }
+    Ok(())
+}
+
+/// Writes a new directory inode with one block holding '.' and '..'.
+fn make_dir<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    parent: u32,
+    mode: u16,
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let bs = fs.block_size();
+    let csum = fs.metadata_csum();
+    let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+    let blk = stage
+        .alloc_block(0)
+        .ok_or_else(|| io::Error::other("no free block for a directory"))?;
+    {
+        let b = stage.fresh_block(blk, Kind::DirLeaf(ino));
+        put_le_u32(b, 0, ino);
+        put_le_u16(b, 4, encode_rec_len(12, bs));
+        b[6] = 1;
+        b[7] = ft;
+        b[8] = b'.';
+        put_le_u32(b, 12, parent);
+        put_le_u16(b, 16, encode_rec_len(end - 12, bs));
+        b[18] = 2;
+        b[19] = ft;
+        b[20] = b'.';
+        b[21] = b'.';
+        if csum {
+            ext4_layout::dirent::write_tail(b, 0);
+        }
+    }
+    let isz = fs.geo.inode_size as usize;
+    let t = now();
+    let r = stage.inode(io, ino)?;
+    r.fill(0);
+    put_le_u16(r, off::MODE, mode);
+    put_le_u32(r, off::SIZE, bs as u32);
+    for o in [0x08, 0x0C, 0x10] {
+        put_le_u32(r, o, t);
+    }
+    put_le_u16(r, off::LINKS, 2);
+    put_le_u32(r, off::BLOCKS, (bs / 512) as u32 * fs.geo.cluster_ratio);
+    put_le_u32(r, off::BLOCK, blk as u32);
+    if isz > 128 {
+        put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
+    }
+    Ok(())
+}
+
+/// The round's view of lost+found.
+pub struct LostFound {
+    ino: Option<u32>,
+    tried: bool,
+}
+
+impl LostFound {
+    /// Nothing looked up yet.
+    pub fn new() -> Self {
+        LostFound {
+            ino: None,
+            tried: false,
+        }
+    }
+
+    /// /lost+found, created if it is missing (a non-directory of that name
+    /// is unlinked first).
+    pub fn get<'f>(&mut self, st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>) -> Option<u32> {
+        if self.tried {
+            return self.ino;
+        }
+        self.tried = true;
+        let maps = &st.maps;
+        if !maps.is_dir(2) {
+            return None;
+        }
+        if let Ok(Some(i)) = lookup(stage, io, 2, b"lost+found") {
+            let ok = maps.is_dir(i)
+                && stage
+                    .inode_copy(io, i)
+                    .ok()
+                    .and_then(|r| Inode::new(&r).map(|x| !x.has_flag(flags::INLINE_DATA) && !x.has_flag(flags::ENCRYPT)))
+                    .unwrap_or(false);
+            if ok {
+                self.ino = Some(i);
+                return self.ino;
+            }
+            // Not usable: unlink it from the root.
+            let _ = remove_entry(stage, io, 2, b"lost+found");
+        }
+        let ino = stage.alloc_inode(2)?;
+        make_dir(st, stage, io, ino, 2, 0o40700).ok()?;
+        let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+        add_entry(st, stage, io, 2, ino, b"lost+found", ft).ok()?;
+        self.ino = Some(ino);
+        self.ino
+    }
+}
+
+/// Clears the entry `name` of a directory.
+fn remove_entry<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, dir: u32, name: &[u8]) -> io::Result<()> {
+    let bs = stage.fs().block_size();
+    for (_, pblk) in dir_blocks(stage, io, dir)? {
+        let mut b = vec![0u8; bs];
+        stage.read(io, pblk, &mut b)?;
+        let mut at = 0;
+        while at + 8 <= bs {
+            let rl = decode_rec_len(le_u16(&b, at + 4), bs);
+            if rl < 8 || at + rl > bs {
+                break;
+            }
+            let nl = usize::from(le_u8(&b, at + 6));
+            if le_u32(&b, at) != 0 && b.get(at + 8..at + 8 + nl) == Some(name) {
+                put_le_u32(&mut b, at, 0);
+                stage.block(io, pblk, Kind::DirLeaf(dir))?.copy_from_slice(&b);
+                return Ok(());
+            }
+            at += rl;
+        }
+    }
+    Ok(())
+}
+
+/// Points the '..' entry of `dir` at `parent`.
+fn fix_dotdot<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, dir: u32, parent: u32) -> io::Result<bool> {
+    let raw = stage.inode_copy(io, dir)?;
+    let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
+    if inode.has_flag(flags::INLINE_DATA) {
+        let r = stage.inode(io, dir)?;
+        put_le_u32(r, off::BLOCK, parent);
+        return Ok(true);
+    }
+    let bs = st.fs.block_size();
+    let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+    for (_, pblk) in dir_blocks(stage, io, dir)? {
+        let mut b = vec![0u8; bs];
+        stage.read(io, pblk, &mut b)?;
+        let mut at = 0;
+        while at + 8 <= bs {
+            let rl = decode_rec_len(le_u16(&b, at + 4), bs);
+            if rl < 8 || at + rl > bs {
+                break;
+            }
+            if le_u8(&b, at + 6) == 2 && &b[at + 8..at + 10] == b".." {
+                put_le_u32(&mut b, at, parent);
+                b[at + 7] = ft;
+                let kind = if inode.has_flag(flags::INDEX) {
+                    Kind::DxRoot(dir)
+                } else {
+                    Kind::DirLeaf(dir)
+                };
+                stage.block(io, pblk, kind)?.copy_from_slice(&b);
+                return Ok(true);
+            }
+            at += rl;
+        }
+    }
+    Ok(false)
+}
+
+/// The file type code of an inode's mode.
+fn type_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32, filetype: bool) -> u8 {
+    if !filetype {
+        return 0;
+    }
+    stage
+        .inode_copy(io, ino)
+        .ok()
+        .and_then(|r| Inode::new(&r).and_then(|i| i.file_type()))
+        .map_or(0, FileType::dirent_code)
+}
+
+/// Links `ino` into lost+found as "#ino".
+fn reconnect<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    lf: &mut LostFound,
+    ino: u32,
+) -> Option<u32> {
+    let l = lf.get(st, stage, io)?;
+    let filetype = st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
+    let ft = type_of(stage, io, ino, filetype);
+    let name = format!("#{ino}");
+    add_entry(st, stage, io, l, ino, name.as_bytes(), ft).ok()?;
+    Some(l)
+}
+
+/// Pass 3's repairs.
+pub fn fix_pass3<'a, 'f>(
+    st: &'f CheckState,
+    mine: &[&'a Finding],
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    fixed: &mut Vec<&'a Finding>,
+) {
+    let mut lf = LostFound::new();
+    for f in mine {
+        if f.code == Code::NoRootInode {
+            if make_dir(st, stage, io, 2, 2, 0o40755).is_ok() {
+                fixed.push(f);
+            }
+            // Everything else waits for the next check.
+            return;
+        }
+    }
+    for f in mine {
+        let ok = match f.code {
+            Code::UnconnectedDir => f.ino.is_some_and(|d| {
+                reconnect(st, stage, io, &mut lf, d)
+                    .is_some_and(|l| fix_dotdot(st, stage, io, d, l).unwrap_or(false))
+            }),
+            Code::BadDotDot => match (f.ino, f.num2) {
+                (Some(d), Some(p)) if p != 0 => fix_dotdot(st, stage, io, d, p as u32).unwrap_or(false),
+                _ => false,
+            },
+            Code::NonUniqueFile | Code::DuplicateDirent | Code::NonUniqueFileNoRename => f
+                .dir
+                .or(f.ino)
+                .is_some_and(|d| super::dirs::dedup(st, stage, io, d).is_ok()),
+            _ => false,
+        };
+        if ok {
+            fixed.push(f);
+        }
+    }
+}
+
+/// Pass 4's repairs.
+pub fn fix_pass4<'a, 'f>(
+    st: &'f CheckState,
+    mine: &[&'a Finding],
+    all: &[Finding],
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    fixed: &mut Vec<&'a Finding>,
+) {
+    let fs = &st.fs;
+    let mut lf = LostFound::new();
+    for f in mine {
+        let ok = match f.code {
+            Code::BadRefCount => match (f.ino, f.num2) {
+                (Some(ino), Some(n)) => stage
+                    .inode(io, ino)
+                    .map(|raw| put_le_u16(raw, off::LINKS, n.min(u64::from(u16::MAX)) as u16))
+                    .is_ok(),
+                _ => false,
+            },
+            Code::UnattachedInode => f.ino.is_some_and(|ino| {
+                let zero_len = all
+                    .iter()
+                    .any(|z| z.code == Code::ZeroLenInode && z.ino == Some(ino));
+                if zero_len {
+                    stage
+                        .inode(io, ino)
+                        .map(|raw| clear_inode(raw, ino, fs.geo.first_ino, now()))
+                        .is_ok()
+                } else {
+                    reconnect(st, stage, io, &mut lf, ino).is_some()
+                }
+            }),
+            Code::DirNlinkFeature => {
+                set_feature(stage, sbf::RO_COMPAT, RoCompatFeatures::DIR_NLINK.0);
+                true
+            }
+            Code::EaInodeRefCount => match (f.ino, f.num2) {
+                (Some(ino), Some(n)) => stage
+                    .inode(io, ino)
+                    .map(|raw| {
+                        put_le_u32(raw, 0x0C, (n >> 32) as u32);
+                        put_le_u32(raw, 0x24, n as u32);
+                    })
+                    .is_ok(),
+                _ => false,
+            },
+            _ => false,
+        };
+        if ok {
+            fixed.push(f);
+        }
+    }
+}

@@ -1,0 +1,871 @@
+//! Pass 2: directory blocks walked again the way e2fsck walks them when
+//! it answers "yes": broken entries salvaged, '.' and '..' restored, bad
+//! entries cleared, file types and names fixed; htree indexes that cannot
+//! be trusted dropped (the directory stays complete, unindexed);
+//! duplicate names dropped or renamed; holes filled.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
+use ext4_layout::dirent::{decode_rec_len, encode_rec_len, DIR_TAIL_SIZE};
+use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
+use ext4_layout::group_desc::BG_INODE_UNINIT;
+use ext4_layout::inode::{flags, FileType, Inode};
+
+use super::blocks::write_extent_tree;
+use super::inodes::{off, sbf, set_feature};
+use super::stage::{Kind, Staging};
+use crate::engine::CheckState;
+use crate::io::Io;
+use crate::pass1::{collect_extents, LeafExtent, Pass1};
+use crate::problem::{Code, Finding};
+
+/// Problems whose fix deallocates the inode an entry points at.
+fn deallocates(code: Code) -> bool {
+    matches!(
+        code,
+        Code::BadMode
+            | Code::BadCharDev
+            | Code::BadBlockDev
+            | Code::BadFifo
+            | Code::BadSocket
+            | Code::InvalidSymlink
+    )
+}
+
+/// Problems whose fix drops a directory's htree index.
+fn drops_index(code: Code) -> bool {
+    matches!(
+        code,
+        Code::HtreeClear
+            | Code::HtreeBadRoot
+            | Code::HtreeBadLimit
+            | Code::HtreeBadCount
+            | Code::HtreeBadBlk
+            | Code::HtreeHashOrder
+            | Code::HtreeRootCsum
+            | Code::HtreeNodeCsum
+            | Code::UnexpectedHtreeBlock
+            | Code::HtreeNotRef
+            | Code::HtreeDupRef
+            | Code::HtreeMinHash
+            | Code::HtreeMaxHash
+            | Code::HtreeBadDepth
+    )
+}
+
+/// What the walk of one directory needs to know.
+struct DirFix<'a> {
+    ino: u32,
+    /// (target, name) entries to clear: extra links to a directory.
+    link_dir: BTreeSet<(u32, Vec<u8>)>,
+    /// Entries to clear by target (bad policy, unencrypted file...).
+    clear_targets: BTreeSet<u32>,
+    /// Inodes deallocated this round.
+    dead: &'a BTreeSet<u32>,
+    encrypted: bool,
+    casefold_strict: bool,
+}
+
+/// Pass 2's repairs.
+pub fn fix_pass2<'a, 'f>(
+    st: &'f CheckState,
+    mine: &[&'a Finding],
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    fixed: &mut Vec<&'a Finding>,
+) {
+    let fs = &st.fs;
+    // Inode-level problems found through an entry: fields cleared, or the
+    // inode deallocated (its entries are cleared below).
+    let mut dead = BTreeSet::new();
+    for f in mine {
+        let Some(ino) = f.ino else { continue };
+        if f.dir.is_some() {
+            continue;
+        }
+        let Ok(raw) = stage.inode(io, ino) else { continue };
+        let ok = match f.code {
+            c if deallocates(c) => {
+                super::inodes::clear_inode(raw, ino, fs.geo.first_ino, super::inodes::now());
+                dead.insert(ino);
+                true
+            }
+            Code::FaddrZero => {
+                put_le_u32(raw, 0x70, 0);
+                true
+            }
+            Code::FragZero => {
+                raw[0x74] = 0;
+                true
+            }
+            Code::FsizeZero => {
+                raw[0x75] = 0;
+                true
+            }
+            Code::BlocksHiZero => {
+                put_le_u16(raw, off::BLOCKS_HIGH, 0);
+                true
+            }
+            Code::IFileAclHiZero => {
+                put_le_u16(raw, off::FILE_ACL_HIGH, 0);
+                true
+            }
+            Code::FileAclBad | Code::FileAclZero => {
+                put_le_u32(raw, off::FILE_ACL, 0);
+                put_le_u16(raw, off::FILE_ACL_HIGH, 0);
+                true
+            }
+            Code::DirSizeHighZero => {
+                put_le_u32(raw, off::SIZE_HIGH, 0);
+                true
+            }
+            _ => false,
+        };
+        if ok {
+            fixed.push(f);
+        }
+    }
+    for f in mine {
+        match f.code {
+            Code::FeatureLargeFiles => {
+                set_feature(stage, sbf::RO_COMPAT, RoCompatFeatures::LARGE_FILE.0);
+                fixed.push(f);
+            }
+            Code::InorefBgInoUninit | Code::InorefInUnused => {
+                if let Some(t) = f.ino {
+                    let g = (t - 1) / fs.geo.inodes_per_group;
+                    let d = stage.gd_mut(g);
+                    if f.code == Code::InorefBgInoUninit {
+                        let fl = le_u16(d, 0x12) & !BG_INODE_UNINIT;
+                        put_le_u16(d, 0x12, fl);
+                    } else {
+                        put_le_u16(d, 0x1C, 0);
+                        if d.len() >= 0x34 {
+                            put_le_u16(d, 0x32, 0);
+                        }
+                    }
+                    fixed.push(f);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Directories with problems in their entries.
+    let mut dirs: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
+    for f in mine {
+        if let Some(d) = f.dir {
+            dirs.entry(d).or_default().push(f);
+        }
+    }
+    for (dir, fs_) in dirs {
+        let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
+        let mut fx = DirFix {
+            ino: dir,
+            link_dir: BTreeSet::new(),
+            clear_targets: BTreeSet::new(),
+            dead: &dead,
+            encrypted: false,
+            casefold_strict: false,
+        };
+        for f in &fs_ {
+            match f.code {
+                Code::LinkDir => {
+                    if let (Some(t), Some(n)) = (f.ino, &f.str) {
+                        fx.link_dir.insert((t, n.as_bytes().to_vec()));
+                    }
+                }
+                Code::UnencryptedFile | Code::InconsistentEncryptionPolicy => {
+                    if let Some(t) = f.ino {
+                        fx.clear_targets.insert(t);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let drop_index = codes.iter().any(|&c| drops_index(c));
+        let dups = codes.contains(&Code::ReportDupDirent);
+        match fix_directory(st, stage, io, &mut fx, drop_index, dups, &codes) {
+            Ok(true) => fixed.extend(fs_.iter().copied()),
+            Ok(false) | Err(_) => {}
+        }
+    }
+}
+
+/// Walks every block of directory `fx.ino`, fixing what e2fsck fixes.
+/// Returns whether the directory could be walked.
+fn fix_directory<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    fx: &mut DirFix<'_>,
+    drop_index: bool,
+    dups: bool,
+    codes: &BTreeSet<Code>,
+) -> io::Result<bool> {
+    let fs = &st.fs;
+    let ino = fx.ino;
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
+    fx.encrypted = inode.has_flag(flags::ENCRYPT);
+    fx.casefold_strict = fs.geo.incompat.contains(IncompatFeatures::CASEFOLD)
+        && inode.has_flag(flags::CASEFOLD)
+        && fs.sb().s_encoding_flags() & 1 != 0;
+    if inode.has_flag(flags::INLINE_DATA) {
+        return fix_inline_dir(st, stage, io, fx, &raw);
+    }
+    let indexed = inode.has_flag(flags::INDEX) && !drop_index;
+    if inode.has_flag(flags::INDEX) && drop_index {
+        let r = stage.inode(io, ino)?;
+        let v = le_u32(r, off::FLAGS) & !flags::INDEX;
+        put_le_u32(r, off::FLAGS, v);
+    }
+    // Holes first: a new block for each (the block list below sees them).
+    if codes.contains(&Code::DirectoryHole) {
+        fill_holes(st, stage, io, ino)?;
+    }
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
+    let blocks = super::map::blocks_of(stage, io, ino).unwrap_or_default();
+    let bs = fs.block_size();
+    let csum = fs.metadata_csum();
+    let mut buf = vec![0u8; bs];
+    for &(lblk, pblk) in &blocks {
+        if !fs.geo.block_in_range(pblk) {
+            continue;
+        }
+        stage.read(io, pblk, &mut buf)?;
+        let kind = if !indexed {
+            BlockKind::Leaf
+        } else if lblk == 0 {
+            BlockKind::Root
+        } else if is_dx_node(&buf, csum) {
+            BlockKind::Node
+        } else {
+            BlockKind::Leaf
+        };
+        let mut b = buf.clone();
+        let was_index = !indexed && inode.has_flag(flags::INDEX) || (drop_index && looks_like_index(&buf, lblk, csum));
+        let mut modified = false;
+        if was_index {
+            // A former index block becomes an ordinary leaf.
+            reformat_index_block(&mut b, lblk, ino, csum, st);
+            modified = true;
+        }
+        {
+            let stage_ro: &Staging<'f> = stage;
+            let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
+            modified |= walk_block(st, &mut b, lblk, kind, fx, csum, &mut want);
+        }
+        if kind == BlockKind::Leaf && csum && crate::pass2::tail_status(&b) != crate::pass2::TailStatus::Found {
+            modified |= insert_tail(&mut b);
+        }
+        let k = match kind {
+            BlockKind::Leaf => Kind::DirLeaf(ino),
+            BlockKind::Root => Kind::DxRoot(ino),
+            BlockKind::Node => Kind::DxNode(ino),
+        };
+        // A block whose checksum alone is wrong is rewritten as it is.
+        if modified || b != buf || csum {
+            stage.block(io, pblk, k)?.copy_from_slice(&b);
+        }
+    }
+    if dups {
+        dedup_directory(st, stage, io, ino, &blocks)?;
+    }
+    Ok(true)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Leaf,
+    Root,
+    Node,
+}
+
+fn is_dx_node(b: &[u8], csum: bool) -> bool {
+    let bs = b.len();
+    let dx_csum = if csum { 8 } else { 0 };
+    le_u32(b, 0) == 0
+        && decode_rec_len(le_u16(b, 4), bs) == bs
+        && le_u8(b, 6) == 0
+        && usize::from(le_u16(b, 8)) == (bs - (8 + dx_csum)) / 8
+}
+
+fn looks_like_index(b: &[u8], lblk: u64, csum: bool) -> bool {
+    if lblk == 0 {
+        let bs = b.len();
+        let rl0 = decode_rec_len(le_u16(b, 4), bs);
+        let rl1 = decode_rec_len(le_u16(b, 16), bs);
+        rl0 == 12 && rl1 == bs - 12 && le_u8(b, 29) == 8
+    } else {
+        is_dx_node(b, csum)
+    }
+}
+
+/// Turns an htree root into '.', '..' and free space, and an interior
+/// node into one empty entry (each with a checksum tail when needed).
+fn reformat_index_block(b: &mut [u8], lblk: u64, ino: u32, csum: bool, st: &CheckState) {
+    let bs = b.len();
+    let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+    let filetype = st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
+    let ft = if filetype { 2 } else { 0 };
+    if lblk == 0 {
+        let parent = le_u32(b, 12);
+        b.fill(0);
+        put_dirent(b, 0, ino, 12, b".", ft);
+        put_dirent(b, 12, parent, end - 12, b"..", ft);
+    } else {
+        b.fill(0);
+        put_dirent(b, 0, 0, end, b"", 0);
+    }
+    if csum {
+        ext4_layout::dirent::write_tail(b, 0);
+    }
+}
+
+fn put_dirent(b: &mut [u8], at: usize, ino: u32, rec_len: usize, name: &[u8], ft: u8) {
+    let bs = b.len();
+    put_le_u32(b, at, ino);
+    put_le_u16(b, at + 4, encode_rec_len(rec_len, bs));
+    b[at + 6] = name.len() as u8;
+    b[at + 7] = ft;
+    b[at + 8..at + 8 + name.len()].copy_from_slice(name);
+    // Padding after the name is zero.
+    let padded = (8 + name.len() + 3) & !3;
+    for x in &mut b[at + 8 + name.len()..at + padded.min(rec_len)] {
+        *x = 0;
+    }
+}
+
+fn min_rec(name_len: usize, extended: bool) -> usize {
+    (8 + name_len + if extended { 8 } else { 0 } + 3) & !3
+}
+
+/// The file type code an entry to `target` should carry.
+fn wanted_type(st: &CheckState, stage: &Staging<'_>, io: &mut Io<'_>, target: u32) -> u8 {
+    let m = &st.maps;
+    if m.is_dir(target) {
+        2
+    } else if m.is_reg(target) {
+        1
+    } else if m.is_bad(target) {
+        0
+    } else {
+        let t = m.ftype(target);
+        if t != 0 {
+            return t;
+        }
+        stage
+            .inode_copy(io, target)
+            .ok()
+            .and_then(|r| Inode::new(&r).and_then(|i| i.file_type()))
+            .map_or(0, FileType::dirent_code)
+    }
+}
+
+/// e2fsck's entry loop over one block, answering "yes". Returns whether
+/// the block changed.
+fn walk_block(
+    st: &CheckState,
+    b: &mut [u8],
+    lblk: u64,
+    kind: BlockKind,
+    fx: &DirFix<'_>,
+    csum: bool,
+    want_type: &mut dyn FnMut(u32) -> u8,
+) -> bool {
+    let fs = &st.fs;
+    let geo = &fs.geo;
+    let bs = b.len();
+    let maps = &st.maps;
+    let max = if kind == BlockKind::Leaf && csum && crate::pass2::tail_status(b) == crate::pass2::TailStatus::Found {
+        bs - DIR_TAIL_SIZE
+    } else {
+        bs
+    };
+    let filetype = geo.incompat.contains(IncompatFeatures::FILETYPE);
+    let sb = fs.sb();
+    let icount = sb.s_inodes_count();
+    let special = [
+        sb.s_usr_quota_inum(),
+        sb.s_grp_quota_inum(),
+        sb.s_prj_quota_inum(),
+        sb.s_orphan_file_inum(),
+    ];
+    let mut offset = 0usize;
+    let mut prev: Option<usize> = None;
+    let mut dot_state = if lblk == 0 { 0 } else { 2 };
+    let mut modified = false;
+    let mut guard = 0;
+    while offset < max {
+        guard += 1;
+        if guard > bs {
+            break;
+        }
+        let remaining = max - offset;
+        let rl = if remaining < 8 { 12 } else { decode_rec_len(le_u16(b, offset + 4), bs) };
+        let nl = if remaining < 8 { 0 } else { usize::from(le_u8(b, offset + 6)) };
+        if offset + rl > max || rl < 12 || rl % 4 != 0 || min_rec(nl, false) > rl {
+            salvage(b, &mut offset, prev, max, icount);
+            modified = true;
+            continue;
+        }
+        let ft_byte = offset + 7;
+        if dot_state == 0 {
+            let e = le_u32(b, offset);
+            let bad = e == 0 || nl != 1 || b[offset + 8] != b'.' || b[offset + 9] != 0;
+            if bad {
+                put_le_u32(b, offset, fx.ino);
+                b[offset + 6] = 1;
+                b[ft_byte] = if filetype { 2 } else { 0 };
+                b[offset + 8] = b'.';
+                b[offset + 9] = 0;
+                modified = true;
+            } else if e != fx.ino {
+                put_le_u32(b, offset, fx.ino);
+                modified = true;
+            }
+            if rl > 24 {
+                // Split: '.' keeps 12 bytes, the rest becomes an entry of
+                // its own unless it already holds '..'.
+                put_le_u16(b, offset + 4, encode_rec_len(12, bs));
+                let n = offset + 12;
+                let keeps = b[n + 8] == b'.' && b[n + 9] == b'.' && b[n + 6] == 2;
+                if !keeps {
+                    put_le_u32(b, n, 0);
+                    put_le_u16(b, n + 4, encode_rec_len(rl - 12, bs));
+                    b[n + 6] = 0;
+                    b[n + 7] = if filetype { 2 } else { 0 };
+                }
+                modified = true;
+            }
+        } else if dot_state == 1 {
+            let e = le_u32(b, offset);
+            let bad = e == 0 || nl != 2 || &b[offset + 8..offset + 10] != b".." || b[offset + 10] != 0;
+            if bad {
+                // Pass 3 puts the real parent here.
+                put_le_u32(b, offset, 2);
+                b[offset + 6] = 2;
+                b[ft_byte] = if filetype { 2 } else { 0 };
+                b[offset + 8] = b'.';
+                b[offset + 9] = b'.';
+                b[offset + 10] = 0;
+                modified = true;
+            }
+        }
+        let rl = decode_rec_len(le_u16(b, offset + 4), bs);
+        let nl = usize::from(le_u8(b, offset + 6));
+        let target = le_u32(b, offset);
+        let name: Vec<u8> = b[offset + 8..offset + 8 + nl].to_vec();
+        let mut clear = false;
+        if target != 0 {
+            if dot_state > 1 && target == fx.ino {
+                clear = true;
+            } else if (target != 2 && target < geo.first_ino)
+                || target > icount
+                || special.contains(&target)
+                || maps.inode_bb.get(u64::from(target - 1))
+                || (dot_state > 1 && (name == b"." || name == b".." || target == 2 || nl == 0))
+            {
+                clear = true;
+            } else if fx.dead.contains(&target)
+                || !maps.used(target)
+                || fx.clear_targets.contains(&target)
+                || (dot_state > 1 && fx.link_dir.contains(&(target, name.clone())))
+                || (fx.encrypted && dot_state > 1 && nl < 16)
+            {
+                clear = true;
+            }
+            if clear && dot_state <= 1 {
+                // '.' and '..' are never emptied: '..' is pointed at the
+                // root until pass 3 puts the parent there.
+                if dot_state == 1 {
+                    put_le_u32(b, offset, 2);
+                    modified = true;
+                }
+                clear = false;
+            }
+        }
+        if clear {
+            put_le_u32(b, offset, 0);
+            modified = true;
+        } else if target != 0 {
+            let want = if filetype { want_type(target) } else { 0 };
+            if b[ft_byte] != want {
+                b[ft_byte] = want;
+                modified = true;
+            }
+            modified |= fix_names(b, offset, nl, fx);
+        }
+        prev = Some(offset);
+        offset += rl;
+        dot_state += 1;
+    }
+    modified
+}
+
+/// Applies the '/'/NUL name rule (or the encoding rule in strict
+/// case-folded directories).
+fn fix_names(b: &mut [u8], at: usize, nl: usize, fx: &DirFix<'_>) -> bool {
+    if fx.encrypted {
+        return false;
+    }
+    let name = &mut b[at + 8..at + 8 + nl];
+    let mut changed = false;
+    if fx.casefold_strict {
+        let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+        if let Err(e) = std::str::from_utf8(&name[..end]) {
+            for x in &mut name[e.valid_up_to()..end] {
+                *x = b'.';
+            }
+            return true;
+        }
+    }
+    for x in name.iter_mut() {
+        if *x == b'/' || *x == 0 {
+            *x = b'.';
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// e2fsck's salvage of a broken entry at `offset`.
+fn salvage(b: &mut [u8], offset: &mut usize, prev: Option<usize>, max: usize, icount: u32) {
+    let bs = b.len();
+    let at = *offset;
+    let left_total = max - at;
+    let (nl, rl) = if left_total < 8 {
+        (0usize, left_total)
+    } else {
+        (usize::from(le_u8(b, at + 6)), decode_rec_len(le_u16(b, at + 4), bs))
+    };
+    let left = left_total as i64 - rl as i64;
+    if left >= 12 && rl == 8 {
+        let n = left as usize;
+        b.copy_within(at + 8..at + 8 + n, at);
+        b[at + n..at + n + 8].fill(0);
+        return;
+    }
+    if left < 0
+        && (rl as i64 + left) > 8
+        && min_rec(nl, false) as i64 <= rl as i64 + left
+        && le_u32(b, at) <= icount
+        && !b[at + 8..(at + 8 + nl).min(bs)].contains(&0)
+    {
+        put_le_u16(b, at + 4, encode_rec_len((rl as i64 + left) as usize, bs));
+        return;
+    }
+    if let Some(p) = prev {
+        if rl != 0 && rl % 4 == 0 && at + rl <= max {
+            let prl = decode_rec_len(le_u16(b, p + 4), bs);
+            put_le_u16(b, p + 4, encode_rec_len(prl + rl, bs));
+            *offset += rl;
+            return;
+        }
+        let prl = decode_rec_len(le_u16(b, p + 4), bs);
+        put_le_u16(b, p + 4, encode_rec_len(prl + max - at, bs));
+        *offset = max;
+        return;
+    }
+    put_le_u32(b, at, 0);
+    put_le_u16(b, at + 4, encode_rec_len(max - at, bs));
+    b[at + 6] = 0;
+    b[at + 7] = 0;
+}
+
+/// Makes room for a checksum tail at the end of a leaf: the last entry is
+/// shortened to end 12 bytes before the end of the block.
+fn insert_tail(b: &mut [u8]) -> bool {
+    let bs = b.len();
+    let top = bs - DIR_TAIL_SIZE;
+    let mut at = 0usize;
+    let mut last = None;
+    while at < top {
+        let rl = decode_rec_len(le_u16(b, at + 4), bs);
+        if rl < 8 || rl % 4 != 0 || at + rl > bs {
+            return false;
+        }
+        last = Some(at);
+        at += rl;
+    }
+    let Some(l) = last else {
+        return false;
+    };
+    let nl = usize::from(le_u8(b, l + 6));
+    if l + min_rec(nl, false) > top {
+        return false;
+    }
+    put_le_u16(b, l + 4, encode_rec_len(top - l, bs));
+    ext4_layout::dirent::write_tail(b, 0);
+    true
+}
+
+/// Gives every hole of a directory a fresh block.
+fn fill_holes<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<()> {
+    let fs = &st.fs;
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
+    if !inode.has_flag(flags::EXTENTS) {
+        // Block-mapped directories: only direct holes are filled.
+        let mut ib = [0u32; 12];
+        for (k, v) in ib.iter_mut().enumerate() {
+            *v = le_u32(&raw, off::BLOCK + 4 * k);
+        }
+        let last = ib.iter().rposition(|&v| v != 0);
+        let Some(last) = last else { return Ok(()) };
+        let mut new = Vec::new();
+        for (k, v) in ib.iter().enumerate().take(last) {
+            if *v == 0 {
+                let b = stage.alloc_block(0).ok_or_else(|| io::Error::other("no free block"))?;
+                new.push((k, b));
+            }
+        }
+        for &(k, b) in &new {
+            init_dir_block(stage, fs, b, k as u64, ino);
+        }
+        let r = stage.inode(io, ino)?;
+        for (k, b) in new {
+            put_le_u32(r, off::BLOCK + 4 * k, b as u32);
+        }
+        return Ok(());
+    }
+    let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
+    let (leaves, _) = collect_extents(&p1, io, ino, &raw);
+    let mut out: Vec<LeafExtent> = Vec::new();
+    let mut next = 0u64;
+    for l in &leaves {
+        while next < l.lblk {
+            let b = stage.alloc_block(l.pblk).ok_or_else(|| io::Error::other("no free block"))?;
+            init_dir_block(stage, fs, b, next, ino);
+            out.push(LeafExtent { lblk: next, pblk: b, len: 1, uninit: false });
+            next += 1;
+        }
+        out.push(*l);
+        next = l.lblk + l.len;
+    }
+    write_extent_tree(stage, io, ino, &out)
+}
+
+/// Writes a new, empty directory block (with '.' and '..' for block 0).
+fn init_dir_block(stage: &mut Staging<'_>, fs: &crate::fs::Fs, blk: u64, lblk: u64, ino: u32) {
+    let csum = fs.metadata_csum();
+    let bs = fs.block_size();
+    let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+    let b = stage.fresh_block(blk, Kind::DirLeaf(ino));
+    if lblk == 0 {
+        put_dirent(b, 0, ino, 12, b".", ft);
+        put_dirent(b, 12, 2, end - 12, b"..", ft);
+    } else {
+        put_dirent(b, 0, 0, end, b"", 0);
+    }
+    if csum {
+        ext4_layout::dirent::write_tail(b, 0);
+    }
+}
+
+/// Pass 3A for directory `ino`: duplicate names dropped or renamed.
+pub fn dedup<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<()> {
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
+    if inode.has_flag(flags::INLINE_DATA) {
+        return Err(io::Error::other("inline directories are not rehashed"));
+    }
+    if inode.has_flag(flags::INDEX) {
+        // The rebuilt directory is not indexed.
+        let r = stage.inode(io, ino)?;
+        let v = le_u32(r, off::FLAGS) & !flags::INDEX;
+        put_le_u32(r, off::FLAGS, v);
+    }
+    let blocks = super::map::blocks_of(stage, io, ino)?;
+    if blocks.is_empty() {
+        return Err(io::Error::other("the directory has no blocks"));
+    }
+    dedup_directory(st, stage, io, ino, &blocks)
+}
+
+/// Pass 3A for a directory with duplicate names: the same name for the
+/// same inode is dropped, the same name for another inode renamed with a
+/// "~N" suffix, in the order e2fsck sorts entries (by name, then inode
+/// descending).
+fn dedup_directory<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    blocks: &[(u64, u64)],
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let bs = fs.block_size();
+    let csum = fs.metadata_csum();
+    let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+    // Every live entry, in block order.
+    let mut entries: Vec<(u32, Vec<u8>, u8)> = Vec::new();
+    let mut buf = vec![0u8; bs];
+    for &(lblk, pblk) in blocks {
+        stage.read(io, pblk, &mut buf)?;
+        let mut at = 0;
+        let mut idx = 0;
+        while at + 8 <= end {
+            let rl = decode_rec_len(le_u16(&buf, at + 4), bs);
+            if rl < 8 {
+                break;
+            }
+            let e = le_u32(&buf, at);
+            let nl = usize::from(buf[at + 6]);
+            if e != 0 && !(lblk == 0 && idx < 2) {
+                entries.push((e, buf[at + 8..at + 8 + nl].to_vec(), buf[at + 7]));
+            }
+            at += rl;
+            idx += 1;
+        }
+    }
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by(|&a, &b| {
+        entries[a]
+            .1
+            .cmp(&entries[b].1)
+            .then(entries[b].0.cmp(&entries[a].0))
+    });
+    let mut drop = BTreeSet::new();
+    let mut names: BTreeSet<Vec<u8>> = entries.iter().map(|e| e.1.clone()).collect();
+    for w in 1..order.len() {
+        let (a, b2) = (order[w - 1], order[w]);
+        if entries[a].1 != entries[b2].1 || drop.contains(&a) && entries[a].1 != entries[b2].1 {
+            continue;
+        }
+        if entries[a].0 == entries[b2].0 {
+            drop.insert(b2);
+        } else {
+            let mut n = entries[b2].1.clone();
+            let mut k = 0;
+            loop {
+                let mut cand = n.clone();
+                cand.extend_from_slice(format!("~{k}").as_bytes());
+                if !names.contains(&cand) {
+                    n = cand;
+                    break;
+                }
+                k += 1;
+            }
+            names.insert(n.clone());
+            entries[b2].1 = n;
+        }
+    }
+    // Rewrite the blocks compactly: '.' and '..' stay in block 0.
+    let ft = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
+    let mut first = vec![0u8; bs];
+    stage.read(io, blocks[0].1, &mut first)?;
+    let dot = le_u32(&first, 0);
+    let dotdot = le_u32(&first, 12);
+    let live: Vec<&(u32, Vec<u8>, u8)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !drop.contains(i))
+        .map(|(_, e)| e)
+        .collect();
+    let mut it = live.into_iter().peekable();
+    for (k, &(lblk, pblk)) in blocks.iter().enumerate() {
+        let b = stage.block(io, pblk, Kind::DirLeaf(ino))?;
+        b.fill(0);
+        let mut at = 0;
+        let mut last: Option<usize> = None;
+        if lblk == 0 && k == 0 {
+            put_dirent(b, 0, dot, 12, b".", if ft { 2 } else { 0 });
+            put_dirent(b, 12, dotdot, 12, b"..", if ft { 2 } else { 0 });
+            last = Some(12);
+            at = 24;
+        }
+        while let Some(e) = it.peek() {
+            let need = min_rec(e.1.len(), false);
+            if at + need > end {
+                break;
+            }
+            put_dirent(b, at, e.0, need, &e.1, e.2);
+            last = Some(at);
+            at += need;
+            it.next();
+        }
+        match last {
+            Some(l) => {
+                let rl = end - l;
+                put_le_u16(b, l + 4, encode_rec_len(rl, bs));
+            }
+            None => put_dirent(b, 0, 0, end, b"", 0),
+        }
+        if csum {
+            ext4_layout::dirent::write_tail(b, 0);
+        }
+    }
+    if it.peek().is_some() {
+        return Err(io::Error::other("the directory has no room left after renaming"));
+    }
+    Ok(())
+}
+
+/// Inline directories: the entries in `i_block` after the parent number.
+fn fix_inline_dir<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    fx: &DirFix<'_>,
+    raw: &[u8],
+) -> io::Result<bool> {
+    let fs = &st.fs;
+    let maps = &st.maps;
+    let mut ib = raw[off::BLOCK..off::BLOCK + 60].to_vec();
+    let mut modified = false;
+    let parent = le_u32(&ib, 0);
+    let icount = fs.sb().s_inodes_count();
+    if parent == 0 || parent > icount || !maps.is_dir(parent) {
+        put_le_u32(&mut ib, 0, 2);
+        modified = true;
+    }
+    let mut at = 4;
+    let mut prev: Option<usize> = None;
+    let mut guard = 0;
+    while at < 60 && guard < 60 {
+        guard += 1;
+        // The region is only 60 bytes: rec_len is stored as is.
+        let rl = usize::from(le_u16(&ib, at + 4));
+        let nl = usize::from(le_u8(&ib, at + 6));
+        if at + rl > 60 || rl < 8 || rl % 4 != 0 || min_rec(nl, false) > rl {
+            match prev {
+                Some(p) => {
+                    let prl = usize::from(le_u16(&ib, p + 4));
+                    put_le_u16(&mut ib, p + 4, (prl + 60 - at) as u16);
+                }
+                None => {
+                    put_le_u32(&mut ib, at, 0);
+                    put_le_u16(&mut ib, at + 4, (60 - at) as u16);
+                    ib[at + 6] = 0;
+                    ib[at + 7] = 0;
+                }
+            }
+            modified = true;
+            break;
+        }
+        let t = le_u32(&ib, at);
+        if t != 0
+            && ((t != 2 && t < fs.geo.first_ino)
+                || t > icount
+                || t == fx.ino
+                || !maps.used(t)
+                || fx.dead.contains(&t)
+                || fx.clear_targets.contains(&t))
+        {
+            put_le_u32(&mut ib, at, 0);
+            modified = true;
+        }
+        prev = Some(at);
+        at += rl;
+    }
+    if modified {
+        let r = stage.inode(io, fx.ino)?;
+        r[off::BLOCK..off::BLOCK + 60].copy_from_slice(&ib);
+    }
+    Ok(true)
+}

@@ -1,0 +1,473 @@
+//! The superblock, group descriptors and pass 1: inode fields, flags,
+//! extended attributes, block pointers and sizes, each fixed the way
+//! e2fsck answers "yes".
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ext4_layout::bytes::{le_u16, le_u32, put_le_u16, put_le_u32};
+use ext4_layout::inode::flags;
+
+use super::blocks;
+use super::stage::{Kind, Staging};
+use crate::engine::CheckState;
+use crate::io::Io;
+use crate::problem::{Code, Finding};
+
+/// Inode field offsets.
+pub mod off {
+    /// `i_mode`.
+    pub const MODE: usize = 0x00;
+    /// `i_size_lo`.
+    pub const SIZE: usize = 0x04;
+    /// `i_dtime`.
+    pub const DTIME: usize = 0x14;
+    /// `i_links_count`.
+    pub const LINKS: usize = 0x1A;
+    /// `i_blocks_lo`.
+    pub const BLOCKS: usize = 0x1C;
+    /// `i_flags`.
+    pub const FLAGS: usize = 0x20;
+    /// `i_block`.
+    pub const BLOCK: usize = 0x28;
+    /// `i_file_acl_lo`.
+    pub const FILE_ACL: usize = 0x68;
+    /// `i_size_high`.
+    pub const SIZE_HIGH: usize = 0x6C;
+    /// `i_faddr`.
+    pub const FADDR: usize = 0x70;
+    /// `l_i_blocks_high`.
+    pub const BLOCKS_HIGH: usize = 0x74;
+    /// `l_i_file_acl_high`.
+    pub const FILE_ACL_HIGH: usize = 0x76;
+    /// `i_extra_isize`.
+    pub const EXTRA_ISIZE: usize = 0x80;
+}
+
+/// Superblock feature word offsets.
+pub mod sbf {
+    /// `s_feature_compat`.
+    pub const COMPAT: usize = 0x5C;
+    /// `s_feature_incompat`.
+    pub const INCOMPAT: usize = 0x60;
+    /// `s_feature_ro_compat`.
+    pub const RO_COMPAT: usize = 0x64;
+}
+
+/// Sets bits in a superblock feature word.
+pub fn set_feature(stage: &mut Staging<'_>, word: usize, bits: u32) {
+    let sb = stage.sb_mut();
+    let v = le_u32(sb, word) | bits;
+    put_le_u32(sb, word, v);
+}
+
+fn set_flags(raw: &mut [u8], set: u32, clear: u32) {
+    let v = (le_u32(raw, off::FLAGS) | set) & !clear;
+    put_le_u32(raw, off::FLAGS, v);
+}
+
+fn set_size(raw: &mut [u8], v: u64) {
+    put_le_u32(raw, off::SIZE, v as u32);
+    put_le_u32(raw, off::SIZE_HIGH, (v >> 32) as u32);
+}
+
+/// e2fsck's "clear inode": no links, deleted now, no flags; reserved
+/// inodes also lose their block pointers, and inode 1 its first 128 bytes.
+pub fn clear_inode(raw: &mut [u8], ino: u32, first_ino: u32, now: u32) {
+    if ino == 1 {
+        raw[..128].fill(0);
+        return;
+    }
+    put_le_u32(raw, off::FLAGS, 0);
+    put_le_u16(raw, off::LINKS, 0);
+    put_le_u32(raw, off::DTIME, now);
+    if ino < first_ino {
+        raw[off::BLOCK..off::BLOCK + 60].fill(0);
+    }
+}
+
+/// Pre-pass repairs (superblock and descriptors).
+pub fn fix_super<'a>(
+    _st: &CheckState,
+    mine: &[&'a Finding],
+    stage: &mut Staging<'_>,
+    _io: &mut Io<'_>,
+    fixed: &mut Vec<&'a Finding>,
+) {
+    for f in mine {
+        if f.code == Code::GroupDescChecksum {
+            // Writing the table back recomputes every checksum.
+            if let Some(g) = f.group {
+                let _ = stage.gd_mut(g);
+                fixed.push(f);
+            }
+        }
+    }
+}
+
+/// Problems whose fix is to clear the whole inode.
+fn clears_inode(code: Code) -> bool {
+    matches!(
+        code,
+        Code::InodeIsGarbage
+            | Code::ClearExtentInlineDataInode
+            | Code::InlineDataSet
+            | Code::ExtentsSet
+            | Code::RootNotDir
+            | Code::CorruptEncryptionXattr
+            | Code::ZeroLengthDir
+            | Code::ExtentHeaderInvalid
+            | Code::TooManyBadBlocks
+    )
+}
+
+/// The problems of one inode whose fixes are block-level (pointers,
+/// extents, sizes), done after the field fixes.
+fn is_block_problem(code: Code) -> bool {
+    matches!(
+        code,
+        Code::IllegalBlock
+            | Code::TooBig
+            | Code::ExtentBadStart
+            | Code::ExtentEndsBeyond
+            | Code::ExtentLengthZero
+            | Code::OutOfOrderExtents
+            | Code::ExtentEndOutOfBounds
+            | Code::ExtentCollision
+            | Code::ExtentNodeInvalid
+            | Code::ExtentIndexStartInvalid
+            | Code::ExtentOnlyCsumInvalid
+            | Code::UninitExtentOnDir
+            | Code::CollapseDblock
+            | Code::ExtentIterateFailure
+    )
+}
+
+/// Pass 1's repairs.
+pub fn fix_pass1<'a, 'f>(
+    st: &'f CheckState,
+    mine: &[&'a Finding],
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    fixed: &mut Vec<&'a Finding>,
+) {
+    let fs = &st.fs;
+    let now = now();
+    let first_ino = fs.geo.first_ino;
+    // Findings without an inode first: features.
+    let mut by_ino: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
+    for f in mine {
+        match (f.code, f.ino) {
+            (Code::FeatureLargeDirs, _) => {
+                set_feature(
+                    stage,
+                    sbf::INCOMPAT,
+                    ext4_layout::features::IncompatFeatures::LARGEDIR.0,
+                );
+                fixed.push(f);
+            }
+            (Code::DupBlocks | Code::DupBlocksMetadata, _) => {}
+            (_, Some(ino)) => by_ino.entry(ino).or_default().push(f),
+            _ => {}
+        }
+    }
+    // Multiply-claimed blocks are cloned before anything else changes.
+    let dups: Vec<&'a Finding> = mine
+        .iter()
+        .copied()
+        .filter(|f| matches!(f.code, Code::DupBlocks | Code::DupBlocksMetadata))
+        .collect();
+    if !dups.is_empty() {
+        if blocks::clone_duplicates(st, stage, io).is_ok() {
+            fixed.extend(dups);
+        }
+        return;
+    }
+    let mut changed_blocks: BTreeSet<u32> = BTreeSet::new();
+    for (&ino, fs_) in &by_ino {
+        let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
+        // The EA-inode flag is set on the EA inode, not this one.
+        for f in fs_.iter().filter(|f| f.code == Code::AttrSetEaInodeFlag) {
+            if let Some(target) = f.num {
+                if let Ok(raw) = stage.inode(io, target as u32) {
+                    set_flags(raw, flags::EA_INODE, 0);
+                    fixed.push(f);
+                }
+            }
+        }
+        if codes.iter().any(|&c| clears_inode(c))
+            || fs_
+                .iter()
+                .filter(|f| matches!(f.code, Code::IllegalBlock | Code::TooBig))
+                .count()
+                >= 12
+        {
+            if let Ok(raw) = stage.inode(io, ino) {
+                clear_inode(raw, ino, first_ino, now);
+                fixed.extend(fs_.iter().copied());
+            }
+            continue;
+        }
+        let Ok(raw) = stage.inode(io, ino) else {
+            continue;
+        };
+        let links = le_u16(raw, off::LINKS);
+        let mut done: Vec<&'a Finding> = Vec::new();
+        for f in fs_ {
+            let ok = match f.code {
+                Code::LowDtime => {
+                    put_le_u32(raw, off::DTIME, if links != 0 { 0 } else { now });
+                    true
+                }
+                Code::ZeroDtime => {
+                    put_le_u32(raw, off::DTIME, now);
+                    true
+                }
+                Code::SetDtime | Code::RootDtime => {
+                    put_le_u32(raw, off::DTIME, 0);
+                    true
+                }
+                Code::CasefoldNondir | Code::CasefoldFeature => {
+                    set_flags(raw, 0, flags::CASEFOLD);
+                    true
+                }
+                Code::SpecialExtentsIdata => {
+                    set_flags(raw, 0, flags::EXTENTS | flags::INLINE_DATA);
+                    true
+                }
+                Code::ClearInlineDataForExtent => {
+                    set_flags(raw, 0, flags::INLINE_DATA);
+                    true
+                }
+                Code::ClearExtentForInlineData => {
+                    !codes.contains(&Code::ClearInlineDataForExtent) && {
+                        set_flags(raw, 0, flags::EXTENTS);
+                        true
+                    }
+                }
+                Code::ClearExtentInlineDataFlags => {
+                    !codes.contains(&Code::ClearInlineDataForExtent)
+                        && !codes.contains(&Code::ClearExtentForInlineData)
+                        && {
+                            set_flags(raw, 0, flags::EXTENTS | flags::INLINE_DATA);
+                            true
+                        }
+                }
+                Code::InlineDataNoAttr => {
+                    set_size(raw, 0);
+                    set_flags(raw, 0, flags::INLINE_DATA);
+                    raw[off::BLOCK..off::BLOCK + 60].fill(0);
+                    true
+                }
+                Code::UnsetExtentFlag => {
+                    set_flags(raw, flags::EXTENTS, 0);
+                    true
+                }
+                Code::InvalidBadInode => {
+                    raw[..128].fill(0);
+                    true
+                }
+                Code::JournalBadMode | Code::QuotaBadMode | Code::OrphanFileBadMode => {
+                    put_le_u16(raw, off::MODE, 0o100000);
+                    true
+                }
+                Code::JournalInodeNotClear | Code::QuotaInodeNotClear | Code::OrphanFileNotClear => {
+                    raw.fill(0);
+                    true
+                }
+                Code::ReservedBadMode => {
+                    put_le_u16(raw, off::MODE, 0);
+                    true
+                }
+                Code::SetImagic => {
+                    set_flags(raw, 0, flags::IMAGIC);
+                    true
+                }
+                Code::ExtraIsize => {
+                    let isz = fs.geo.inode_size as u16;
+                    let max = isz - 128;
+                    let cur = le_u16(raw, off::EXTRA_ISIZE);
+                    let v = if cur < 4 || cur > max {
+                        let want = fs.sb().s_want_extra_isize();
+                        if want >= 4 && want <= max && want % 4 == 0 {
+                            want
+                        } else {
+                            32.min(max)
+                        }
+                    } else {
+                        (cur + 3) & !3
+                    };
+                    put_le_u16(raw, off::EXTRA_ISIZE, v);
+                    true
+                }
+                Code::InodeEaAllocCollision
+                | Code::AttrNameLen
+                | Code::AttrValueSize
+                | Code::AttrHash
+                | Code::AttrValueEaInode
+                | Code::AttrNoEaInodeFlag
+                    if f.blk.is_none() =>
+                {
+                    // Drops every attribute stored in the inode.
+                    if codes.contains(&Code::AttrSetEaInodeFlag) && f.code == Code::AttrNoEaInodeFlag {
+                        true
+                    } else {
+                        let at = 128 + usize::from(le_u16(raw, off::EXTRA_ISIZE));
+                        if at + 4 <= raw.len() {
+                            raw[at..at + 4].fill(0);
+                        }
+                        true
+                    }
+                }
+                Code::EaTimeOutOfRange => {
+                    for (t, x) in [(0x08usize, 0x8Cusize), (0x0C, 0x84), (0x90, 0x94), (0x10, 0x88)] {
+                        if x + 4 <= raw.len()
+                            && le_u32(raw, t) & 0x8000_0000 != 0
+                            && le_u32(raw, x) & 3 == 3
+                        {
+                            let v = le_u32(raw, x) & !3;
+                            put_le_u32(raw, x, v);
+                        }
+                    }
+                    true
+                }
+                Code::TreatAsDirectory => {
+                    let m = le_u16(raw, off::MODE);
+                    put_le_u16(raw, off::MODE, (m & 0o7777) | 0o40000);
+                    true
+                }
+                Code::FastSymlinkExtentFlag => {
+                    set_flags(raw, 0, flags::EXTENTS);
+                    true
+                }
+                Code::MissingEncryptionXattr => {
+                    set_flags(raw, 0, flags::ENCRYPT);
+                    true
+                }
+                Code::SetImmutable => {
+                    set_flags(raw, 0, flags::IMMUTABLE | flags::APPEND);
+                    true
+                }
+                Code::SetNonzeroSize => {
+                    set_size(raw, 0);
+                    true
+                }
+                Code::HtreeNodir
+                | Code::HtreeSet
+                | Code::HtreeRootBad
+                | Code::HtreeHashv
+                | Code::HtreeNeedsSiphash
+                | Code::HtreeCannotSiphash
+                | Code::HtreeIncompat
+                | Code::HtreeDepth => {
+                    set_flags(raw, 0, flags::INDEX);
+                    true
+                }
+                // Rewriting the inode recomputes its checksum.
+                Code::InodeOnlyCsumInvalid => true,
+                _ => false,
+            };
+            if ok {
+                done.push(f);
+            }
+        }
+        // EA block problems clear the inode's reference to the block.
+        let ea_block_bad = fs_.iter().any(|f| {
+            matches!(
+                f.code,
+                Code::EaBlockBad | Code::EaBlockHeader | Code::EaBlockMultiple | Code::EaBlockEntry
+            ) || (matches!(
+                f.code,
+                Code::AttrHash | Code::AttrValueEaInode | Code::AttrNoEaInodeFlag
+            ) && f.blk.is_some())
+        });
+        if ea_block_bad {
+            let is64 = fs
+                .geo
+                .incompat
+                .contains(ext4_layout::features::IncompatFeatures::BIT64);
+            put_le_u32(raw, off::FILE_ACL, 0);
+            if is64 {
+                put_le_u16(raw, off::FILE_ACL_HIGH, 0);
+            }
+            done.extend(fs_.iter().copied().filter(|f| {
+                matches!(
+                    f.code,
+                    Code::EaBlockBad
+                        | Code::EaBlockHeader
+                        | Code::EaBlockMultiple
+                        | Code::EaBlockEntry
+                        | Code::EaBlockCsum
+                ) || f.blk.is_some()
+            }));
+        }
+        // Block-level problems: pointers and extents.
+        let block_probs: Vec<&'a Finding> = fs_
+            .iter()
+            .copied()
+            .filter(|f| is_block_problem(f.code))
+            .collect();
+        if !block_probs.is_empty()
+            && blocks::fix_inode_blocks(st, stage, io, ino, &block_probs).is_ok()
+        {
+            changed_blocks.insert(ino);
+            done.extend(block_probs);
+        }
+        for f in done {
+            if !fixed.iter().any(|x| std::ptr::eq(*x, f)) {
+                fixed.push(f);
+            }
+        }
+    }
+    // EA block checksums and reference counts.
+    for f in mine {
+        match f.code {
+            Code::EaBlockCsum if !fixed.iter().any(|x| std::ptr::eq(*x, *f)) => {
+                if let Some(b) = f.blk {
+                    if stage.block(io, b, Kind::Xattr).is_ok() {
+                        fixed.push(f);
+                    }
+                }
+            }
+            Code::EaBlockRefcount => {
+                if let (Some(b), Some(n)) = (f.blk, f.num2) {
+                    if let Ok(buf) = stage.block(io, b, Kind::Xattr) {
+                        put_le_u32(buf, 4, n as u32);
+                        fixed.push(f);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Sizes and block counts are fixed only for inodes whose blocks did
+    // not change this round (the next check recomputes them otherwise).
+    for f in mine {
+        let Some(ino) = f.ino else {
+            continue;
+        };
+        if changed_blocks.contains(&ino) || !matches!(f.code, Code::BadIBlocks | Code::BadISize) {
+            continue;
+        }
+        if fixed.iter().any(|x| x.ino == Some(ino) && clears_inode(x.code)) {
+            continue;
+        }
+        let Ok(raw) = stage.inode(io, ino) else {
+            continue;
+        };
+        let v = f.num2.unwrap_or(0);
+        if f.code == Code::BadIBlocks {
+            put_le_u32(raw, off::BLOCKS, v as u32);
+            put_le_u16(raw, off::BLOCKS_HIGH, (v >> 32) as u16);
+        } else {
+            set_size(raw, v);
+        }
+        fixed.push(f);
+    }
+}
+
+/// The time to stamp on cleared inodes.
+pub fn now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
+}

@@ -1,0 +1,548 @@
+//! Before the passes: the journal is repaired or cleared when it cannot be
+//! used, replayed when it holds committed transactions, and the orphan
+//! list is processed — what e2fsck does when it opens a file system it
+//! may write to.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ext4_layout::bytes::{be_u32, be_u64, le_u16, le_u32, put_be_u32, put_le_u16, put_le_u32};
+use ext4_layout::csum::crc32c_raw;
+use ext4_layout::features::{CompatFeatures, IncompatFeatures};
+use ext4_layout::inode::Inode;
+use ext4_layout::journal::descriptor::{DescriptorBlock, TagFlags};
+use ext4_layout::journal::revoke::RevokeBlock;
+use ext4_layout::journal::superblock::{JournalFeatures, JournalSuperblock};
+use ext4_layout::journal::{blocktype, BlockHeader, JBD2_MAGIC};
+use pipeline::Device;
+
+use super::inodes::{now, off, sbf};
+use super::stage::{Kind, Staging};
+use crate::fs::{open_fs, Fs, OpenOptions};
+use crate::io::Io;
+use crate::journal::{check_journal, JournalProblem};
+use crate::problem::{Code, Finding};
+
+/// What the journal and orphan steps did.
+#[derive(Default)]
+pub struct PrePass {
+    /// Problems fixed.
+    pub fixed: Vec<Finding>,
+    /// Lines for the report.
+    pub notes: Vec<String>,
+    /// Whether anything was written.
+    pub modified: bool,
+}
+
+const STATE_VALID: u16 = 1;
+
+fn open(dev: &Arc<Device>) -> Result<Fs, String> {
+    open_fs(dev.clone(), OpenOptions { read_only: true })
+        .map(|o| o.fs)
+        .map_err(|f| f.message)
+}
+
+fn commit(fx: &fixer::Fixer, st: Staging<'_>, io: &mut Io<'_>, pre: &mut PrePass) -> Result<(), String> {
+    if st.is_empty() {
+        return Ok(());
+    }
+    fx.commit(st.into_writes(io)).map_err(|e| e.to_string())?;
+    pre.modified = true;
+    Ok(())
+}
+
+fn clear_bits(sb: &mut [u8], word: usize, bits: u32) {
+    let v = le_u32(sb, word) & !bits;
+    put_le_u32(sb, word, v);
+}
+
+fn clear_valid(sb: &mut [u8]) {
+    let s = le_u16(sb, 0x3A) & !STATE_VALID;
+    put_le_u16(sb, 0x3A, s);
+}
+
+/// The physical blocks of the journal, by logical index.
+fn journal_blocks(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u64>, u64)> {
+    let (ib, _) = crate::journal::journal_inode(fs, io)?;
+    let inode = Inode::new(&ib)?;
+    let mut v: Vec<(i64, u64)> = Vec::new();
+    crate::blockiter::for_each_block(io, &inode, &mut |b, l| {
+        if l >= 0 {
+            v.push((l, b));
+        }
+    });
+    v.sort_unstable();
+    let blocks: Vec<u64> = v.into_iter().map(|(_, b)| b).collect();
+    Some((blocks, inode.size() / u64::from(fs.geo.block_size)))
+}
+
+/// Journal problems, recovery and the orphan list, before the passes.
+pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, String> {
+    let mut pre = PrePass::default();
+    for _ in 0..6 {
+        let fs = open(dev)?;
+        let mut io = Io::new(&fs);
+        let jc = check_journal(&fs, &mut io);
+        let maps_dummy = crate::ctx::Maps::new(&fs);
+        let mut st = Staging::new(&fs, &maps_dummy);
+        let bs = fs.block_size();
+        match jc.problem {
+            Some(JournalProblem::External) | Some(JournalProblem::Unsupported) | Some(JournalProblem::ReadError) => {
+                return Err(jc.fatal.unwrap_or_else(|| "the journal cannot be used".into()));
+            }
+            Some(JournalProblem::BadInode) => {
+                let sb = st.sb_mut();
+                clear_bits(sb, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
+                put_le_u32(sb, 0xE0, 0);
+                sb[0x10C..0x150].fill(0);
+                clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+                clear_valid(sb);
+                pre.notes.push("The journal was unusable and has been removed.".into());
+                mark(&mut pre, &jc.findings, Code::JournalBadInode);
+                commit(fx, st, &mut io, &mut pre)?;
+                continue;
+            }
+            Some(JournalProblem::RecoverWithoutJournal) => {
+                let sb = st.sb_mut();
+                clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+                clear_valid(sb);
+                mark(&mut pre, &jc.findings, Code::JournalRecoverWithoutJournal);
+                commit(fx, st, &mut io, &mut pre)?;
+                continue;
+            }
+            Some(JournalProblem::Corrupt) | Some(JournalProblem::MultiFs) => {
+                let Some((blocks, total)) = journal_blocks(&fs, &mut io) else {
+                    return Err("the journal cannot be read".into());
+                };
+                let Some(&b0) = blocks.first() else {
+                    return Err("the journal has no blocks".into());
+                };
+                let mut jsb = vec![0u8; bs];
+                io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?;
+                if jc.problem == Some(JournalProblem::MultiFs) {
+                    jsb[0x24..].fill(0);
+                } else {
+                    // A fresh, empty journal superblock.
+                    let v1 = be_u32(&jsb, 0) == JBD2_MAGIC && be_u32(&jsb, 4) == blocktype::SUPERBLOCK_V1;
+                    jsb[12..].fill(0);
+                    put_be_u32(&mut jsb, 0, JBD2_MAGIC);
+                    put_be_u32(&mut jsb, 4, if v1 { blocktype::SUPERBLOCK_V1 } else { blocktype::SUPERBLOCK_V2 });
+                    put_be_u32(&mut jsb, 0x0C, bs as u32);
+                    put_be_u32(&mut jsb, 0x10, total as u32);
+                    put_be_u32(&mut jsb, 0x14, 1);
+                    put_be_u32(&mut jsb, 0x18, now() ^ 0x5A5A_1234);
+                    let sb = st.sb_mut();
+                    let had_recover = le_u32(sb, sbf::INCOMPAT) & IncompatFeatures::RECOVER.0 != 0;
+                    clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+                    if had_recover {
+                        clear_valid(sb);
+                    }
+                    mark(&mut pre, &jc.findings, Code::JournalBadSuper);
+                    pre.notes.push("The journal superblock was corrupt and has been reset.".into());
+                }
+                st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
+                commit(fx, st, &mut io, &mut pre)?;
+                continue;
+            }
+            None => {}
+        }
+        let has = |c: Code| jc.findings.iter().any(|f| f.code == c);
+        if has(Code::JournalFlagMissing) {
+            let sb = st.sb_mut();
+            put_le_u32(sb, 0xE0, 0);
+            put_le_u32(sb, 0xE4, 0);
+            sb[0xD0..0xE0].fill(0);
+            clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+            mark(&mut pre, &jc.findings, Code::JournalFlagMissing);
+            commit(fx, st, &mut io, &mut pre)?;
+            continue;
+        }
+        // A journal found through the superblock's copy of its block map
+        // gets its inode back first.
+        if let Some((raw, true)) = crate::journal::journal_inode(&fs, &mut io) {
+            let inum = fs.sb().s_journal_inum();
+            if let Ok(r) = st.inode(&mut io, inum) {
+                r.fill(0);
+                r[..128].copy_from_slice(&raw[..128]);
+                commit(fx, st, &mut io, &mut pre)?;
+                continue;
+            }
+        }
+        if has(Code::JournalNeedsRecovery) || has(Code::JournalRecoveryFlagClear) {
+            let outcome = replay(&fs, &mut io, fx)?;
+            pre.modified = true;
+            pre.notes.push(outcome);
+            // The replay may have rewritten the superblock: clear
+            // needs_recovery on what is on disk now.
+            let fs2 = open(dev)?;
+            let mut io2 = Io::new(&fs2);
+            let maps2 = crate::ctx::Maps::new(&fs2);
+            let mut st2 = Staging::new(&fs2, &maps2);
+            clear_bits(st2.sb_mut(), sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+            commit(fx, st2, &mut io2, &mut pre)?;
+            continue;
+        }
+        if has(Code::JournalErrno) {
+            if let Some((blocks, _)) = journal_blocks(&fs, &mut io) {
+                if let Some(&b0) = blocks.first() {
+                    let mut jsb = vec![0u8; bs];
+                    io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?;
+                    put_be_u32(&mut jsb, 0x20, 0);
+                    set_jsb_checksum(&mut jsb);
+                    st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
+                    commit(fx, st, &mut io, &mut pre)?;
+                    continue;
+                }
+            }
+        }
+        break;
+    }
+    orphans(dev, fx, &mut pre)?;
+    Ok(pre)
+}
+
+fn mark(pre: &mut PrePass, findings: &[Finding], code: Code) {
+    for f in findings.iter().filter(|f| f.code == code) {
+        let mut f = f.clone();
+        f.fixed = true;
+        pre.fixed.push(f);
+    }
+}
+
+fn set_jsb_checksum(jsb: &mut [u8]) {
+    let Some(j) = JournalSuperblock::new(jsb) else {
+        return;
+    };
+    if j.is_v2() && j.features().csum_v2v3() {
+        put_be_u32(jsb, 0xFC, 0);
+        let c = crc32c_raw(!0, &jsb[..1024]);
+        put_be_u32(jsb, 0xFC, c);
+    }
+}
+
+/// Wrap-aware "a comes after b" for transaction ids.
+fn tid_gt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+fn tid_ge(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// jbd2 recovery: scan for committed transactions, collect revokes,
+/// replay the rest, then empty the journal. Returns a line for the report.
+fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String> {
+    let bs = fs.block_size();
+    let (blocks, _) = journal_blocks(fs, io).ok_or("the journal cannot be read")?;
+    let b0 = *blocks.first().ok_or("the journal has no blocks")?;
+    let mut jsb = vec![0u8; bs];
+    io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?;
+    let j = JournalSuperblock::new(&jsb).ok_or("short journal superblock")?;
+    let feat = if j.is_v2() { j.features() } else { JournalFeatures::default() };
+    let csum = feat.csum_v2v3();
+    let v3 = feat.incompat & JournalFeatures::INCOMPAT_CSUM_V3 != 0;
+    let async_commit = feat.incompat & JournalFeatures::INCOMPAT_ASYNC_COMMIT != 0;
+    let seed = crc32c_raw(!0, &j.s_uuid());
+    let first = u64::from(be_u32(&jsb, 0x14));
+    let maxlen = u64::from(be_u32(&jsb, 0x10)).min(blocks.len() as u64);
+    let start = u64::from(be_u32(&jsb, 0x1C));
+    let sequence = be_u32(&jsb, 0x18);
+    let tail = if csum { 4 } else { 0 };
+    let read = |io: &mut Io<'_>, lb: u64, buf: &mut [u8]| -> Result<(), String> {
+        let p = *blocks.get(lb as usize).ok_or_else(|| format!("journal block {lb} is past its end"))?;
+        if p == 0 {
+            return Err(format!("journal block {lb} is not mapped"));
+        }
+        io.read_blocks(p, buf).map_err(|e| e.to_string())
+    };
+    let wrap = |b: u64| if b >= maxlen { b - (maxlen - first) } else { b };
+    if start == 0 {
+        put_be_u32(&mut jsb, 0x18, sequence.wrapping_add(1));
+        set_jsb_checksum(&mut jsb);
+        fx.commit(vec![fixer::Write { offset: b0 * bs as u64, data: jsb }])
+            .map_err(|e| e.to_string())?;
+        return Ok("The journal was empty.".into());
+    }
+    let mut buf = vec![0u8; bs];
+    // SCAN.
+    let mut id = sequence;
+    let mut blk = start;
+    let mut end: Option<u32> = None;
+    let mut prev_commit_time = 0u64;
+    let mut need_check_commit_time = false;
+    let mut error: Option<String> = None;
+    loop {
+        if let Err(e) = read(io, blk, &mut buf) {
+            error = Some(e);
+            break;
+        }
+        blk = wrap(blk + 1);
+        let Some(h) = BlockHeader::parse(&buf) else { break };
+        if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
+            break;
+        }
+        match h.h_blocktype {
+            blocktype::DESCRIPTOR => {
+                if csum && !ext4_layout::journal::block_tail_ok(&buf, seed) {
+                    need_check_commit_time = true;
+                }
+                let n = DescriptorBlock::new(&buf, feat).tags().count() as u64;
+                for _ in 0..n {
+                    blk = wrap(blk + 1);
+                }
+            }
+            blocktype::COMMIT => {
+                let t = be_u64(&buf, 0x30);
+                if need_check_commit_time {
+                    if t >= prev_commit_time {
+                        error = Some(format!("transaction {id} has a bad checksum"));
+                    }
+                    break;
+                }
+                if csum {
+                    let c = ext4_layout::journal::commit::CommitBlock::new(&buf);
+                    if c.computed_checksum(seed) != be_u32(&buf, 0x10) {
+                        if t < prev_commit_time {
+                            break;
+                        }
+                        if end.is_none() {
+                            end = Some(id);
+                        }
+                        if !async_commit {
+                            break;
+                        }
+                    }
+                }
+                prev_commit_time = t;
+                id = id.wrapping_add(1);
+            }
+            blocktype::REVOKE => {
+                if csum && !ext4_layout::journal::block_tail_ok(&buf, seed) {
+                    need_check_commit_time = true;
+                }
+            }
+            _ => break,
+        }
+    }
+    let end = end.unwrap_or(id);
+    let mut writes: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    if error.is_none() {
+        // REVOKE.
+        let mut revoked: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut id = sequence;
+        let mut blk = start;
+        while !tid_ge(id, end) {
+            if let Err(e) = read(io, blk, &mut buf) {
+                error = Some(e);
+                break;
+            }
+            blk = wrap(blk + 1);
+            let Some(h) = BlockHeader::parse(&buf) else { break };
+            if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
+                break;
+            }
+            match h.h_blocktype {
+                blocktype::DESCRIPTOR => {
+                    let n = DescriptorBlock::new(&buf, feat).tags().count() as u64;
+                    for _ in 0..n {
+                        blk = wrap(blk + 1);
+                    }
+                }
+                blocktype::COMMIT => id = id.wrapping_add(1),
+                blocktype::REVOKE => {
+                    let r = RevokeBlock::new(&buf, feat);
+                    if r.r_count() as usize > bs - tail {
+                        error = Some("a revoke block has a bad count".into());
+                        break;
+                    }
+                    for b in r.records() {
+                        let e = revoked.entry(b).or_insert(id);
+                        if tid_gt(id, *e) {
+                            *e = id;
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        // REPLAY.
+        if error.is_none() {
+            let mut id = sequence;
+            let mut blk = start;
+            let mut data = vec![0u8; bs];
+            while !tid_ge(id, end) {
+                if let Err(e) = read(io, blk, &mut buf) {
+                    error = Some(e);
+                    break;
+                }
+                blk = wrap(blk + 1);
+                let Some(h) = BlockHeader::parse(&buf) else { break };
+                if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
+                    break;
+                }
+                match h.h_blocktype {
+                    blocktype::DESCRIPTOR => {
+                        let tags: Vec<_> = DescriptorBlock::new(&buf, feat).tags().collect();
+                        for tag in tags {
+                            let lb = blk;
+                            blk = wrap(blk + 1);
+                            if read(io, lb, &mut data).is_err() {
+                                error = Some(format!("journal block {lb} cannot be read"));
+                                continue;
+                            }
+                            if revoked.get(&tag.blocknr).is_some_and(|&r| !tid_gt(id, r)) {
+                                continue;
+                            }
+                            if csum {
+                                let mut c = crc32c_raw(seed, &id.to_be_bytes());
+                                c = crc32c_raw(c, &data);
+                                let ok = if v3 { c == tag.checksum } else { c & 0xFFFF == tag.checksum & 0xFFFF };
+                                if !ok {
+                                    error = Some(format!("journal block {lb} has a bad checksum"));
+                                    continue;
+                                }
+                            }
+                            let mut out = data.clone();
+                            if tag.flags.has(TagFlags::ESCAPE) {
+                                put_be_u32(&mut out, 0, JBD2_MAGIC);
+                            }
+                            if tag.blocknr < fs.geo.blocks_count {
+                                writes.insert(tag.blocknr, out);
+                            }
+                        }
+                    }
+                    blocktype::COMMIT => id = id.wrapping_add(1),
+                    blocktype::REVOKE => {}
+                    _ => break,
+                }
+            }
+        }
+    }
+    let n = writes.len();
+    let mut list: Vec<fixer::Write> = writes
+        .into_iter()
+        .map(|(b, d)| fixer::Write {
+            offset: b * bs as u64,
+            data: d,
+        })
+        .collect();
+    // The journal is emptied whatever happened.
+    put_be_u32(&mut jsb, 0x1C, 0);
+    if error.is_none() {
+        put_be_u32(&mut jsb, 0x18, end.wrapping_add(1));
+    }
+    set_jsb_checksum(&mut jsb);
+    list.push(fixer::Write {
+        offset: b0 * bs as u64,
+        data: jsb,
+    });
+    fx.commit(list).map_err(|e| e.to_string())?;
+    Ok(match error {
+        None => format!("The journal was recovered: {n} blocks replayed."),
+        Some(e) => format!("The journal was recovered only in part ({e}); {n} blocks replayed."),
+    })
+}
+
+/// Releases the inodes on the orphan list: deleted ones are cleared,
+/// the others truncated to their size. The list is emptied.
+fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<(), String> {
+    let fs = open(dev)?;
+    let sb = fs.sb();
+    let head = sb.s_last_orphan();
+    if head == 0 {
+        return Ok(());
+    }
+    let mut io = Io::new(&fs);
+    let maps = crate::ctx::Maps::new(&fs);
+    let mut st = Staging::new(&fs, &maps);
+    put_le_u32(st.sb_mut(), 0xE8, 0);
+    let errors = le_u16(&fs.sb[..], 0x3A) & 2 != 0;
+    let first_ino = fs.geo.first_ino;
+    let icount = sb.s_inodes_count();
+    let mut ino = head;
+    let mut n = 0;
+    if !errors && head >= first_ino && head <= icount {
+        let mut seen = std::collections::BTreeSet::new();
+        while ino != 0 && seen.insert(ino) {
+            let Ok(raw) = st.inode_copy(&mut io, ino) else { break };
+            let Some(inode) = Inode::new(&raw) else { break };
+            let next = inode.i_dtime();
+            if next != 0 && (next < first_ino || next > icount) {
+                break;
+            }
+            let links = inode.i_links_count();
+            if links == 0 {
+                if let Ok(r) = st.inode(&mut io, ino) {
+                    put_le_u32(r, off::DTIME, now());
+                }
+            } else {
+                let size = inode.size();
+                if truncate(&fs, &maps, &mut st, &mut io, ino, size).is_err() {
+                    break;
+                }
+                if let Ok(r) = st.inode(&mut io, ino) {
+                    put_le_u32(r, off::DTIME, 0);
+                }
+            }
+            n += 1;
+            ino = next;
+        }
+    }
+    pre.notes.push(format!("{n} orphaned inode(s) released."));
+    commit(fx, st, &mut io, pre)
+}
+
+/// Drops every block of an inode past its size.
+fn truncate<'f>(
+    fs: &'f Fs,
+    maps: &'f crate::ctx::Maps,
+    st: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    size: u64,
+) -> std::io::Result<()> {
+    let bs = fs.geo.block_size as u64;
+    let keep = size.div_ceil(bs);
+    let raw = st.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| std::io::Error::other("bad inode"))?;
+    if inode.has_flag(ext4_layout::inode::flags::EXTENTS) {
+        let p1 = crate::pass1::Pass1::new(fs, maps, &[]);
+        let (leaves, _) = crate::pass1::collect_extents(&p1, io, ino, &raw);
+        let mut out = Vec::new();
+        let mut changed = false;
+        for mut l in leaves {
+            if l.lblk >= keep {
+                changed = true;
+                continue;
+            }
+            if l.lblk + l.len > keep {
+                l.len = keep - l.lblk;
+                changed = true;
+            }
+            out.push(l);
+        }
+        if changed {
+            super::blocks::write_extent_tree(st, io, ino, &out)?;
+        }
+        return Ok(());
+    }
+    if !crate::pass1::inode_has_valid_blocks(fs, &inode) {
+        return Ok(());
+    }
+    // Block map: direct pointers past the end are cleared, and so are
+    // whole indirect trees that lie past it.
+    let per = bs / 4;
+    let r = st.inode(io, ino)?;
+    for k in 0..12u64 {
+        if k >= keep {
+            put_le_u32(r, off::BLOCK + 4 * k as usize, 0);
+        }
+    }
+    let starts = [12u64, 12 + per, 12 + per + per * per];
+    for (i, &s) in starts.iter().enumerate() {
+        if s >= keep {
+            put_le_u32(r, off::BLOCK + 4 * (12 + i), 0);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! An inode's block mapping as this round's changes leave it: walking it
+//! and adding blocks to it, reading every mapping block through the
+//! overlay.
+
+use std::io;
+
+use ext4_layout::bytes::{le_u32, put_le_u32};
+use ext4_layout::extent::ExtentNode;
+use ext4_layout::inode::{flags, Inode};
+
+use super::inodes::off;
+use super::stage::{Kind, Staging};
+use crate::io::Io;
+use crate::pass1::LeafExtent;
+
+fn bad(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// The leaf extents of an extent-mapped inode.
+pub fn extents_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, raw: &[u8]) -> io::Result<Vec<LeafExtent>> {
+    let mut out = Vec::new();
+    let root = raw[off::BLOCK..off::BLOCK + 60].to_vec();
+    walk_node(stage, io, &root, 0, &mut out)?;
+    Ok(out)
+}
+
+fn walk_node<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    node: &[u8],
+    depth_guard: u32,
+    out: &mut Vec<LeafExtent>,
+) -> io::Result<()> {
+    if depth_guard > 8 {
+        return Err(bad("extent tree too deep"));
+    }
+    let n = ExtentNode::new(node).ok_or_else(|| bad("bad extent node"))?;
+    if n.eh_depth() == 0 {
+        for i in 0..n.entry_count() {
+            let e = n.leaf(i);
+            out.push(LeafExtent {
+                lblk: u64::from(e.ee_block),
+                pblk: e.start,
+                len: u64::from(e.len()),
+                uninit: e.is_uninit(),
+            });
+        }
+        return Ok(());
+    }
+    let bs = stage.fs().block_size();
+    for i in 0..n.entry_count() {
+        let ix = n.index(i);
+        if !stage.fs().geo.block_in_range(ix.leaf) {
+            return Err(bad("extent index out of range"));
+        }
+        let mut child = vec![0u8; bs];
+        stage.read(io, ix.leaf, &mut child)?;
+        walk_node(stage, io, &child, depth_guard + 1, out)?;
+    }
+    Ok(())
+}
+
+/// Every mapped (logical, physical) data block of an inode, in logical
+/// order.
+pub fn blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Vec<(u64, u64)>> {
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
+    let mut v = Vec::new();
+    if inode.has_flag(flags::INLINE_DATA) {
+        return Ok(v);
+    }
+    if inode.has_flag(flags::EXTENTS) {
+        for e in extents_of(stage, io, &raw)? {
+            for k in 0..e.len {
+                v.push((e.lblk + k, e.pblk + k));
+            }
+        }
+        v.sort_unstable();
+        return Ok(v);
+    }
+    let per = (stage.fs().block_size() / 4) as u64;
+    for k in 0..12u64 {
+        let b = u64::from(le_u32(&raw, off::BLOCK + 4 * k as usize));
+        if b != 0 {
+            v.push((k, b));
+        }
+    }
+    let mut start = 12u64;
+    for level in 1..=3u32 {
+        let b = u64::from(le_u32(&raw, off::BLOCK + 4 * (11 + level as usize)));
+        if b != 0 {
+            walk_ind(stage, io, b, level, start, &mut v)?;
+        }
+        start += per.pow(level);
+    }
+    Ok(v)
+}
+
+fn walk_ind<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    blk: u64,
+    level: u32,
+    start: u64,
+    v: &mut Vec<(u64, u64)>,
+) -> io::Result<()> {
+    if !stage.fs().geo.block_in_range(blk) {
+        return Ok(());
+    }
+    let bs = stage.fs().block_size();
+    let per = (bs / 4) as u64;
+    let mut b = vec![0u8; bs];
+    stage.read(io, blk, &mut b)?;
+    let span = per.pow(level - 1);
+    for k in 0..per {
+        let p = u64::from(le_u32(&b, 4 * k as usize));
+        if p == 0 {
+            continue;
+        }
+        if level == 1 {
+            v.push((start + k, p));
+        } else {
+            walk_ind(stage, io, p, level - 1, start + k * span, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// Maps logical block `lblk` of inode `ino` to `blk`, allocating mapping
+/// blocks as needed.
+pub fn map_block<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32, lblk: u64, blk: u64) -> io::Result<()> {
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
+    if inode.has_flag(flags::EXTENTS) {
+        let mut leaves = extents_of(stage, io, &raw)?;
+        leaves.push(LeafExtent {
+            lblk,
+            pblk: blk,
+            len: 1,
+            uninit: false,
+        });
+        leaves.sort_by_key(|e| e.lblk);
+        // Join with the extent before it when the blocks follow on.
+        let mut merged: Vec<LeafExtent> = Vec::new();
+        for e in leaves {
+            if let Some(l) = merged.last_mut() {
+                if l.lblk + l.len == e.lblk && l.pblk + l.len == e.pblk && l.uninit == e.uninit && l.len + e.len <= 32767 {
+                    l.len += e.len;
+                    continue;
+                }
+            }
+            merged.push(e);
+        }
+        return super::blocks::write_extent_tree(stage, io, ino, &merged);
+    }
+    let per = (stage.fs().block_size() / 4) as u64;
+    if lblk < 12 {
+        let r = stage.inode(io, ino)?;
+        put_le_u32(r, off::BLOCK + 4 * lblk as usize, blk as u32);
+        return Ok(());
+    }
+    let (slot, rel, level) = if lblk < 12 + per {
+        (12usize, lblk - 12, 1u32)
+    } else if lblk < 12 + per + per * per {
+        (13usize, lblk - 12 - per, 2u32)
+    } else {
+        return Err(bad("the block is beyond what this repair maps"));
+    };
+    let mut top = u64::from(le_u32(&raw, off::BLOCK + 4 * slot));
+    if top == 0 {
+        top = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
+        stage.fresh_block(top, Kind::Plain);
+        let r = stage.inode(io, ino)?;
+        put_le_u32(r, off::BLOCK + 4 * slot, top as u32);
+    }
+    let mut cur = top;
+    let mut rel = rel;
+    let mut level = level;
+    while level > 1 {
+        let span = per.pow(level - 1);
+        let k = (rel / span) as usize;
+        rel %= span;
+        let b = stage.block(io, cur, Kind::Plain)?;
+        let mut next = u64::from(le_u32(b, 4 * k));
+        if next == 0 {
+            next = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
+            stage.fresh_block(next, Kind::Plain);
+            let b = stage.block(io, cur, Kind::Plain)?;
+            put_le_u32(b, 4 * k, next as u32);
+        }
+        cur = next;
+        level -= 1;
+    }
+    let b = stage.block(io, cur, Kind::Plain)?;
+    put_le_u32(b, 4 * rel as usize, blk as u32);
+    Ok(())
+}

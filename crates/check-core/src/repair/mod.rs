@@ -1,0 +1,348 @@
+//! Repair: the check runs (in parallel, read-only) on the device as it is,
+//! the problems of the earliest pass that has any are turned into changes,
+//! and the changes go through the fixer in one ordered commit; then the
+//! check runs again on the result. Each round fixes what the one before
+//! uncovered (a cleared inode leaves entries that point at nothing, then
+//! wrong link counts, then wrong bitmaps), as e2fsck's later passes do in
+//! one run, until a check finds nothing or nothing more can be fixed.
+//!
+//! Every write goes through [`fixer::Fixer`]; nothing here opens the
+//! device for writing itself.
+
+mod alloc;
+mod blocks;
+mod connect;
+mod dirs;
+mod inodes;
+mod journal;
+mod map;
+mod rebuild;
+pub mod stage;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pipeline::{open_device, IoMode};
+
+use crate::ctx::CheckOptions;
+use crate::engine::{check_with_state, CheckState, Checked};
+use crate::io::Io;
+use crate::problem::{Code, Finding, Pass, Severity};
+use crate::report::Report;
+
+pub use stage::Staging;
+
+/// How much to repair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Everything (`-y`).
+    All,
+    /// Only what e2fsck's preen mode repairs on its own (`-p`).
+    Preen,
+}
+
+/// Options of a repair.
+#[derive(Clone, Debug)]
+pub struct RepairOptions {
+    /// How the checks run.
+    pub check: CheckOptions,
+    /// The I/O path for reads.
+    pub io: IoMode,
+    /// What to repair.
+    pub mode: Mode,
+    /// Where to write an undo file.
+    pub undo: Option<PathBuf>,
+    /// The most check-and-fix rounds before giving up.
+    pub max_rounds: usize,
+}
+
+/// The outcome of a repair.
+pub struct Repaired {
+    /// Everything found and fixed, then what the last check still finds.
+    pub report: Report,
+    /// Check-and-fix rounds run.
+    pub rounds: usize,
+}
+
+/// Problems past which checking falls back to one thread, as pFSCK does
+/// when nearly every item needs the fixer.
+const SERIAL_FALLBACK: usize = 10_000;
+
+fn fail(device: &Path, why: String, notes: Vec<String>) -> Repaired {
+    Repaired {
+        report: Report {
+            device: device.display().to_string(),
+            aborted: Some(why),
+            notes,
+            ..Default::default()
+        },
+        rounds: 0,
+    }
+}
+
+/// Repairs the file system on `path`.
+pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
+    match fixer::safety::mounted(path) {
+        Ok(Some(m)) => {
+            return fail(
+                path,
+                format!(
+                    "it is mounted on {} ({}); unmount it before repairing",
+                    m.mount_point, m.source
+                ),
+                Vec::new(),
+            )
+        }
+        Ok(None) => {}
+        Err(e) => return fail(path, format!("cannot tell whether it is mounted: {e}"), Vec::new()),
+    }
+    let file = match fixer::safety::open_for_repair(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc_ebusy()) => {
+            return fail(
+                path,
+                "the device is in use (mounted or held by another program)".into(),
+                Vec::new(),
+            )
+        }
+        Err(e) => return fail(path, format!("cannot open it for writing: {e}"), Vec::new()),
+    };
+    let dev = match open_device(path, opts.io) {
+        Ok(d) => Arc::new(d),
+        Err(e) => return fail(path, e.to_string(), Vec::new()),
+    };
+    let mut check_opts = opts.check;
+    let block_size = match crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions { read_only: true }) {
+        Ok(o) => o.fs.geo.block_size,
+        Err(_) => {
+            // The file system cannot even be opened: nothing to repair that
+            // a check could vouch for.
+            return Repaired {
+                report: check_with_state(dev.clone(), check_opts).report,
+                rounds: 0,
+            };
+        }
+    };
+    let undo = match &opts.undo {
+        Some(p) => match fixer::undo::UndoLog::create(p, block_size) {
+            Ok(u) => Some(u),
+            Err(e) => return fail(path, format!("cannot create the undo file: {e}"), Vec::new()),
+        },
+        None => None,
+    };
+    let mut notes = Vec::new();
+    if let Some(p) = &opts.undo {
+        notes.push(format!(
+            "Changes are saved in {}; `e2undo {} {}` puts them back.",
+            p.display(),
+            p.display(),
+            path.display()
+        ));
+    }
+    let _ = fixer::safety::install_interrupt_handler();
+    let fx = fixer::Fixer::start(Arc::new(file), dev.size(), undo);
+    let mut fixed_all: Vec<Finding> = Vec::new();
+    let mut modified = false;
+    let mut rounds = 0;
+    let mut stop_reason: Option<String> = None;
+    match journal::before_passes(&dev, &fx) {
+        Ok(pre) => {
+            notes.extend(pre.notes);
+            fixed_all.extend(pre.fixed);
+            modified |= pre.modified;
+        }
+        Err(why) => stop_reason = Some(why),
+    }
+    let mut current: Checked = check_with_state(dev.clone(), check_opts);
+    let mut serial_noted = false;
+    while stop_reason.is_none() {
+        if fixer::safety::interrupted() {
+            stop_reason = Some("interrupted; the changes made so far are complete and consistent".into());
+            break;
+        }
+        let Some(st) = current.state.as_ref() else {
+            break;
+        };
+        let to_fix: Vec<&Finding> = current
+            .report
+            .findings
+            .iter()
+            .filter(|f| wants_fix(f))
+            .collect();
+        if to_fix.is_empty() || rounds >= opts.max_rounds {
+            break;
+        }
+        if opts.mode == Mode::Preen {
+            if let Some(f) = to_fix.iter().find(|f| !preen_ok(f.code)) {
+                stop_reason = Some(format!(
+                    "UNEXPECTED INCONSISTENCY ({}); run ext4chk --repair without -p",
+                    f.message()
+                ));
+                break;
+            }
+        }
+        rounds += 1;
+        let mut io = Io::new(&st.fs);
+        let mut stage = Staging::new(&st.fs, &st.maps);
+        let fixed = plan_round(st, &current.report, &to_fix, &mut stage, &mut io);
+        if fixed.is_empty() || stage.is_empty() {
+            break;
+        }
+        let writes = stage.into_writes(&mut io);
+        match fx.commit(writes) {
+            Ok(()) => modified = true,
+            Err(e) => {
+                stop_reason = Some(format!("the repair stopped: {e}"));
+                break;
+            }
+        }
+        for f in fixed {
+            let mut f = f.clone();
+            f.fixed = true;
+            fixed_all.push(f);
+        }
+        if current.report.findings.len() > SERIAL_FALLBACK && check_opts.threads > 1 {
+            check_opts.threads = 1;
+            check_opts.auto_threads = false;
+            if !serial_noted {
+                serial_noted = true;
+                notes.push(format!(
+                    "More than {SERIAL_FALLBACK} problems: checking goes on with one thread."
+                ));
+            }
+        }
+        drop(io);
+        current = check_with_state(dev.clone(), check_opts);
+    }
+    let stats = fx.finish();
+    if let Err(e) = &stats {
+        notes.push(format!("The fixer failed at the end: {e}"));
+    }
+    let mut report = current.report;
+    report.notes.splice(0..0, notes);
+    report.findings.extend(fixed_all);
+    report.finish();
+    report.modified = modified;
+    if let Some(why) = stop_reason {
+        if report.aborted.is_none() {
+            report.aborted = Some(why);
+            report.forced_uncorrected = true;
+        }
+    }
+    Repaired { report, rounds }
+}
+
+fn libc_ebusy() -> i32 {
+    16
+}
+
+/// Whether a finding calls for a change.
+fn wants_fix(f: &Finding) -> bool {
+    if f.fixed {
+        return false;
+    }
+    f.code.severity() == Severity::Error
+        || matches!(
+            f.code,
+            Code::FreeBlocksTotal
+                | Code::FreeInodesTotal
+                | Code::GroupDescChecksum
+                | Code::SplitDot
+                | Code::SetFiletype
+                | Code::SetImmutable
+                | Code::SpecialExtentsIdata
+                | Code::EaTimeOutOfRange
+        )
+}
+
+/// Whether e2fsck's preen mode fixes a problem without asking.
+fn preen_ok(code: Code) -> bool {
+    matches!(
+        code,
+        Code::FreeBlocksTotal
+            | Code::FreeInodesTotal
+            | Code::FreeBlocksGroup
+            | Code::FreeInodesGroup
+            | Code::DirsCountGroup
+            | Code::BlockBitmapDiff
+            | Code::InodeBitmapDiff
+            | Code::BlockUninit
+            | Code::InodeUninit
+            | Code::GroupDescChecksum
+            | Code::ZeroDtime
+            | Code::LowDtime
+            | Code::SetDtime
+            | Code::BadRefCount
+            | Code::InodeBmapPadding
+            | Code::BlockBmapPadding
+            | Code::InodeBitmapCsum
+            | Code::BlockBitmapCsum
+            | Code::InodeOnlyCsumInvalid
+            | Code::ExtentOnlyCsumInvalid
+            | Code::LeafOnlyCsumInvalid
+            | Code::HtreeRootCsum
+            | Code::HtreeNodeCsum
+            | Code::EaBlockCsum
+            | Code::SetFiletype
+            | Code::JournalNeedsRecovery
+    )
+}
+
+/// The pass a finding's fix belongs to (1B goes with 1).
+fn stage_of(f: &Finding) -> Pass {
+    match f.code.pass() {
+        Pass::P1B => Pass::P1,
+        p => p,
+    }
+}
+
+/// Works out one round's changes: the problems of the earliest pass that
+/// has any. Returns the findings fixed.
+fn plan_round<'a, 'f>(
+    st: &'f CheckState,
+    report: &Report,
+    to_fix: &[&'a Finding],
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+) -> Vec<&'a Finding> {
+    let first = to_fix.iter().map(|f| stage_of(f)).min().unwrap_or(Pass::P5);
+    let mine: Vec<&'a Finding> = to_fix
+        .iter()
+        .copied()
+        .filter(|f| stage_of(f) == first)
+        .collect();
+    let mut fixed = Vec::new();
+    match first {
+        Pass::P5 => {
+            if rebuild::rebuild_group_summaries(stage, io, &st.maps).is_ok() {
+                fixed.extend(mine.iter().copied().filter(|f| rebuilt_by_pass5(f.code)));
+            }
+        }
+        Pass::P4 => connect::fix_pass4(st, &mine, &report.findings, stage, io, &mut fixed),
+        Pass::P3 => connect::fix_pass3(st, &mine, stage, io, &mut fixed),
+        Pass::P2 => dirs::fix_pass2(st, &mine, stage, io, &mut fixed),
+        Pass::P1 | Pass::P1B => inodes::fix_pass1(st, &mine, stage, io, &mut fixed),
+        Pass::Super => inodes::fix_super(st, &mine, stage, io, &mut fixed),
+    }
+    fixed
+}
+
+/// The pass-5 problems a rebuild of the group summaries fixes.
+fn rebuilt_by_pass5(code: Code) -> bool {
+    matches!(
+        code,
+        Code::BlockBitmapDiff
+            | Code::InodeBitmapDiff
+            | Code::BlockUninit
+            | Code::InodeUninit
+            | Code::FreeBlocksGroup
+            | Code::FreeInodesGroup
+            | Code::DirsCountGroup
+            | Code::FreeBlocksTotal
+            | Code::FreeInodesTotal
+            | Code::InodeBmapPadding
+            | Code::BlockBmapPadding
+            | Code::InodeBitmapCsum
+            | Code::BlockBitmapCsum
+    )
+}

@@ -1,0 +1,333 @@
+//! The changes one repair round makes, held in memory until they are
+//! committed: whole blocks read from the device and edited, plus the
+//! superblock and group descriptors. Reads go through the overlay, so
+//! each fix sees the fixes made before it. At commit every touched
+//! structure gets its checksum recomputed and the blocks become an
+//! ordered list of writes for the fixer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use ext4_layout::edit;
+use ext4_layout::inode::{inode_csum_seed, Inode};
+
+use crate::fs::Fs;
+use crate::io::Io;
+
+/// What kind of block a staged block is, for its checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Data, bitmaps, anything without a checksum of its own.
+    Plain,
+    /// A directory leaf block of directory `ino`.
+    DirLeaf(u32),
+    /// An htree root of directory `ino`.
+    DxRoot(u32),
+    /// An htree interior node of directory `ino`.
+    DxNode(u32),
+    /// An extent tree block of inode `ino`.
+    Extent(u32),
+    /// An extended attribute block.
+    Xattr,
+    /// An inode table block (inodes get their checksums one by one).
+    InodeTable,
+}
+
+/// Blocks and metadata changed by a round.
+pub struct Staging<'f> {
+    fs: &'f Fs,
+    alloc: super::alloc::Allocator<'f>,
+    blocks: BTreeMap<u64, (Vec<u8>, Kind)>,
+    inodes: BTreeSet<u32>,
+    /// The superblock in use, as it will be written.
+    pub sb: Vec<u8>,
+    /// The group descriptor table, as it will be written.
+    pub gdt: Vec<u8>,
+    sb_dirty: bool,
+    gdt_dirty: bool,
+}
+
+impl<'f> Staging<'f> {
+    /// An empty overlay over `fs`, allocating from what `maps` (the last
+    /// check's) shows free.
+    pub fn new(fs: &'f Fs, maps: &'f crate::ctx::Maps) -> Self {
+        Staging {
+            fs,
+            alloc: super::alloc::Allocator::new(fs, maps),
+            blocks: BTreeMap::new(),
+            inodes: BTreeSet::new(),
+            sb: fs.sb.to_vec(),
+            gdt: fs.gdt.clone(),
+            sb_dirty: false,
+            gdt_dirty: false,
+        }
+    }
+
+    /// The file system.
+    pub fn fs(&self) -> &'f Fs {
+        self.fs
+    }
+
+    /// A free block, the first at or after `goal`.
+    pub fn alloc_block(&mut self, goal: u64) -> Option<u64> {
+        self.alloc.block(goal)
+    }
+
+    /// A run of `n` free blocks, the first at or after `goal`.
+    pub fn alloc_run(&mut self, goal: u64, n: u64) -> Option<u64> {
+        self.alloc.run(goal, n)
+    }
+
+    /// A free inode near `near`.
+    pub fn alloc_inode(&mut self, near: u32) -> Option<u32> {
+        self.alloc.inode(near)
+    }
+
+    /// Whether nothing has been changed.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && !self.sb_dirty && !self.gdt_dirty
+    }
+
+    /// Number of blocks changed.
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// A block for editing (read from the device the first time).
+    pub fn block(&mut self, io: &mut Io<'_>, blk: u64, kind: Kind) -> io::Result<&mut Vec<u8>> {
+        if !self.blocks.contains_key(&blk) {
+            if blk >= self.fs.geo.blocks_count {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("block {blk} is outside the file system"),
+                ));
+            }
+            let mut b = vec![0u8; self.fs.block_size()];
+            io.read_blocks(blk, &mut b)?;
+            self.blocks.insert(blk, (b, kind));
+        }
+        let e = self
+            .blocks
+            .get_mut(&blk)
+            .ok_or_else(|| io::Error::other("staged block vanished"))?;
+        if kind != Kind::Plain {
+            e.1 = kind;
+        }
+        Ok(&mut e.0)
+    }
+
+    /// A block to be overwritten whole (not read first).
+    pub fn fresh_block(&mut self, blk: u64, kind: Kind) -> &mut Vec<u8> {
+        let bs = self.fs.block_size();
+        let e = self
+            .blocks
+            .entry(blk)
+            .or_insert_with(|| (vec![0u8; bs], kind));
+        e.1 = kind;
+        e.0.fill(0);
+        &mut e.0
+    }
+
+    /// Reads a block through the overlay.
+    pub fn read(&self, io: &mut Io<'_>, blk: u64, buf: &mut [u8]) -> io::Result<()> {
+        match self.blocks.get(&blk) {
+            Some((b, _)) => {
+                buf.copy_from_slice(&b[..buf.len()]);
+                Ok(())
+            }
+            None => io.read_blocks(blk, buf),
+        }
+    }
+
+    /// Whether a block has been staged.
+    pub fn has(&self, blk: u64) -> bool {
+        self.blocks.contains_key(&blk)
+    }
+
+    /// Where inode `ino` lives: (block, byte offset in it).
+    pub fn inode_location(&self, ino: u32) -> Option<(u64, usize)> {
+        let off = Io::inode_offset(self.fs, ino)?;
+        let bs = self.fs.block_size() as u64;
+        Some((off / bs, (off % bs) as usize))
+    }
+
+    /// Inode `ino`'s bytes for editing; its checksum is redone at commit.
+    pub fn inode(&mut self, io: &mut Io<'_>, ino: u32) -> io::Result<&mut [u8]> {
+        let (blk, off) = self.inode_location(ino).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("inode {ino} has no place"))
+        })?;
+        let isz = self.fs.geo.inode_size as usize;
+        self.inodes.insert(ino);
+        let b = self.block(io, blk, Kind::InodeTable)?;
+        b.get_mut(off..off + isz)
+            .ok_or_else(|| io::Error::other("inode beyond its block"))
+    }
+
+    /// A copy of inode `ino` as it is now (through the overlay).
+    pub fn inode_copy(&self, io: &mut Io<'_>, ino: u32) -> io::Result<Vec<u8>> {
+        let (blk, off) = self.inode_location(ino).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("inode {ino} has no place"))
+        })?;
+        let isz = self.fs.geo.inode_size as usize;
+        let mut b = vec![0u8; self.fs.block_size()];
+        self.read(io, blk, &mut b)?;
+        Ok(b[off..off + isz].to_vec())
+    }
+
+    /// Marks the superblock changed.
+    pub fn sb_mut(&mut self) -> &mut [u8] {
+        self.sb_dirty = true;
+        &mut self.sb
+    }
+
+    /// Group `g`'s descriptor for editing.
+    pub fn gd_mut(&mut self, g: u32) -> &mut [u8] {
+        self.gdt_dirty = true;
+        let ds = self.fs.geo.desc_size as usize;
+        let off = g as usize * ds;
+        &mut self.gdt[off..off + ds]
+    }
+
+    /// Group `g`'s descriptor as staged.
+    pub fn gd(&self, g: u32) -> &[u8] {
+        let ds = self.fs.geo.desc_size as usize;
+        let off = g as usize * ds;
+        &self.gdt[off..off + ds]
+    }
+
+    /// The generation of inode `ino` (through the overlay), for the
+    /// checksums of the blocks it owns.
+    fn generation(&self, io: &mut Io<'_>, ino: u32) -> u32 {
+        self.inode_copy(io, ino)
+            .ok()
+            .and_then(|raw| Inode::new(&raw).map(|i| i.i_generation()))
+            .unwrap_or(0)
+    }
+
+    /// Turns the overlay into writes: checksums recomputed, data blocks
+    /// first, then inode tables, descriptors and the superblock.
+    pub fn into_writes(mut self, io: &mut Io<'_>) -> Vec<fixer::Write> {
+        let fs = self.fs;
+        let geo = &fs.geo;
+        let csum = fs.metadata_csum();
+        let seed = geo.csum_seed;
+        let bs = fs.block_size() as u64;
+        if csum {
+            let kinds: Vec<(u64, Kind)> = self.blocks.iter().map(|(&b, (_, k))| (b, *k)).collect();
+            for (blk, kind) in kinds {
+                let iseed = match kind {
+                    Kind::DirLeaf(ino) | Kind::DxRoot(ino) | Kind::DxNode(ino) | Kind::Extent(ino) => {
+                        Some(inode_csum_seed(seed, ino, self.generation(io, ino)))
+                    }
+                    _ => None,
+                };
+                let Some((b, _)) = self.blocks.get_mut(&blk) else {
+                    continue;
+                };
+                match (kind, iseed) {
+                    (Kind::DirLeaf(_), Some(s)) => {
+                        if ext4_layout::dirent::DirTail::find(b).is_some() {
+                            ext4_layout::dirent::write_tail(b, s);
+                        }
+                    }
+                    (Kind::DxRoot(_), Some(s)) => edit::set_dx_checksum(b, s, true),
+                    (Kind::DxNode(_), Some(s)) => edit::set_dx_checksum(b, s, false),
+                    (Kind::Extent(_), Some(s)) => edit::set_extent_block_checksum(b, s),
+                    (Kind::Xattr, _) => edit::set_xattr_block_checksum(b, seed, blk),
+                    _ => {}
+                }
+            }
+            let inodes: Vec<u32> = self.inodes.iter().copied().collect();
+            for ino in inodes {
+                if let Some((blk, off)) = self.inode_location(ino) {
+                    let isz = geo.inode_size as usize;
+                    if let Some((b, _)) = self.blocks.get_mut(&blk) {
+                        edit::set_inode_checksum(&mut b[off..off + isz], seed, ino);
+                    }
+                }
+            }
+        }
+        let mut data = Vec::new();
+        let mut tables = Vec::new();
+        for (blk, (b, kind)) in std::mem::take(&mut self.blocks) {
+            let w = fixer::Write {
+                offset: blk * bs,
+                data: b,
+            };
+            if kind == Kind::InodeTable {
+                tables.push(w);
+            } else {
+                data.push(w);
+            }
+        }
+        data.extend(tables);
+        if self.gdt_dirty {
+            data.extend(self.gdt_writes(io));
+        }
+        if self.sb_dirty || self.gdt_dirty {
+            if csum {
+                edit::set_superblock_checksum(&mut self.sb);
+            }
+            data.push(fixer::Write {
+                offset: 1024,
+                data: self.sb.clone(),
+            });
+        }
+        data
+    }
+
+    /// The primary descriptor table as writes, checksums redone.
+    fn gdt_writes(&mut self, io: &mut Io<'_>) -> Vec<fixer::Write> {
+        let fs = self.fs;
+        let geo = &fs.geo;
+        let ds = geo.desc_size as usize;
+        let uuid = ext4_layout::superblock::Superblock::new(&self.sb)
+            .map(|s| s.s_uuid())
+            .unwrap_or([0; 16]);
+        if geo.has_gdt_csum() {
+            for g in 0..geo.group_count {
+                let off = g as usize * ds;
+                edit::set_group_desc_checksum(
+                    &mut self.gdt[off..off + ds],
+                    g,
+                    geo.metadata_csum(),
+                    geo.csum_seed,
+                    &uuid,
+                );
+            }
+        }
+        let bs = fs.block_size();
+        let group_block = geo.first_data_block;
+        let zero_adjust = u64::from(group_block == 0 && bs == 1024);
+        let desc_blocks = geo.desc_blocks as usize;
+        let first_meta = if geo
+            .incompat
+            .contains(ext4_layout::features::IncompatFeatures::META_BG)
+        {
+            (geo.first_meta_bg as usize).min(desc_blocks)
+        } else {
+            desc_blocks
+        };
+        let mut out = Vec::new();
+        for i in 0..desc_blocks {
+            let blk = if i < first_meta {
+                group_block + zero_adjust + 1 + i as u64
+            } else {
+                geo.descriptor_block(group_block, i as u32).0 + if i == 0 { zero_adjust } else { 0 }
+            };
+            let mut b = vec![0u8; bs];
+            // Bytes past the last descriptor keep what the device has.
+            let _ = io.read_blocks(blk, &mut b);
+            let lo = i * bs;
+            let hi = ((i + 1) * bs).min(self.gdt.len());
+            if lo < hi {
+                b[..hi - lo].copy_from_slice(&self.gdt[lo..hi]);
+            }
+            out.push(fixer::Write {
+                offset: blk * bs as u64,
+                data: b,
+            });
+        }
+        out
+    }
+}
