@@ -145,7 +145,9 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
 /// is unusable and the superblock keeps a copy of its block map, an inode
 /// made from that copy. Also says whether the copy was used.
 pub fn journal_inode(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u8>, bool)> {
-    load_inode(fs, io).ok().map(|(raw, backup, _)| (raw, backup))
+    load_inode(fs, io)
+        .ok()
+        .map(|(raw, backup, _)| (raw, backup))
 }
 
 /// Finds a usable journal inode: its bytes, whether it is the backup, and

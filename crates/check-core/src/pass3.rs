@@ -35,7 +35,7 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
         }
     } else {
         out.findings.push(Finding::new(Code::NoRootInode).ino(2));
-        out.abort = Some(AbortAt::new(Pass::P3, 0, "the root directory is missing"));
+        out.abort = Some(AbortAt::new(Pass::P3, 2, "the root directory is missing"));
         return out;
     }
     let idx = |ino: u32| {

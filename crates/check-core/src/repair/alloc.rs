@@ -75,16 +75,15 @@ impl<'a> Allocator<'a> {
     }
 
     /// A free inode for a new directory or file: the first one from the
-    /// start of `near`'s group whose group is initialised and whose table
-    /// slot the check scans.
+    /// start of `near`'s group (the caller makes sure its group's unused
+    /// mark no longer covers it).
     pub fn inode(&mut self, near: u32) -> Option<u32> {
         let geo = &self.fs.geo;
         let ipg = geo.inodes_per_group;
         let start_group = near.saturating_sub(1) / ipg;
         for k in 0..geo.group_count {
             let g = (start_group + k) % geo.group_count;
-            let limit = self.fs.inodes_to_scan(g);
-            for i in 0..limit {
+            for i in 0..ipg {
                 let ino = g * ipg + i + 1;
                 if ino < geo.first_ino {
                     continue;

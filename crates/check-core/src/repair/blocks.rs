@@ -184,9 +184,7 @@ fn walk_ind(
         }
     }
     if changed {
-        stage
-            .block(io, me, Kind::Plain)?
-            .copy_from_slice(&entries);
+        stage.block(io, me, Kind::Plain)?.copy_from_slice(&entries);
     }
     Ok((me, start + span))
 }
@@ -206,7 +204,11 @@ pub fn write_extent_tree(
 ) -> io::Result<()> {
     let mut ext: Vec<LeafExtent> = Vec::with_capacity(leaves.len());
     for &l in leaves {
-        let max = if l.uninit { MAX_UNINIT_LEN } else { MAX_INIT_LEN };
+        let max = if l.uninit {
+            MAX_UNINIT_LEN
+        } else {
+            MAX_INIT_LEN
+        };
         let mut done = 0;
         while done < l.len {
             let n = (l.len - done).min(max);
@@ -230,7 +232,11 @@ pub fn write_extent_tree(
         .map(|e| {
             let mut b = [0u8; 12];
             put_le_u32(&mut b, 0, e.lblk as u32);
-            let len = if e.uninit { e.len + MAX_INIT_LEN } else { e.len };
+            let len = if e.uninit {
+                e.len + MAX_INIT_LEN
+            } else {
+                e.len
+            };
             put_le_u16(&mut b, 4, len as u16);
             put_le_u16(&mut b, 6, (e.pblk >> 32) as u16);
             put_le_u32(&mut b, 8, e.pblk as u32);

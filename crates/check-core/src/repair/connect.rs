@@ -20,7 +20,12 @@ fn dir_blocks<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> io::Result<
 }
 
 /// Looks a name up in a directory: the inode it names.
-fn lookup<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32, name: &[u8]) -> io::Result<Option<u32>> {
+fn lookup<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    name: &[u8],
+) -> io::Result<Option<u32>> {
     let bs = stage.fs().block_size();
     let mut buf = vec![0u8; bs];
     for (_, pblk) in dir_blocks(stage, io, dir)? {
@@ -139,7 +144,11 @@ fn make_dir<'f>(
     let bs = fs.block_size();
     let csum = fs.metadata_csum();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
-    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+        2
+    } else {
+        0
+    };
     let blk = stage
         .alloc_block(0)
         .ok_or_else(|| io::Error::other("no free block for a directory"))?;
@@ -195,7 +204,12 @@ impl LostFound {
 
     /// /lost+found, created if it is missing (a non-directory of that name
     /// is unlinked first).
-    pub fn get<'f>(&mut self, st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>) -> Option<u32> {
+    pub fn get<'f>(
+        &mut self,
+        st: &'f CheckState,
+        stage: &mut Staging<'f>,
+        io: &mut Io<'f>,
+    ) -> Option<u32> {
         if self.tried {
             return self.ino;
         }
@@ -209,7 +223,10 @@ impl LostFound {
                 && stage
                     .inode_copy(io, i)
                     .ok()
-                    .and_then(|r| Inode::new(&r).map(|x| !x.has_flag(flags::INLINE_DATA) && !x.has_flag(flags::ENCRYPT)))
+                    .and_then(|r| {
+                        Inode::new(&r)
+                            .map(|x| !x.has_flag(flags::INLINE_DATA) && !x.has_flag(flags::ENCRYPT))
+                    })
                     .unwrap_or(false);
             if ok {
                 self.ino = Some(i);
@@ -220,7 +237,11 @@ impl LostFound {
         }
         let ino = stage.alloc_inode(2)?;
         make_dir(st, stage, io, ino, 2, 0o40700).ok()?;
-        let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+        let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+            2
+        } else {
+            0
+        };
         add_entry(st, stage, io, 2, ino, b"lost+found", ft).ok()?;
         self.ino = Some(ino);
         self.ino
@@ -228,7 +249,12 @@ impl LostFound {
 }
 
 /// Clears the entry `name` of a directory.
-fn remove_entry<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, dir: u32, name: &[u8]) -> io::Result<()> {
+fn remove_entry<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    name: &[u8],
+) -> io::Result<()> {
     let bs = stage.fs().block_size();
     for (_, pblk) in dir_blocks(stage, io, dir)? {
         let mut b = vec![0u8; bs];
@@ -242,7 +268,9 @@ fn remove_entry<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, dir: u32, name: &[
             let nl = usize::from(le_u8(&b, at + 6));
             if le_u32(&b, at) != 0 && b.get(at + 8..at + 8 + nl) == Some(name) {
                 put_le_u32(&mut b, at, 0);
-                stage.block(io, pblk, Kind::DirLeaf(dir))?.copy_from_slice(&b);
+                stage
+                    .block(io, pblk, Kind::DirLeaf(dir))?
+                    .copy_from_slice(&b);
                 return Ok(());
             }
             at += rl;
@@ -252,7 +280,13 @@ fn remove_entry<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, dir: u32, name: &[
 }
 
 /// Points the '..' entry of `dir` at `parent`.
-fn fix_dotdot<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, dir: u32, parent: u32) -> io::Result<bool> {
+fn fix_dotdot<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    parent: u32,
+) -> io::Result<bool> {
     let raw = stage.inode_copy(io, dir)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
@@ -261,7 +295,11 @@ fn fix_dotdot<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, 
         return Ok(true);
     }
     let bs = st.fs.block_size();
-    let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+    let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+        2
+    } else {
+        0
+    };
     for (_, pblk) in dir_blocks(stage, io, dir)? {
         let mut b = vec![0u8; bs];
         stage.read(io, pblk, &mut b)?;
@@ -341,7 +379,9 @@ pub fn fix_pass3<'a, 'f>(
                     .is_some_and(|l| fix_dotdot(st, stage, io, d, l).unwrap_or(false))
             }),
             Code::BadDotDot => match (f.ino, f.num2) {
-                (Some(d), Some(p)) if p != 0 => fix_dotdot(st, stage, io, d, p as u32).unwrap_or(false),
+                (Some(d), Some(p)) if p != 0 => {
+                    fix_dotdot(st, stage, io, d, p as u32).unwrap_or(false)
+                }
                 _ => false,
             },
             Code::NonUniqueFile | Code::DuplicateDirent | Code::NonUniqueFileNoRename => f

@@ -13,12 +13,10 @@ use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::group_desc::BG_INODE_UNINIT;
 use ext4_layout::inode::{flags, FileType, Inode};
 
-use super::blocks::write_extent_tree;
 use super::inodes::{off, sbf, set_feature};
 use super::stage::{Kind, Staging};
 use crate::engine::CheckState;
 use crate::io::Io;
-use crate::pass1::{collect_extents, LeafExtent, Pass1};
 use crate::problem::{Code, Finding};
 
 /// Problems whose fix deallocates the inode an entry points at.
@@ -64,6 +62,8 @@ struct DirFix<'a> {
     clear_targets: BTreeSet<u32>,
     /// Inodes deallocated this round.
     dead: &'a BTreeSet<u32>,
+    /// Logical blocks that are holes.
+    holes: BTreeSet<u64>,
     encrypted: bool,
     casefold_strict: bool,
 }
@@ -85,7 +85,9 @@ pub fn fix_pass2<'a, 'f>(
         if f.dir.is_some() {
             continue;
         }
-        let Ok(raw) = stage.inode(io, ino) else { continue };
+        let Ok(raw) = stage.inode(io, ino) else {
+            continue;
+        };
         let ok = match f.code {
             c if deallocates(c) => {
                 super::inodes::clear_inode(raw, ino, fs.geo.first_ino, super::inodes::now());
@@ -166,6 +168,7 @@ pub fn fix_pass2<'a, 'f>(
             link_dir: BTreeSet::new(),
             clear_targets: BTreeSet::new(),
             dead: &dead,
+            holes: BTreeSet::new(),
             encrypted: false,
             casefold_strict: false,
         };
@@ -174,6 +177,11 @@ pub fn fix_pass2<'a, 'f>(
                 Code::LinkDir => {
                     if let (Some(t), Some(n)) = (f.ino, &f.str) {
                         fx.link_dir.insert((t, n.as_bytes().to_vec()));
+                    }
+                }
+                Code::DirectoryHole => {
+                    if let Some(l) = f.num {
+                        fx.holes.insert(l);
                     }
                 }
                 Code::UnencryptedFile | Code::InconsistentEncryptionPolicy => {
@@ -186,7 +194,7 @@ pub fn fix_pass2<'a, 'f>(
         }
         let drop_index = codes.iter().any(|&c| drops_index(c));
         let dups = codes.contains(&Code::ReportDupDirent);
-        match fix_directory(st, stage, io, &mut fx, drop_index, dups, &codes) {
+        match fix_directory(st, stage, io, &mut fx, drop_index, dups) {
             Ok(true) => fixed.extend(fs_.iter().copied()),
             Ok(false) | Err(_) => {}
         }
@@ -202,7 +210,6 @@ fn fix_directory<'f>(
     fx: &mut DirFix<'_>,
     drop_index: bool,
     dups: bool,
-    codes: &BTreeSet<Code>,
 ) -> io::Result<bool> {
     let fs = &st.fs;
     let ino = fx.ino;
@@ -222,8 +229,9 @@ fn fix_directory<'f>(
         put_le_u32(r, off::FLAGS, v);
     }
     // Holes first: a new block for each (the block list below sees them).
-    if codes.contains(&Code::DirectoryHole) {
-        fill_holes(st, stage, io, ino)?;
+    if !fx.holes.is_empty() {
+        let holes = fx.holes.clone();
+        fill_holes(st, stage, io, ino, &holes)?;
     }
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
@@ -246,7 +254,8 @@ fn fix_directory<'f>(
             BlockKind::Leaf
         };
         let mut b = buf.clone();
-        let was_index = !indexed && inode.has_flag(flags::INDEX) || (drop_index && looks_like_index(&buf, lblk, csum));
+        let was_index = !indexed && inode.has_flag(flags::INDEX)
+            || (drop_index && looks_like_index(&buf, lblk, csum));
         let mut modified = false;
         if was_index {
             // A former index block becomes an ordinary leaf.
@@ -258,7 +267,10 @@ fn fix_directory<'f>(
             let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
             modified |= walk_block(st, &mut b, lblk, kind, fx, csum, &mut want);
         }
-        if kind == BlockKind::Leaf && csum && crate::pass2::tail_status(&b) != crate::pass2::TailStatus::Found {
+        if kind == BlockKind::Leaf
+            && csum
+            && crate::pass2::tail_status(&b) != crate::pass2::TailStatus::Found
+        {
             modified |= insert_tail(&mut b);
         }
         let k = match kind {
@@ -380,7 +392,10 @@ fn walk_block(
     let geo = &fs.geo;
     let bs = b.len();
     let maps = &st.maps;
-    let max = if kind == BlockKind::Leaf && csum && crate::pass2::tail_status(b) == crate::pass2::TailStatus::Found {
+    let max = if kind == BlockKind::Leaf
+        && csum
+        && crate::pass2::tail_status(b) == crate::pass2::TailStatus::Found
+    {
         bs - DIR_TAIL_SIZE
     } else {
         bs
@@ -405,8 +420,16 @@ fn walk_block(
             break;
         }
         let remaining = max - offset;
-        let rl = if remaining < 8 { 12 } else { decode_rec_len(le_u16(b, offset + 4), bs) };
-        let nl = if remaining < 8 { 0 } else { usize::from(le_u8(b, offset + 6)) };
+        let rl = if remaining < 8 {
+            12
+        } else {
+            decode_rec_len(le_u16(b, offset + 4), bs)
+        };
+        let nl = if remaining < 8 {
+            0
+        } else {
+            usize::from(le_u8(b, offset + 6))
+        };
         if offset + rl > max || rl < 12 || rl % 4 != 0 || min_rec(nl, false) > rl {
             salvage(b, &mut offset, prev, max, icount);
             modified = true;
@@ -443,7 +466,8 @@ fn walk_block(
             }
         } else if dot_state == 1 {
             let e = le_u32(b, offset);
-            let bad = e == 0 || nl != 2 || &b[offset + 8..offset + 10] != b".." || b[offset + 10] != 0;
+            let bad =
+                e == 0 || nl != 2 || &b[offset + 8..offset + 10] != b".." || b[offset + 10] != 0;
             if bad {
                 // Pass 3 puts the real parent here.
                 put_le_u32(b, offset, 2);
@@ -540,7 +564,10 @@ fn salvage(b: &mut [u8], offset: &mut usize, prev: Option<usize>, max: usize, ic
     let (nl, rl) = if left_total < 8 {
         (0usize, left_total)
     } else {
-        (usize::from(le_u8(b, at + 6)), decode_rec_len(le_u16(b, at + 4), bs))
+        (
+            usize::from(le_u8(b, at + 6)),
+            decode_rec_len(le_u16(b, at + 4), bs),
+        )
     };
     let left = left_total as i64 - rl as i64;
     if left >= 12 && rl == 8 {
@@ -603,50 +630,36 @@ fn insert_tail(b: &mut [u8]) -> bool {
     true
 }
 
-/// Gives every hole of a directory a fresh block.
-fn fill_holes<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<()> {
+/// Gives each hole of a directory (by logical block) a fresh block, and
+/// grows the size to cover them.
+fn fill_holes<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    holes: &BTreeSet<u64>,
+) -> io::Result<()> {
     let fs = &st.fs;
-    let raw = stage.inode_copy(io, ino)?;
-    let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
-    if !inode.has_flag(flags::EXTENTS) {
-        // Block-mapped directories: only direct holes are filled.
-        let mut ib = [0u32; 12];
-        for (k, v) in ib.iter_mut().enumerate() {
-            *v = le_u32(&raw, off::BLOCK + 4 * k);
-        }
-        let last = ib.iter().rposition(|&v| v != 0);
-        let Some(last) = last else { return Ok(()) };
-        let mut new = Vec::new();
-        for (k, v) in ib.iter().enumerate().take(last) {
-            if *v == 0 {
-                let b = stage.alloc_block(0).ok_or_else(|| io::Error::other("no free block"))?;
-                new.push((k, b));
-            }
-        }
-        for &(k, b) in &new {
-            init_dir_block(stage, fs, b, k as u64, ino);
-        }
+    let bs = fs.block_size() as u64;
+    let mut goal = 0;
+    for &lblk in holes {
+        let b = stage
+            .alloc_block(goal)
+            .ok_or_else(|| io::Error::other("no free block"))?;
+        goal = b;
+        init_dir_block(stage, fs, b, lblk, ino);
+        super::map::map_block(stage, io, ino, lblk, b)?;
+    }
+    if let Some(&last) = holes.iter().next_back() {
         let r = stage.inode(io, ino)?;
-        for (k, b) in new {
-            put_le_u32(r, off::BLOCK + 4 * k, b as u32);
+        let size = u64::from(le_u32(r, off::SIZE)) | (u64::from(le_u32(r, off::SIZE_HIGH)) << 32);
+        let want = (last + 1) * bs;
+        if size < want {
+            put_le_u32(r, off::SIZE, want as u32);
+            put_le_u32(r, off::SIZE_HIGH, (want >> 32) as u32);
         }
-        return Ok(());
     }
-    let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
-    let (leaves, _) = collect_extents(&p1, io, ino, &raw);
-    let mut out: Vec<LeafExtent> = Vec::new();
-    let mut next = 0u64;
-    for l in &leaves {
-        while next < l.lblk {
-            let b = stage.alloc_block(l.pblk).ok_or_else(|| io::Error::other("no free block"))?;
-            init_dir_block(stage, fs, b, next, ino);
-            out.push(LeafExtent { lblk: next, pblk: b, len: 1, uninit: false });
-            next += 1;
-        }
-        out.push(*l);
-        next = l.lblk + l.len;
-    }
-    write_extent_tree(stage, io, ino, &out)
+    Ok(())
 }
 
 /// Writes a new, empty directory block (with '.' and '..' for block 0).
@@ -654,7 +667,11 @@ fn init_dir_block(stage: &mut Staging<'_>, fs: &crate::fs::Fs, blk: u64, lblk: u
     let csum = fs.metadata_csum();
     let bs = fs.block_size();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
-    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) { 2 } else { 0 };
+    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+        2
+    } else {
+        0
+    };
     let b = stage.fresh_block(blk, Kind::DirLeaf(ino));
     if lblk == 0 {
         put_dirent(b, 0, ino, 12, b".", ft);
@@ -668,7 +685,12 @@ fn init_dir_block(stage: &mut Staging<'_>, fs: &crate::fs::Fs, blk: u64, lblk: u
 }
 
 /// Pass 3A for directory `ino`: duplicate names dropped or renamed.
-pub fn dedup<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<()> {
+pub fn dedup<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+) -> io::Result<()> {
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
@@ -801,12 +823,15 @@ fn dedup_directory<'f>(
         }
     }
     if it.peek().is_some() {
-        return Err(io::Error::other("the directory has no room left after renaming"));
+        return Err(io::Error::other(
+            "the directory has no room left after renaming",
+        ));
     }
     Ok(())
 }
 
-/// Inline directories: the entries in `i_block` after the parent number.
+/// Inline directories: the entries in `i_block` after the parent number,
+/// and those in the system.data attribute when it is stored in the inode.
 fn fix_inline_dir<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
@@ -816,56 +841,72 @@ fn fix_inline_dir<'f>(
 ) -> io::Result<bool> {
     let fs = &st.fs;
     let maps = &st.maps;
-    let mut ib = raw[off::BLOCK..off::BLOCK + 60].to_vec();
+    let mut inode = raw.to_vec();
     let mut modified = false;
-    let parent = le_u32(&ib, 0);
+    let parent = le_u32(&inode, off::BLOCK);
     let icount = fs.sb().s_inodes_count();
     if parent == 0 || parent > icount || !maps.is_dir(parent) {
-        put_le_u32(&mut ib, 0, 2);
+        put_le_u32(&mut inode, off::BLOCK, 2);
         modified = true;
     }
-    let mut at = 4;
-    let mut prev: Option<usize> = None;
-    let mut guard = 0;
-    while at < 60 && guard < 60 {
-        guard += 1;
-        // The region is only 60 bytes: rec_len is stored as is.
-        let rl = usize::from(le_u16(&ib, at + 4));
-        let nl = usize::from(le_u8(&ib, at + 6));
-        if at + rl > 60 || rl < 8 || rl % 4 != 0 || min_rec(nl, false) > rl {
-            match prev {
-                Some(p) => {
-                    let prl = usize::from(le_u16(&ib, p + 4));
-                    put_le_u16(&mut ib, p + 4, (prl + 60 - at) as u16);
-                }
-                None => {
-                    put_le_u32(&mut ib, at, 0);
-                    put_le_u16(&mut ib, at + 4, (60 - at) as u16);
-                    ib[at + 6] = 0;
-                    ib[at + 7] = 0;
-                }
+    let mut region = inode[off::BLOCK + 4..off::BLOCK + 60].to_vec();
+    {
+        let stage_ro: &Staging<'f> = stage;
+        let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
+        if walk_block(st, &mut region, 1, BlockKind::Leaf, fx, false, &mut want) {
+            inode[off::BLOCK + 4..off::BLOCK + 60].copy_from_slice(&region);
+            modified = true;
+        }
+    }
+    // The rest of the directory, in the in-inode system.data value.
+    if let Some((vstart, vlen, entry)) = system_data_in_inode(&inode) {
+        let mut value = inode[vstart..vstart + vlen].to_vec();
+        let stage_ro: &Staging<'f> = stage;
+        let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
+        if !value.is_empty() && walk_block(st, &mut value, 1, BlockKind::Leaf, fx, false, &mut want)
+        {
+            inode[vstart..vstart + vlen].copy_from_slice(&value);
+            if le_u32(&inode, entry + 12) != 0 {
+                let h = ext4_layout::xattr::entry_hash(b"data", Some(&value), false);
+                put_le_u32(&mut inode, entry + 12, h);
             }
             modified = true;
-            break;
         }
-        let t = le_u32(&ib, at);
-        if t != 0
-            && ((t != 2 && t < fs.geo.first_ino)
-                || t > icount
-                || t == fx.ino
-                || !maps.used(t)
-                || fx.dead.contains(&t)
-                || fx.clear_targets.contains(&t))
-        {
-            put_le_u32(&mut ib, at, 0);
-            modified = true;
-        }
-        prev = Some(at);
-        at += rl;
     }
     if modified {
-        let r = stage.inode(io, fx.ino)?;
-        r[off::BLOCK..off::BLOCK + 60].copy_from_slice(&ib);
+        stage.inode(io, fx.ino)?.copy_from_slice(&inode);
     }
     Ok(true)
+}
+
+/// Where the value of an inode's in-inode "system.data" attribute lies:
+/// (value start, value length, entry start), all offsets in the inode.
+fn system_data_in_inode(inode: &[u8]) -> Option<(usize, usize, usize)> {
+    let isz = inode.len();
+    if isz <= 128 {
+        return None;
+    }
+    let extra = usize::from(le_u16(inode, off::EXTRA_ISIZE));
+    let area = 128 + extra;
+    if area + 4 > isz || le_u32(inode, area) != ext4_layout::xattr::EA_MAGIC {
+        return None;
+    }
+    let first = area + 4;
+    let mut at = first;
+    while at + 16 <= isz && le_u32(inode, at) != 0 {
+        let nl = usize::from(inode[at]);
+        let index = inode[at + 1];
+        let offs = usize::from(le_u16(inode, at + 2));
+        let size = le_u32(inode, at + 8) as usize;
+        let name = inode.get(at + 16..at + 16 + nl)?;
+        if index == 7 && name == b"data" && le_u32(inode, at + 4) == 0 {
+            let v = first + offs;
+            if v + size <= isz {
+                return Some((v, size, at));
+            }
+            return None;
+        }
+        at += (16 + nl + 3) & !3;
+    }
+    None
 }

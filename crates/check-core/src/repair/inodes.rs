@@ -33,8 +33,6 @@ pub mod off {
     pub const FILE_ACL: usize = 0x68;
     /// `i_size_high`.
     pub const SIZE_HIGH: usize = 0x6C;
-    /// `i_faddr`.
-    pub const FADDR: usize = 0x70;
     /// `l_i_blocks_high`.
     pub const BLOCKS_HIGH: usize = 0x74;
     /// `l_i_file_acl_high`.
@@ -176,7 +174,8 @@ pub fn fix_pass1<'a, 'f>(
         .copied()
         .filter(|f| matches!(f.code, Code::DupBlocks | Code::DupBlocksMetadata))
         .collect();
-    if !dups.is_empty() {
+    // e2fsck clones after pass 1 has fixed everything else.
+    if !dups.is_empty() && by_ino.is_empty() {
         if blocks::clone_duplicates(st, stage, io).is_ok() {
             fixed.extend(dups);
         }
@@ -192,6 +191,37 @@ pub fn fix_pass1<'a, 'f>(
                     set_flags(raw, flags::EA_INODE, 0);
                     fixed.push(f);
                 }
+            }
+        }
+        // Where e2fsck first offers to turn a feature on, "yes" keeps the
+        // inode.
+        let codes: BTreeSet<Code> = codes
+            .into_iter()
+            .filter(|c| {
+                !(*c == Code::ExtentsSet && codes_has(fs_, Code::ExtentFeature)
+                    || *c == Code::InlineDataSet && codes_has(fs_, Code::InlineDataFeature))
+            })
+            .collect();
+        for f in fs_.iter() {
+            match f.code {
+                Code::ExtentFeature => {
+                    set_feature(
+                        stage,
+                        sbf::INCOMPAT,
+                        ext4_layout::features::IncompatFeatures::EXTENTS.0,
+                    );
+                    fixed.push(f);
+                }
+                Code::InlineDataFeature => {
+                    set_feature(
+                        stage,
+                        sbf::INCOMPAT,
+                        ext4_layout::features::IncompatFeatures::INLINE_DATA.0,
+                    );
+                    fixed.push(f);
+                }
+                Code::ExtentsSet | Code::InlineDataSet if !codes.contains(&f.code) => fixed.push(f),
+                _ => {}
             }
         }
         if codes.iter().any(|&c| clears_inode(c))
@@ -270,7 +300,9 @@ pub fn fix_pass1<'a, 'f>(
                     put_le_u16(raw, off::MODE, 0o100000);
                     true
                 }
-                Code::JournalInodeNotClear | Code::QuotaInodeNotClear | Code::OrphanFileNotClear => {
+                Code::JournalInodeNotClear
+                | Code::QuotaInodeNotClear
+                | Code::OrphanFileNotClear => {
                     raw.fill(0);
                     true
                 }
@@ -308,7 +340,9 @@ pub fn fix_pass1<'a, 'f>(
                     if f.blk.is_none() =>
                 {
                     // Drops every attribute stored in the inode.
-                    if codes.contains(&Code::AttrSetEaInodeFlag) && f.code == Code::AttrNoEaInodeFlag {
+                    if codes.contains(&Code::AttrSetEaInodeFlag)
+                        && f.code == Code::AttrNoEaInodeFlag
+                    {
                         true
                     } else {
                         let at = 128 + usize::from(le_u16(raw, off::EXTRA_ISIZE));
@@ -319,7 +353,12 @@ pub fn fix_pass1<'a, 'f>(
                     }
                 }
                 Code::EaTimeOutOfRange => {
-                    for (t, x) in [(0x08usize, 0x8Cusize), (0x0C, 0x84), (0x90, 0x94), (0x10, 0x88)] {
+                    for (t, x) in [
+                        (0x08usize, 0x8Cusize),
+                        (0x0C, 0x84),
+                        (0x90, 0x94),
+                        (0x10, 0x88),
+                    ] {
                         if x + 4 <= raw.len()
                             && le_u32(raw, t) & 0x8000_0000 != 0
                             && le_u32(raw, x) & 3 == 3
@@ -448,7 +487,10 @@ pub fn fix_pass1<'a, 'f>(
         if changed_blocks.contains(&ino) || !matches!(f.code, Code::BadIBlocks | Code::BadISize) {
             continue;
         }
-        if fixed.iter().any(|x| x.ino == Some(ino) && clears_inode(x.code)) {
+        if fixed
+            .iter()
+            .any(|x| x.ino == Some(ino) && clears_inode(x.code))
+        {
             continue;
         }
         let Ok(raw) = stage.inode(io, ino) else {
@@ -463,6 +505,10 @@ pub fn fix_pass1<'a, 'f>(
         }
         fixed.push(f);
     }
+}
+
+fn codes_has(fs_: &[&Finding], c: Code) -> bool {
+    fs_.iter().any(|f| f.code == c)
 }
 
 /// The time to stamp on cleared inodes.

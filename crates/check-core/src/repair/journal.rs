@@ -42,7 +42,12 @@ fn open(dev: &Arc<Device>) -> Result<Fs, String> {
         .map_err(|f| f.message)
 }
 
-fn commit(fx: &fixer::Fixer, st: Staging<'_>, io: &mut Io<'_>, pre: &mut PrePass) -> Result<(), String> {
+fn commit(
+    fx: &fixer::Fixer,
+    st: Staging<'_>,
+    io: &mut Io<'_>,
+    pre: &mut PrePass,
+) -> Result<(), String> {
     if st.is_empty() {
         return Ok(());
     }
@@ -87,8 +92,12 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
         let mut st = Staging::new(&fs, &maps_dummy);
         let bs = fs.block_size();
         match jc.problem {
-            Some(JournalProblem::External) | Some(JournalProblem::Unsupported) | Some(JournalProblem::ReadError) => {
-                return Err(jc.fatal.unwrap_or_else(|| "the journal cannot be used".into()));
+            Some(JournalProblem::External)
+            | Some(JournalProblem::Unsupported)
+            | Some(JournalProblem::ReadError) => {
+                return Err(jc
+                    .fatal
+                    .unwrap_or_else(|| "the journal cannot be used".into()));
             }
             Some(JournalProblem::BadInode) => {
                 let sb = st.sb_mut();
@@ -97,7 +106,8 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
                 sb[0x10C..0x150].fill(0);
                 clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
                 clear_valid(sb);
-                pre.notes.push("The journal was unusable and has been removed.".into());
+                pre.notes
+                    .push("The journal was unusable and has been removed.".into());
                 mark(&mut pre, &jc.findings, Code::JournalBadInode);
                 commit(fx, st, &mut io, &mut pre)?;
                 continue;
@@ -123,10 +133,19 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
                     jsb[0x24..].fill(0);
                 } else {
                     // A fresh, empty journal superblock.
-                    let v1 = be_u32(&jsb, 0) == JBD2_MAGIC && be_u32(&jsb, 4) == blocktype::SUPERBLOCK_V1;
+                    let v1 = be_u32(&jsb, 0) == JBD2_MAGIC
+                        && be_u32(&jsb, 4) == blocktype::SUPERBLOCK_V1;
                     jsb[12..].fill(0);
                     put_be_u32(&mut jsb, 0, JBD2_MAGIC);
-                    put_be_u32(&mut jsb, 4, if v1 { blocktype::SUPERBLOCK_V1 } else { blocktype::SUPERBLOCK_V2 });
+                    put_be_u32(
+                        &mut jsb,
+                        4,
+                        if v1 {
+                            blocktype::SUPERBLOCK_V1
+                        } else {
+                            blocktype::SUPERBLOCK_V2
+                        },
+                    );
                     put_be_u32(&mut jsb, 0x0C, bs as u32);
                     put_be_u32(&mut jsb, 0x10, total as u32);
                     put_be_u32(&mut jsb, 0x14, 1);
@@ -138,7 +157,8 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
                         clear_valid(sb);
                     }
                     mark(&mut pre, &jc.findings, Code::JournalBadSuper);
-                    pre.notes.push("The journal superblock was corrupt and has been reset.".into());
+                    pre.notes
+                        .push("The journal superblock was corrupt and has been reset.".into());
                 }
                 st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
                 commit(fx, st, &mut io, &mut pre)?;
@@ -238,7 +258,11 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
     let mut jsb = vec![0u8; bs];
     io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?;
     let j = JournalSuperblock::new(&jsb).ok_or("short journal superblock")?;
-    let feat = if j.is_v2() { j.features() } else { JournalFeatures::default() };
+    let feat = if j.is_v2() {
+        j.features()
+    } else {
+        JournalFeatures::default()
+    };
     let csum = feat.csum_v2v3();
     let v3 = feat.incompat & JournalFeatures::INCOMPAT_CSUM_V3 != 0;
     let async_commit = feat.incompat & JournalFeatures::INCOMPAT_ASYNC_COMMIT != 0;
@@ -249,7 +273,9 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
     let sequence = be_u32(&jsb, 0x18);
     let tail = if csum { 4 } else { 0 };
     let read = |io: &mut Io<'_>, lb: u64, buf: &mut [u8]| -> Result<(), String> {
-        let p = *blocks.get(lb as usize).ok_or_else(|| format!("journal block {lb} is past its end"))?;
+        let p = *blocks
+            .get(lb as usize)
+            .ok_or_else(|| format!("journal block {lb} is past its end"))?;
         if p == 0 {
             return Err(format!("journal block {lb} is not mapped"));
         }
@@ -259,8 +285,11 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
     if start == 0 {
         put_be_u32(&mut jsb, 0x18, sequence.wrapping_add(1));
         set_jsb_checksum(&mut jsb);
-        fx.commit(vec![fixer::Write { offset: b0 * bs as u64, data: jsb }])
-            .map_err(|e| e.to_string())?;
+        fx.commit(vec![fixer::Write {
+            offset: b0 * bs as u64,
+            data: jsb,
+        }])
+        .map_err(|e| e.to_string())?;
         return Ok("The journal was empty.".into());
     }
     let mut buf = vec![0u8; bs];
@@ -277,7 +306,9 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
             break;
         }
         blk = wrap(blk + 1);
-        let Some(h) = BlockHeader::parse(&buf) else { break };
+        let Some(h) = BlockHeader::parse(&buf) else {
+            break;
+        };
         if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
             break;
         }
@@ -337,7 +368,9 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
                 break;
             }
             blk = wrap(blk + 1);
-            let Some(h) = BlockHeader::parse(&buf) else { break };
+            let Some(h) = BlockHeader::parse(&buf) else {
+                break;
+            };
             if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
                 break;
             }
@@ -376,7 +409,9 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
                     break;
                 }
                 blk = wrap(blk + 1);
-                let Some(h) = BlockHeader::parse(&buf) else { break };
+                let Some(h) = BlockHeader::parse(&buf) else {
+                    break;
+                };
                 if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
                     break;
                 }
@@ -396,7 +431,11 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
                             if csum {
                                 let mut c = crc32c_raw(seed, &id.to_be_bytes());
                                 c = crc32c_raw(c, &data);
-                                let ok = if v3 { c == tag.checksum } else { c & 0xFFFF == tag.checksum & 0xFFFF };
+                                let ok = if v3 {
+                                    c == tag.checksum
+                                } else {
+                                    c & 0xFFFF == tag.checksum & 0xFFFF
+                                };
                                 if !ok {
                                     error = Some(format!("journal block {lb} has a bad checksum"));
                                     continue;
@@ -464,7 +503,9 @@ fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<()
     if !errors && head >= first_ino && head <= icount {
         let mut seen = std::collections::BTreeSet::new();
         while ino != 0 && seen.insert(ino) {
-            let Ok(raw) = st.inode_copy(&mut io, ino) else { break };
+            let Ok(raw) = st.inode_copy(&mut io, ino) else {
+                break;
+            };
             let Some(inode) = Inode::new(&raw) else { break };
             let next = inode.i_dtime();
             if next != 0 && (next < first_ino || next > icount) {

@@ -18,7 +18,11 @@ fn bad(what: &str) -> io::Error {
 }
 
 /// The leaf extents of an extent-mapped inode.
-pub fn extents_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, raw: &[u8]) -> io::Result<Vec<LeafExtent>> {
+pub fn extents_of<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    raw: &[u8],
+) -> io::Result<Vec<LeafExtent>> {
     let mut out = Vec::new();
     let root = raw[off::BLOCK..off::BLOCK + 60].to_vec();
     walk_node(stage, io, &root, 0, &mut out)?;
@@ -63,7 +67,11 @@ fn walk_node<'f>(
 
 /// Every mapped (logical, physical) data block of an inode, in logical
 /// order.
-pub fn blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Vec<(u64, u64)>> {
+pub fn blocks_of<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+) -> io::Result<Vec<(u64, u64)>> {
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     let mut v = Vec::new();
@@ -129,7 +137,13 @@ fn walk_ind<'f>(
 
 /// Maps logical block `lblk` of inode `ino` to `blk`, allocating mapping
 /// blocks as needed.
-pub fn map_block<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32, lblk: u64, blk: u64) -> io::Result<()> {
+pub fn map_block<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    lblk: u64,
+    blk: u64,
+) -> io::Result<()> {
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if inode.has_flag(flags::EXTENTS) {
@@ -145,7 +159,11 @@ pub fn map_block<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32, lblk: u
         let mut merged: Vec<LeafExtent> = Vec::new();
         for e in leaves {
             if let Some(l) = merged.last_mut() {
-                if l.lblk + l.len == e.lblk && l.pblk + l.len == e.pblk && l.uninit == e.uninit && l.len + e.len <= 32767 {
+                if l.lblk + l.len == e.lblk
+                    && l.pblk + l.len == e.pblk
+                    && l.uninit == e.uninit
+                    && l.len + e.len <= 32767
+                {
                     l.len += e.len;
                     continue;
                 }

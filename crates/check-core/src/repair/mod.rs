@@ -94,7 +94,13 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             )
         }
         Ok(None) => {}
-        Err(e) => return fail(path, format!("cannot tell whether it is mounted: {e}"), Vec::new()),
+        Err(e) => {
+            return fail(
+                path,
+                format!("cannot tell whether it is mounted: {e}"),
+                Vec::new(),
+            )
+        }
     }
     let file = match fixer::safety::open_for_repair(path) {
         Ok(f) => f,
@@ -112,21 +118,28 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         Err(e) => return fail(path, e.to_string(), Vec::new()),
     };
     let mut check_opts = opts.check;
-    let block_size = match crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions { read_only: true }) {
-        Ok(o) => o.fs.geo.block_size,
-        Err(_) => {
-            // The file system cannot even be opened: nothing to repair that
-            // a check could vouch for.
-            return Repaired {
-                report: check_with_state(dev.clone(), check_opts).report,
-                rounds: 0,
-            };
-        }
-    };
+    let block_size =
+        match crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions { read_only: true }) {
+            Ok(o) => o.fs.geo.block_size,
+            Err(_) => {
+                // The file system cannot even be opened: nothing to repair that
+                // a check could vouch for.
+                return Repaired {
+                    report: check_with_state(dev.clone(), check_opts).report,
+                    rounds: 0,
+                };
+            }
+        };
     let undo = match &opts.undo {
         Some(p) => match fixer::undo::UndoLog::create(p, block_size) {
             Ok(u) => Some(u),
-            Err(e) => return fail(path, format!("cannot create the undo file: {e}"), Vec::new()),
+            Err(e) => {
+                return fail(
+                    path,
+                    format!("cannot create the undo file: {e}"),
+                    Vec::new(),
+                )
+            }
         },
         None => None,
     };
@@ -157,7 +170,8 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     let mut serial_noted = false;
     while stop_reason.is_none() {
         if fixer::safety::interrupted() {
-            stop_reason = Some("interrupted; the changes made so far are complete and consistent".into());
+            stop_reason =
+                Some("interrupted; the changes made so far are complete and consistent".into());
             break;
         }
         let Some(st) = current.state.as_ref() else {
@@ -305,7 +319,13 @@ fn plan_round<'a, 'f>(
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
 ) -> Vec<&'a Finding> {
-    let first = to_fix.iter().map(|f| stage_of(f)).min().unwrap_or(Pass::P5);
+    // A missing root comes first: until it exists, every entry naming it
+    // looks wrong.
+    let first = if to_fix.iter().any(|f| f.code == Code::NoRootInode) {
+        Pass::P3
+    } else {
+        to_fix.iter().map(|f| stage_of(f)).min().unwrap_or(Pass::P5)
+    };
     let mine: Vec<&'a Finding> = to_fix
         .iter()
         .copied()

@@ -13,7 +13,11 @@ use crate::ctx::Maps;
 use crate::io::Io;
 
 /// Rewrites the bitmaps and counts of every group and the superblock.
-pub fn rebuild_group_summaries(st: &mut Staging<'_>, io: &mut Io<'_>, maps: &Maps) -> io::Result<()> {
+pub fn rebuild_group_summaries(
+    st: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    maps: &Maps,
+) -> io::Result<()> {
     let fs = st.fs();
     let geo = &fs.geo;
     let bs = fs.block_size();

@@ -78,9 +78,30 @@ impl<'f> Staging<'f> {
         self.alloc.run(goal, n)
     }
 
-    /// A free inode near `near`.
+    /// A free inode near `near`. If its group's descriptor marks it
+    /// unused (uninitialised group, or the unused tail of the table), the
+    /// mark is moved past it, as the library does when it allocates.
     pub fn alloc_inode(&mut self, near: u32) -> Option<u32> {
-        self.alloc.inode(near)
+        let ino = self.alloc.inode(near)?;
+        let fs = self.fs;
+        if fs.has_gdt_csum() {
+            let ipg = fs.geo.inodes_per_group;
+            let g = (ino - 1) / ipg;
+            let idx = (ino - 1) % ipg;
+            if idx >= fs.inodes_to_scan(g) {
+                let large = fs.geo.desc_size >= 64;
+                let d = self.gd_mut(g);
+                let fl =
+                    ext4_layout::bytes::le_u16(d, 0x12) & !ext4_layout::group_desc::BG_INODE_UNINIT;
+                ext4_layout::bytes::put_le_u16(d, 0x12, fl);
+                let unused = ipg - (idx + 1);
+                ext4_layout::bytes::put_le_u16(d, 0x1C, unused as u16);
+                if large {
+                    ext4_layout::bytes::put_le_u16(d, 0x32, (unused >> 16) as u16);
+                }
+            }
+        }
+        Some(ino)
     }
 
     /// Whether nothing has been changed.
@@ -154,7 +175,10 @@ impl<'f> Staging<'f> {
     /// Inode `ino`'s bytes for editing; its checksum is redone at commit.
     pub fn inode(&mut self, io: &mut Io<'_>, ino: u32) -> io::Result<&mut [u8]> {
         let (blk, off) = self.inode_location(ino).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("inode {ino} has no place"))
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("inode {ino} has no place"),
+            )
         })?;
         let isz = self.fs.geo.inode_size as usize;
         self.inodes.insert(ino);
@@ -166,7 +190,10 @@ impl<'f> Staging<'f> {
     /// A copy of inode `ino` as it is now (through the overlay).
     pub fn inode_copy(&self, io: &mut Io<'_>, ino: u32) -> io::Result<Vec<u8>> {
         let (blk, off) = self.inode_location(ino).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("inode {ino} has no place"))
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("inode {ino} has no place"),
+            )
         })?;
         let isz = self.fs.geo.inode_size as usize;
         let mut b = vec![0u8; self.fs.block_size()];
@@ -216,7 +243,10 @@ impl<'f> Staging<'f> {
             let kinds: Vec<(u64, Kind)> = self.blocks.iter().map(|(&b, (_, k))| (b, *k)).collect();
             for (blk, kind) in kinds {
                 let iseed = match kind {
-                    Kind::DirLeaf(ino) | Kind::DxRoot(ino) | Kind::DxNode(ino) | Kind::Extent(ino) => {
+                    Kind::DirLeaf(ino)
+                    | Kind::DxRoot(ino)
+                    | Kind::DxNode(ino)
+                    | Kind::Extent(ino) => {
                         Some(inode_csum_seed(seed, ino, self.generation(io, ino)))
                     }
                     _ => None,
