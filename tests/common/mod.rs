@@ -269,3 +269,105 @@ pub fn summary_counts(line: &str) -> Option<(u64, u64, String, u64, u64)> {
         n.parse().ok()?,
     ))
 }
+
+/// Runs debugfs on an image with a list of commands; returns the output
+/// of each command (debugfs echoes "debugfs: CMD" before each).
+pub fn debugfs_batch(img: &Path, cmds: &[String], scratch: &Path) -> Option<Vec<String>> {
+    let debugfs = find_tool("debugfs")?;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let f = scratch.join(format!("cmds-{}", N.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&f, cmds.join("\n") + "\n").ok()?;
+    let out = Command::new(debugfs)
+        .arg("-f")
+        .arg(&f)
+        .arg(img)
+        .output()
+        .ok()?;
+    let _ = std::fs::remove_file(&f);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut parts: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("debugfs: ") {
+            parts.push(String::new());
+        } else if let Some(p) = parts.last_mut() {
+            p.push_str(line);
+            p.push('\n');
+        }
+    }
+    Some(parts)
+}
+
+/// Files larger than this are compared by size, not content (sparse test
+/// files run to terabytes).
+const HASH_LIMIT: u64 = 16 << 20;
+
+/// Every regular file of an image, path -> content fingerprint, read with
+/// debugfs (independent of ext4chk). Directories are walked by inode
+/// number; small files are dumped and hashed, large ones fingerprinted by
+/// size.
+pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMap<String, String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    std::fs::create_dir_all(scratch).ok()?;
+    let mut out = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    let mut level: Vec<(u32, String)> = vec![(2, String::new())];
+    seen.insert(2u32);
+    let mut files: Vec<(u32, String, u64)> = Vec::new();
+    while !level.is_empty() {
+        let cmds: Vec<String> = level.iter().map(|(i, _)| format!("ls -p <{i}>")).collect();
+        let parts = debugfs_batch(img, &cmds, scratch)?;
+        let mut next = Vec::new();
+        for ((_, path), listing) in level.iter().zip(parts.iter()) {
+            for line in listing.lines() {
+                // /ino/mode/uid/gid/name/size/
+                let f: Vec<&str> = line.split('/').collect();
+                if f.len() < 7 {
+                    continue;
+                }
+                let (Ok(ino), Ok(mode)) = (f[1].parse::<u32>(), u32::from_str_radix(f[2], 8))
+                else {
+                    continue;
+                };
+                let name = f[5];
+                if name == "." || name == ".." || ino == 0 {
+                    continue;
+                }
+                let p = format!("{path}/{name}");
+                match mode & 0o170000 {
+                    0o040000 if seen.insert(ino) => next.push((ino, p)),
+                    0o100000 => {
+                        let size = f[6].parse::<u64>().unwrap_or(0);
+                        files.push((ino, p, size));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        level = next;
+    }
+    let small: Vec<&(u32, String, u64)> = files.iter().filter(|f| f.2 <= HASH_LIMIT).collect();
+    for chunk in small.chunks(256) {
+        let cmds: Vec<String> = chunk
+            .iter()
+            .enumerate()
+            .map(|(k, (ino, _, _))| {
+                format!("dump <{ino}> {}", scratch.join(format!("f{k}")).display())
+            })
+            .collect();
+        debugfs_batch(img, &cmds, scratch)?;
+        for (k, (_, p, size)) in chunk.iter().enumerate() {
+            let fp = scratch.join(format!("f{k}"));
+            let data = std::fs::read(&fp).unwrap_or_default();
+            let _ = std::fs::remove_file(&fp);
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in &data {
+                h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            out.insert(p.clone(), format!("{size}:{h:016x}"));
+        }
+    }
+    for (_, p, size) in files.iter().filter(|f| f.2 > HASH_LIMIT) {
+        out.insert(p.clone(), format!("{size}:large"));
+    }
+    Some(out)
+}

@@ -281,7 +281,6 @@ pub fn check_with_state(dev: Arc<Device>, opts: CheckOptions) -> Checked {
     report.diagnostics.push(tl.summary());
     report.finish();
     drop(p2cx);
-    drop(p1cx);
     let state = CheckState {
         fs,
         maps,

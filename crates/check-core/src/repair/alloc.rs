@@ -10,16 +10,25 @@ use crate::fs::Fs;
 pub struct Allocator<'a> {
     fs: &'a Fs,
     maps: &'a Maps,
+    /// When the check stopped before it saw every inode: the clusters the
+    /// on-disk bitmaps mark in use (relative to the first data cluster),
+    /// which are then never handed out either.
+    disk_used: Option<crate::fs::BitSet>,
     taken_blocks: BTreeSet<u64>,
     taken_inodes: BTreeSet<u32>,
 }
 
 impl<'a> Allocator<'a> {
     /// An allocator over the state of the last check.
-    pub fn new(fs: &'a Fs, maps: &'a Maps) -> Self {
+    pub fn new(fs: &'a Fs, maps: &'a Maps, complete: bool) -> Self {
+        let disk_used = (!complete).then(|| {
+            let mut io = crate::io::Io::new(fs);
+            crate::pass5::read_bitmaps(fs, &mut io).blocks
+        });
         Allocator {
             fs,
             maps,
+            disk_used,
             taken_blocks: BTreeSet::new(),
             taken_inodes: BTreeSet::new(),
         }
@@ -27,9 +36,14 @@ impl<'a> Allocator<'a> {
 
     fn block_free(&self, b: u64) -> bool {
         let geo = &self.fs.geo;
+        let c = b >> geo.cluster_bits;
         b >= geo.first_data_block
             && b < geo.blocks_count
-            && !self.maps.block_found.get(b >> geo.cluster_bits)
+            && !self.maps.block_found.get(c)
+            && !self
+                .disk_used
+                .as_ref()
+                .is_some_and(|d| d.get(c - (geo.first_data_block >> geo.cluster_bits)))
             && !self.maps.metadata.get(b)
             && !self.taken_blocks.contains(&b)
     }
@@ -48,6 +62,23 @@ impl<'a> Allocator<'a> {
             self.taken_blocks.insert(x);
         }
         Some(found)
+    }
+
+    /// `n` free blocks in one run inside `[lo, hi]`.
+    pub fn run_in(&mut self, lo: u64, hi: u64, n: u64) -> Option<u64> {
+        let mut b = lo.max(self.fs.geo.first_data_block);
+        while n > 0 && b + n - 1 <= hi.min(self.fs.geo.blocks_count.saturating_sub(1)) {
+            match (b..b + n).find(|&x| !self.block_free(x)) {
+                None => {
+                    for x in b..b + n {
+                        self.taken_blocks.insert(x);
+                    }
+                    return Some(b);
+                }
+                Some(x) => b = x + 1,
+            }
+        }
+        None
     }
 
     /// `n` free blocks in one run, the first at or after `goal`.

@@ -310,71 +310,158 @@ pub fn clone_duplicates<'f>(
         }
     }
     let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
-    for &ino in p1b.dup_inodes.keys() {
+    for (&ino, clusters) in &p1b.dup_inodes {
         if ino == 1 || ino == 7 {
             continue;
         }
-        let raw = stage.inode_copy(io, ino)?;
-        let Some(inode) = Inode::new(&raw) else {
-            continue;
-        };
-        if extent_fs && inode.has_flag(flags::EXTENTS) {
-            let p1 = Pass1::new(fs, maps, &st.bad_blocks);
-            let (leaves, _) = collect_extents(&p1, io, ino, &raw);
-            let mut out = Vec::new();
-            let mut moved = false;
-            for l in leaves {
-                let mut j = 0;
-                while j < l.len {
-                    let shared = |b: u64| count.get(&(b >> bits)).is_some_and(|&n| n > 1);
-                    let s = shared(l.pblk + j);
-                    let mut k = j + 1;
-                    while k < l.len && shared(l.pblk + k) == s {
-                        k += 1;
-                    }
-                    if s {
-                        moved = true;
-                        for x in j..k {
-                            let old = l.pblk + x;
-                            let new = clone_block(stage, io, old)?;
-                            if let Some(n) = count.get_mut(&(old >> bits)) {
-                                *n -= 1;
-                            }
-                            out.push(LeafExtent {
-                                lblk: l.lblk + x,
-                                pblk: new,
-                                len: 1,
-                                uninit: l.uninit,
-                            });
-                        }
-                    } else {
+        let before = count.clone();
+        if clone_inode(st, stage, io, ino, clusters, &mut count, extent_fs).is_err() {
+            // No room for the copies: as e2fsck does, the file is deleted
+            // and the others keep the blocks.
+            count = before;
+            for c in clusters {
+                if let Some(n) = count.get_mut(c) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            let raw = stage.inode(io, ino)?;
+            super::inodes::clear_inode(raw, ino, geo.first_ino, super::inodes::now());
+        }
+    }
+    Ok(())
+}
+
+/// Gives one inode its own copies of the blocks it still shares.
+fn clone_inode<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    clusters: &[u64],
+    count: &mut BTreeMap<u64, u32>,
+    extent_fs: bool,
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let maps = &st.maps;
+    let geo = &fs.geo;
+    let bits = geo.cluster_bits;
+    let raw = stage.inode_copy(io, ino)?;
+    let Some(inode) = Inode::new(&raw) else {
+        return Ok(());
+    };
+    if extent_fs && inode.has_flag(flags::EXTENTS) {
+        let p1 = Pass1::new(fs, maps, &st.bad_blocks);
+        let (leaves, _) = collect_extents(&p1, io, ino, &raw);
+        if bits == 0 {
+            return clone_extents_by_block(stage, io, ino, leaves, count);
+        }
+        // Each cluster still shared gets one new cluster; blocks keep
+        // their offset inside it (bigalloc needs that).
+        let mut remap: BTreeMap<u64, u64> = BTreeMap::new();
+        let mine: std::collections::BTreeSet<u64> = clusters.iter().copied().collect();
+        for c in mine {
+            if count.get(&c).is_some_and(|&n| n > 1) {
+                let nb = stage
+                    .alloc_block(c << bits)
+                    .ok_or_else(|| io::Error::other("no free block to clone into"))?;
+                remap.insert(c, nb >> bits);
+                if let Some(n) = count.get_mut(&c) {
+                    *n -= 1;
+                }
+            }
+        }
+        if remap.is_empty() {
+            return Ok(());
+        }
+        let mask = (1u64 << bits) - 1;
+        let bs = fs.block_size();
+        let mut out = Vec::new();
+        for l in leaves {
+            let mut j = 0;
+            while j < l.len {
+                let moved = |b: u64| remap.contains_key(&(b >> bits));
+                let s = moved(l.pblk + j);
+                let mut k = j + 1;
+                while k < l.len && moved(l.pblk + k) == s {
+                    k += 1;
+                }
+                if s {
+                    for x in j..k {
+                        let old = l.pblk + x;
+                        let new = (remap[&(old >> bits)] << bits) | (old & mask);
+                        let mut b = vec![0u8; bs];
+                        stage.read(io, old, &mut b)?;
+                        stage.fresh_block(new, Kind::Plain).copy_from_slice(&b);
                         out.push(LeafExtent {
-                            lblk: l.lblk + j,
-                            pblk: l.pblk + j,
-                            len: k - j,
+                            lblk: l.lblk + x,
+                            pblk: new,
+                            len: 1,
                             uninit: l.uninit,
                         });
                     }
-                    j = k;
+                } else {
+                    out.push(LeafExtent {
+                        lblk: l.lblk + j,
+                        pblk: l.pblk + j,
+                        len: k - j,
+                        uninit: l.uninit,
+                    });
                 }
+                j = k;
             }
-            if moved {
-                let merged = merge_runs(out);
-                write_extent_tree(stage, io, ino, &merged)?;
-            }
-        } else if crate::pass1::inode_has_valid_blocks(fs, &inode) {
-            let count = &mut count;
-            walk_block_map(stage, io, ino, &mut |blk, _| {
-                let c = blk >> bits;
-                match count.get_mut(&c) {
-                    Some(n) if *n > 1 && geo.block_in_range(blk) => {
-                        *n -= 1;
-                        Decision::Clone
-                    }
-                    _ => Decision::Keep,
-                }
-            })?;
         }
+        let merged = merge_runs(out);
+        write_extent_tree(stage, io, ino, &merged)?;
+    } else if crate::pass1::inode_has_valid_blocks(fs, &inode) {
+        walk_block_map(stage, io, ino, &mut |blk, _| {
+            let c = blk >> bits;
+            match count.get_mut(&c) {
+                Some(n) if *n > 1 && geo.block_in_range(blk) => {
+                    *n -= 1;
+                    Decision::Clone
+                }
+                _ => Decision::Keep,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Cloning without bigalloc: each shared block (each occurrence, so a
+/// file that maps a block twice gets a copy for one of them) is copied
+/// while someone else still holds it.
+fn clone_extents_by_block<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    leaves: Vec<LeafExtent>,
+    count: &mut BTreeMap<u64, u32>,
+) -> io::Result<()> {
+    let mut out = Vec::new();
+    let mut moved = false;
+    for l in leaves {
+        for x in 0..l.len {
+            let old = l.pblk + x;
+            let shared = count.get(&old).is_some_and(|&n| n > 1);
+            let pblk = if shared {
+                moved = true;
+                if let Some(n) = count.get_mut(&old) {
+                    *n -= 1;
+                }
+                clone_block(stage, io, old)?
+            } else {
+                old
+            };
+            out.push(LeafExtent {
+                lblk: l.lblk + x,
+                pblk,
+                len: 1,
+                uninit: l.uninit,
+            });
+        }
+    }
+    if moved {
+        write_extent_tree(stage, io, ino, &merge_runs(out))?;
     }
     Ok(())
 }

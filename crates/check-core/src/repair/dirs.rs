@@ -194,9 +194,8 @@ pub fn fix_pass2<'a, 'f>(
         }
         let drop_index = codes.iter().any(|&c| drops_index(c));
         let dups = codes.contains(&Code::ReportDupDirent);
-        match fix_directory(st, stage, io, &mut fx, drop_index, dups) {
-            Ok(true) => fixed.extend(fs_.iter().copied()),
-            Ok(false) | Err(_) => {}
+        if let Ok(true) = fix_directory(st, stage, io, &mut fx, drop_index, dups) {
+            fixed.extend(fs_.iter().copied());
         }
     }
 }
@@ -485,23 +484,22 @@ fn walk_block(
         let name: Vec<u8> = b[offset + 8..offset + 8 + nl].to_vec();
         let mut clear = false;
         if target != 0 {
-            if dot_state > 1 && target == fx.ino {
-                clear = true;
-            } else if (target != 2 && target < geo.first_ino)
+            let bad_number = (target != 2 && target < geo.first_ino)
                 || target > icount
                 || special.contains(&target)
-                || maps.inode_bb.get(u64::from(target - 1))
-                || (dot_state > 1 && (name == b"." || name == b".." || target == 2 || nl == 0))
-            {
-                clear = true;
-            } else if fx.dead.contains(&target)
-                || !maps.used(target)
-                || fx.clear_targets.contains(&target)
-                || (dot_state > 1 && fx.link_dir.contains(&(target, name.clone())))
-                || (fx.encrypted && dot_state > 1 && nl < 16)
-            {
-                clear = true;
-            }
+                || maps.inode_bb.get(u64::from(target - 1));
+            let bad_link = dot_state > 1
+                && (target == fx.ino
+                    || name == b"."
+                    || name == b".."
+                    || target == 2
+                    || nl == 0
+                    || fx.link_dir.contains(&(target, name.clone()))
+                    || (fx.encrypted && nl < 16));
+            let bad_target = fx.dead.contains(&target)
+                || (!maps.used(target) && !in_unused_area(fs, target))
+                || fx.clear_targets.contains(&target);
+            clear = bad_number || bad_link || bad_target;
             if clear && dot_state <= 1 {
                 // '.' and '..' are never emptied: '..' is pointed at the
                 // root until pass 3 puts the parent there.
@@ -528,6 +526,15 @@ fn walk_block(
         dot_state += 1;
     }
     modified
+}
+
+/// Whether an inode lies where the check does not look (an uninitialised
+/// group, or past the group's unused mark): an entry naming it is kept,
+/// and the group's mark is moved instead.
+fn in_unused_area(fs: &crate::fs::Fs, ino: u32) -> bool {
+    let ipg = fs.geo.inodes_per_group;
+    let g = (ino - 1) / ipg;
+    (ino - 1) % ipg >= fs.inodes_to_scan(g)
 }
 
 /// Applies the '/'/NUL name rule (or the encoding rule in strict
@@ -724,6 +731,11 @@ fn dedup_directory<'f>(
     let bs = fs.block_size();
     let csum = fs.metadata_csum();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+    let encrypted = stage
+        .inode_copy(io, ino)
+        .ok()
+        .and_then(|r| Inode::new(&r).map(|i| i.has_flag(flags::ENCRYPT)))
+        .unwrap_or(false);
     // Every live entry, in block order.
     let mut entries: Vec<(u32, Vec<u8>, u8)> = Vec::new();
     let mut buf = vec![0u8; bs];
@@ -745,36 +757,46 @@ fn dedup_directory<'f>(
             idx += 1;
         }
     }
-    let mut order: Vec<usize> = (0..entries.len()).collect();
-    order.sort_by(|&a, &b| {
-        entries[a]
-            .1
-            .cmp(&entries[b].1)
-            .then(entries[b].0.cmp(&entries[a].0))
-    });
+    // As e2fsck does: sort by name then inode (highest first); an entry
+    // whose name equals the one before it is dropped if the inode is the
+    // same (a dropped entry keeps its name but counts as inode 0), else
+    // renamed; repeat until nothing changes.
     let mut drop = BTreeSet::new();
     let mut names: BTreeSet<Vec<u8>> = entries.iter().map(|e| e.1.clone()).collect();
-    for w in 1..order.len() {
-        let (a, b2) = (order[w - 1], order[w]);
-        if entries[a].1 != entries[b2].1 || drop.contains(&a) && entries[a].1 != entries[b2].1 {
-            continue;
-        }
-        if entries[a].0 == entries[b2].0 {
-            drop.insert(b2);
-        } else {
-            let mut n = entries[b2].1.clone();
-            let mut k = 0;
-            loop {
-                let mut cand = n.clone();
-                cand.extend_from_slice(format!("~{k}").as_bytes());
-                if !names.contains(&cand) {
-                    n = cand;
-                    break;
-                }
-                k += 1;
+    for _ in 0..entries.len().max(1) {
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        order.sort_by(|&a, &b| {
+            entries[a]
+                .1
+                .cmp(&entries[b].1)
+                .then(entries[b].0.cmp(&entries[a].0))
+        });
+        let mut changed = false;
+        for w in 1..order.len() {
+            let (a, b2) = (order[w - 1], order[w]);
+            if drop.contains(&b2) || entries[a].1 != entries[b2].1 {
+                continue;
             }
-            names.insert(n.clone());
-            entries[b2].1 = n;
+            let prev_ino = if drop.contains(&a) { 0 } else { entries[a].0 };
+            if prev_ino == entries[b2].0 || encrypted {
+                // Same inode twice, or an encrypted name that cannot be
+                // changed: the entry goes.
+                drop.insert(b2);
+            } else {
+                let mut n = entries[b2].1.clone();
+                loop {
+                    mutate_name(&mut n);
+                    if !names.contains(&n) {
+                        break;
+                    }
+                }
+                names.insert(n.clone());
+                entries[b2].1 = n;
+            }
+            changed = true;
+        }
+        if !changed {
+            break;
         }
     }
     // Rewrite the blocks compactly: '.' and '..' stay in block 0.
@@ -828,6 +850,53 @@ fn dedup_directory<'f>(
         ));
     }
     Ok(())
+}
+
+/// The next name e2fsck tries for a duplicate: "~0" takes the last two
+/// characters of the name rounded up to the entry's 4-byte padding (the
+/// entry keeps its size), and a name already ending in "~digits" counts
+/// up.
+fn mutate_name(n: &mut Vec<u8>) {
+    let l = n.len();
+    if l == 0 {
+        n.extend_from_slice(b"~0");
+        return;
+    }
+    let mut i = l - 1;
+    while i > 0 && n[i].is_ascii_digit() {
+        i -= 1;
+    }
+    if i == l - 1 || n[i] != b'~' {
+        let nl = if (l - 1) & 3 < 2 { l + 2 } else { (l + 3) & !3 }.min(255);
+        n.resize(nl, 0);
+        n[nl - 2] = b'~';
+        n[nl - 1] = b'0';
+        return;
+    }
+    // Count up the digits after the '~', carrying into new places.
+    let mut k = l;
+    loop {
+        if k == 0 {
+            break;
+        }
+        k -= 1;
+        if n[k].is_ascii_digit() {
+            if n[k] == b'9' {
+                n[k] = b'0';
+                continue;
+            }
+            n[k] += 1;
+            return;
+        }
+        // Every digit rolled over: make room for one more.
+        if k >= 1 {
+            n[k] = b'1';
+            n[k - 1] = b'~';
+        } else {
+            n[0] = n[0].wrapping_add(1);
+        }
+        return;
+    }
 }
 
 /// Inline directories: the entries in `i_block` after the parent number,

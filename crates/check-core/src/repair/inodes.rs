@@ -83,21 +83,97 @@ pub fn clear_inode(raw: &mut [u8], ino: u32, first_ino: u32, now: u32) {
     }
 }
 
+/// Which group metadata a relocation moves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Meta {
+    BlockBitmap,
+    InodeBitmap,
+    InodeTable,
+}
+
+/// Moves a group's bitmap or inode table to newly allocated blocks (in
+/// the group, or anywhere with flex_bg), copying what it held when its
+/// old place is inside the file system.
+fn relocate<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    g: u32,
+    what: Meta,
+) -> bool {
+    let fs = &st.fs;
+    let geo = &fs.geo;
+    let n = if what == Meta::InodeTable {
+        u64::from(geo.inode_blocks_per_group)
+    } else {
+        1
+    };
+    let (lo, hi) = crate::fs::allowed_range(geo, ext4_layout::Group(g));
+    let Some(new) = stage
+        .alloc_run_in(lo, hi, n)
+        .or_else(|| stage.alloc_run_in(geo.first_data_block, geo.blocks_count - 1, n))
+    else {
+        return false;
+    };
+    let (lo_off, hi_off) = match what {
+        Meta::BlockBitmap => (0x00, 0x20),
+        Meta::InodeBitmap => (0x04, 0x24),
+        Meta::InodeTable => (0x08, 0x28),
+    };
+    let old = {
+        let d = stage.gd(g);
+        u64::from(le_u32(d, lo_off))
+            | if d.len() >= 64 {
+                u64::from(le_u32(d, hi_off)) << 32
+            } else {
+                0
+            }
+    };
+    let bs = fs.block_size();
+    for k in 0..n {
+        let mut b = vec![0u8; bs];
+        if old != 0 && old + k < geo.blocks_count && old >= geo.first_data_block {
+            let _ = stage.read(io, old + k, &mut b);
+        }
+        let kind = if what == Meta::InodeTable {
+            Kind::InodeTable
+        } else {
+            Kind::Plain
+        };
+        stage.fresh_block(new + k, kind).copy_from_slice(&b);
+    }
+    let large = geo.desc_size >= 64;
+    let d = stage.gd_mut(g);
+    put_le_u32(d, lo_off, new as u32);
+    if large {
+        put_le_u32(d, hi_off, (new >> 32) as u32);
+    }
+    true
+}
+
 /// Pre-pass repairs (superblock and descriptors).
-pub fn fix_super<'a>(
-    _st: &CheckState,
+pub fn fix_super<'a, 'f>(
+    st: &'f CheckState,
     mine: &[&'a Finding],
-    stage: &mut Staging<'_>,
-    _io: &mut Io<'_>,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
     fixed: &mut Vec<&'a Finding>,
 ) {
     for f in mine {
-        if f.code == Code::GroupDescChecksum {
+        let Some(g) = f.group else { continue };
+        let ok = match f.code {
             // Writing the table back recomputes every checksum.
-            if let Some(g) = f.group {
+            Code::GroupDescChecksum => {
                 let _ = stage.gd_mut(g);
-                fixed.push(f);
+                true
             }
+            Code::BlockBitmapNotInGroup => relocate(st, stage, io, g, Meta::BlockBitmap),
+            Code::InodeBitmapNotInGroup => relocate(st, stage, io, g, Meta::InodeBitmap),
+            Code::InodeTableNotInGroup => relocate(st, stage, io, g, Meta::InodeTable),
+            _ => false,
+        };
+        if ok {
+            fixed.push(f);
         }
     }
 }
@@ -153,6 +229,36 @@ pub fn fix_pass1<'a, 'f>(
     let first_ino = fs.geo.first_ino;
     // Findings without an inode first: features.
     let mut by_ino: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
+    // Group metadata that has to move: before anything else.
+    let mut moved = false;
+    let mut done_meta = BTreeSet::new();
+    for f in mine {
+        let Some(g) = f.group else { continue };
+        let what = match f.code {
+            Code::BlockBitmapConflict => Meta::BlockBitmap,
+            Code::InodeBitmapConflict => Meta::InodeBitmap,
+            Code::InodeTableConflict => Meta::InodeTable,
+            Code::RelocateMetadata => match f.str.as_deref() {
+                Some("block bitmap") => Meta::BlockBitmap,
+                Some("inode bitmap") => Meta::InodeBitmap,
+                _ => Meta::InodeTable,
+            },
+            _ => continue,
+        };
+        let key = (g, what as u8);
+        if done_meta.contains(&key) {
+            fixed.push(f);
+            continue;
+        }
+        if relocate(st, stage, io, g, what) {
+            done_meta.insert(key);
+            fixed.push(f);
+            moved = true;
+        }
+    }
+    if moved {
+        return;
+    }
     for f in mine {
         match (f.code, f.ino) {
             (Code::FeatureLargeDirs, _) => {
@@ -182,7 +288,15 @@ pub fn fix_pass1<'a, 'f>(
         return;
     }
     let mut changed_blocks: BTreeSet<u32> = BTreeSet::new();
+    let mut feature_changed = false;
+    let mut stopped_at = u32::MAX;
     for (&ino, fs_) in &by_ino {
+        // A feature turned on changes what every later inode's checks
+        // find: the rest waits for the next check.
+        if feature_changed {
+            stopped_at = ino;
+            break;
+        }
         let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
         // The EA-inode flag is set on the EA inode, not this one.
         for f in fs_.iter().filter(|f| f.code == Code::AttrSetEaInodeFlag) {
@@ -198,8 +312,12 @@ pub fn fix_pass1<'a, 'f>(
         let codes: BTreeSet<Code> = codes
             .into_iter()
             .filter(|c| {
+                let cascade = codes_has(fs_, Code::ClearInlineDataForExtent)
+                    || codes_has(fs_, Code::ClearExtentForInlineData)
+                    || codes_has(fs_, Code::ClearExtentInlineDataFlags);
                 !(*c == Code::ExtentsSet && codes_has(fs_, Code::ExtentFeature)
-                    || *c == Code::InlineDataSet && codes_has(fs_, Code::InlineDataFeature))
+                    || *c == Code::InlineDataSet && codes_has(fs_, Code::InlineDataFeature)
+                    || *c == Code::ClearExtentInlineDataInode && cascade)
             })
             .collect();
         for f in fs_.iter() {
@@ -211,6 +329,7 @@ pub fn fix_pass1<'a, 'f>(
                         ext4_layout::features::IncompatFeatures::EXTENTS.0,
                     );
                     fixed.push(f);
+                    feature_changed = true;
                 }
                 Code::InlineDataFeature => {
                     set_feature(
@@ -219,8 +338,13 @@ pub fn fix_pass1<'a, 'f>(
                         ext4_layout::features::IncompatFeatures::INLINE_DATA.0,
                     );
                     fixed.push(f);
+                    feature_changed = true;
                 }
-                Code::ExtentsSet | Code::InlineDataSet if !codes.contains(&f.code) => fixed.push(f),
+                Code::ExtentsSet | Code::InlineDataSet | Code::ClearExtentInlineDataInode
+                    if !codes.contains(&f.code) =>
+                {
+                    fixed.push(f)
+                }
                 _ => {}
             }
         }
@@ -242,7 +366,10 @@ pub fn fix_pass1<'a, 'f>(
         };
         let links = le_u16(raw, off::LINKS);
         let mut done: Vec<&'a Finding> = Vec::new();
-        for f in fs_ {
+        // In the order e2fsck asks, so each fix sees the ones before it.
+        let mut ordered: Vec<&&'a Finding> = fs_.iter().collect();
+        ordered.sort_by_key(|f| e2fsck_order(f.code));
+        for f in ordered {
             let ok = match f.code {
                 Code::LowDtime => {
                     put_le_u32(raw, off::DTIME, if links != 0 { 0 } else { now });
@@ -282,6 +409,10 @@ pub fn fix_pass1<'a, 'f>(
                             true
                         }
                 }
+                Code::InlineDataNoAttr if le_u32(raw, off::FLAGS) & flags::INLINE_DATA == 0 => {
+                    // An earlier fix took the inline data flag away.
+                    true
+                }
                 Code::InlineDataNoAttr => {
                     set_size(raw, 0);
                     set_flags(raw, 0, flags::INLINE_DATA);
@@ -289,7 +420,14 @@ pub fn fix_pass1<'a, 'f>(
                     true
                 }
                 Code::UnsetExtentFlag => {
-                    set_flags(raw, flags::EXTENTS, 0);
+                    // Only while i_block still holds a valid extent root
+                    // (an earlier fix may have emptied it).
+                    let root =
+                        ext4_layout::extent::ExtentNode::new(&raw[off::BLOCK..off::BLOCK + 60])
+                            .is_some_and(|n| n.validate(true).is_ok());
+                    if root {
+                        set_flags(raw, flags::EXTENTS, 0);
+                    }
                     true
                 }
                 Code::InvalidBadInode => {
@@ -439,6 +577,17 @@ pub fn fix_pass1<'a, 'f>(
                 ) || f.blk.is_some()
             }));
         }
+        // A fix that changes how the inode's blocks are read makes the
+        // block findings stale: they wait for the next check.
+        if done.iter().any(|f| reinterprets(f.code)) {
+            changed_blocks.insert(ino);
+            for f in done {
+                if !fixed.iter().any(|x| std::ptr::eq(*x, f)) {
+                    fixed.push(f);
+                }
+            }
+            continue;
+        }
         // Block-level problems: pointers and extents.
         let block_probs: Vec<&'a Finding> = fs_
             .iter()
@@ -459,6 +608,9 @@ pub fn fix_pass1<'a, 'f>(
     }
     // EA block checksums and reference counts.
     for f in mine {
+        if f.ino.is_some_and(|i| i >= stopped_at) {
+            continue;
+        }
         match f.code {
             Code::EaBlockCsum if !fixed.iter().any(|x| std::ptr::eq(*x, *f)) => {
                 if let Some(b) = f.blk {
@@ -484,7 +636,10 @@ pub fn fix_pass1<'a, 'f>(
         let Some(ino) = f.ino else {
             continue;
         };
-        if changed_blocks.contains(&ino) || !matches!(f.code, Code::BadIBlocks | Code::BadISize) {
+        if ino >= stopped_at
+            || changed_blocks.contains(&ino)
+            || !matches!(f.code, Code::BadIBlocks | Code::BadISize)
+        {
             continue;
         }
         if fixed
@@ -504,6 +659,60 @@ pub fn fix_pass1<'a, 'f>(
             set_size(raw, v);
         }
         fixed.push(f);
+    }
+}
+
+/// Fixes that change how an inode's blocks are interpreted.
+fn reinterprets(c: Code) -> bool {
+    matches!(
+        c,
+        Code::UnsetExtentFlag
+            | Code::TreatAsDirectory
+            | Code::ClearInlineDataForExtent
+            | Code::ClearExtentForInlineData
+            | Code::ClearExtentInlineDataFlags
+            | Code::SpecialExtentsIdata
+            | Code::InlineDataNoAttr
+            | Code::FastSymlinkExtentFlag
+            | Code::ExtentFeature
+            | Code::InlineDataFeature
+    )
+}
+
+/// Where a problem comes in e2fsck's sequence of per-inode checks.
+fn e2fsck_order(c: Code) -> u32 {
+    match c {
+        Code::InodeIsGarbage => 0,
+        Code::LowDtime => 1,
+        Code::ZeroDtime => 2,
+        Code::CasefoldNondir | Code::CasefoldFeature => 3,
+        Code::SpecialExtentsIdata
+        | Code::ClearInlineDataForExtent
+        | Code::ClearExtentForInlineData
+        | Code::ClearExtentInlineDataFlags
+        | Code::ClearExtentInlineDataInode => 4,
+        Code::InlineDataFeature | Code::InlineDataSet => 5,
+        Code::InlineDataNoAttr => 6,
+        Code::ExtentFeature | Code::ExtentsSet => 7,
+        Code::UnsetExtentFlag => 8,
+        Code::InvalidBadInode
+        | Code::RootNotDir
+        | Code::RootDtime
+        | Code::JournalBadMode
+        | Code::JournalInodeNotClear
+        | Code::QuotaBadMode
+        | Code::QuotaInodeNotClear
+        | Code::OrphanFileBadMode
+        | Code::OrphanFileNotClear
+        | Code::ReservedBadMode => 9,
+        Code::SetDtime => 10,
+        Code::SetImagic => 11,
+        Code::ExtraIsize => 12,
+        Code::EaTimeOutOfRange => 13,
+        Code::TreatAsDirectory => 14,
+        Code::FastSymlinkExtentFlag => 15,
+        Code::MissingEncryptionXattr | Code::CorruptEncryptionXattr => 16,
+        _ => 20,
     }
 }
 

@@ -89,7 +89,7 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
         let mut io = Io::new(&fs);
         let jc = check_journal(&fs, &mut io);
         let maps_dummy = crate::ctx::Maps::new(&fs);
-        let mut st = Staging::new(&fs, &maps_dummy);
+        let mut st = Staging::new(&fs, &maps_dummy, false);
         let bs = fs.block_size();
         match jc.problem {
             Some(JournalProblem::External)
@@ -197,7 +197,7 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
             let fs2 = open(dev)?;
             let mut io2 = Io::new(&fs2);
             let maps2 = crate::ctx::Maps::new(&fs2);
-            let mut st2 = Staging::new(&fs2, &maps2);
+            let mut st2 = Staging::new(&fs2, &maps2, false);
             clear_bits(st2.sb_mut(), sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
             commit(fx, st2, &mut io2, &mut pre)?;
             continue;
@@ -493,7 +493,7 @@ fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<()
     }
     let mut io = Io::new(&fs);
     let maps = crate::ctx::Maps::new(&fs);
-    let mut st = Staging::new(&fs, &maps);
+    let mut st = Staging::new(&fs, &maps, false);
     put_le_u32(st.sb_mut(), 0xE8, 0);
     let errors = le_u16(&fs.sb[..], 0x3A) & 2 != 0;
     let first_ino = fs.geo.first_ino;

@@ -197,7 +197,8 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         }
         rounds += 1;
         let mut io = Io::new(&st.fs);
-        let mut stage = Staging::new(&st.fs, &st.maps);
+        let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
+        let mut stage = Staging::new(&st.fs, &st.maps, complete);
         let fixed = plan_round(st, &current.report, &to_fix, &mut stage, &mut io);
         if fixed.is_empty() || stage.is_empty() {
             break;
@@ -208,6 +209,11 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             Err(e) => {
                 stop_reason = Some(format!("the repair stopped: {e}"));
                 break;
+            }
+        }
+        if std::env::var_os("EXT4CHK_DEBUG_ROUNDS").is_some() {
+            for f in &fixed {
+                eprintln!("round {rounds}: {}", f.message());
             }
         }
         for f in fixed {
@@ -262,6 +268,9 @@ fn wants_fix(f: &Finding) -> bool {
                 | Code::FreeInodesTotal
                 | Code::GroupDescChecksum
                 | Code::SplitDot
+                | Code::BlockBitmapNotInGroup
+                | Code::InodeBitmapNotInGroup
+                | Code::InodeTableNotInGroup
                 | Code::SetFiletype
                 | Code::SetImmutable
                 | Code::SpecialExtentsIdata

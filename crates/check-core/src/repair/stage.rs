@@ -49,11 +49,12 @@ pub struct Staging<'f> {
 
 impl<'f> Staging<'f> {
     /// An empty overlay over `fs`, allocating from what `maps` (the last
-    /// check's) shows free.
-    pub fn new(fs: &'f Fs, maps: &'f crate::ctx::Maps) -> Self {
+    /// check's) shows free; `complete` says whether that check saw every
+    /// inode (if not, blocks the on-disk bitmaps mark are avoided too).
+    pub fn new(fs: &'f Fs, maps: &'f crate::ctx::Maps, complete: bool) -> Self {
         Staging {
             fs,
-            alloc: super::alloc::Allocator::new(fs, maps),
+            alloc: super::alloc::Allocator::new(fs, maps, complete),
             blocks: BTreeMap::new(),
             inodes: BTreeSet::new(),
             sb: fs.sb.to_vec(),
@@ -71,6 +72,11 @@ impl<'f> Staging<'f> {
     /// A free block, the first at or after `goal`.
     pub fn alloc_block(&mut self, goal: u64) -> Option<u64> {
         self.alloc.block(goal)
+    }
+
+    /// A run of `n` free blocks inside `[lo, hi]`.
+    pub fn alloc_run_in(&mut self, lo: u64, hi: u64, n: u64) -> Option<u64> {
+        self.alloc.run_in(lo, hi, n)
     }
 
     /// A run of `n` free blocks, the first at or after `goal`.
@@ -255,10 +261,10 @@ impl<'f> Staging<'f> {
                     continue;
                 };
                 match (kind, iseed) {
-                    (Kind::DirLeaf(_), Some(s)) => {
-                        if ext4_layout::dirent::DirTail::find(b).is_some() {
-                            ext4_layout::dirent::write_tail(b, s);
-                        }
+                    (Kind::DirLeaf(_), Some(s))
+                        if ext4_layout::dirent::DirTail::find(b).is_some() =>
+                    {
+                        ext4_layout::dirent::write_tail(b, s);
                     }
                     (Kind::DxRoot(_), Some(s)) => edit::set_dx_checksum(b, s, true),
                     (Kind::DxNode(_), Some(s)) => edit::set_dx_checksum(b, s, false),

@@ -1,0 +1,162 @@
+//! The e2fsprogs regression corpus, repaired: for every image that
+//! `e2fsck -fy` repairs to clean, `ext4chk --repair` must leave a file
+//! system the real `e2fsck -fn` calls clean, a second repair must find
+//! nothing, and every regular file e2fsck's own repair keeps (path and
+//! content) must be kept too. No image may crash the repair.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{
+    code, file_tree, find_tool, gunzip, have, known_list, manifest, par_map, run, shared, Scratch,
+};
+
+/// e2fsck, bounded in time: on a few damaged images it never finishes.
+fn e2fsck_fn(img: &Path) -> i32 {
+    let Some(e2fsck) = find_tool("e2fsck") else {
+        return -1;
+    };
+    let out = Command::new("timeout")
+        .arg("30")
+        .arg(e2fsck)
+        .args(["-fn", img.to_str().expect("path")])
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .output()
+        .expect("e2fsck runs");
+    code(&out)
+}
+
+fn e2fsck_fy(img: &Path) -> i32 {
+    let Some(e2fsck) = find_tool("e2fsck") else {
+        return -1;
+    };
+    let out = Command::new("timeout")
+        .arg("30")
+        .arg(e2fsck)
+        .args(["-fy", img.to_str().expect("path")])
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .output()
+        .expect("e2fsck runs");
+    code(&out)
+}
+
+struct Outcome {
+    test: String,
+    first: i32,
+    fn_after: i32,
+    second: i32,
+    lost: Vec<String>,
+}
+
+#[test]
+fn corpus_repairs_leave_clean_file_systems() {
+    if !have("e2fsck") || !have("debugfs") {
+        eprintln!("e2fsprogs is not installed: skipping the corpus repair test");
+        return;
+    }
+    let rows = manifest();
+    let scratch = Scratch::new("corpus-rep");
+    let outcomes = par_map(&rows, |r| {
+        let gz = shared()
+            .join("corpus/e2fsprogs")
+            .join(&r.test)
+            .join("image.gz");
+        let img = scratch.path(&format!("{}.img", r.test));
+        gunzip(&gz, &img);
+        let first = code(&run(&["-y", img.to_str().expect("path")]));
+        let counted = r.fn_after_fy == "0";
+        let (mut fn_after, mut second, mut lost) = (0, 0, Vec::new());
+        if counted {
+            fn_after = e2fsck_fn(&img);
+            second = code(&run(&["-y", img.to_str().expect("path")]));
+            // What e2fsck's own repair keeps.
+            let theirs = scratch.path(&format!("{}.e2fsck.img", r.test));
+            gunzip(&gz, &theirs);
+            e2fsck_fy(&theirs);
+            let want = file_tree(&theirs, &scratch.path(&format!("{}.d1", r.test)));
+            let got = file_tree(&img, &scratch.path(&format!("{}.d2", r.test)));
+            let _ = std::fs::remove_dir_all(scratch.path(&format!("{}.d1", r.test)));
+            let _ = std::fs::remove_dir_all(scratch.path(&format!("{}.d2", r.test)));
+            if let (Some(want), Some(got)) = (want, got) {
+                for (p, h) in want {
+                    if got.get(&p) != Some(&h) {
+                        lost.push(p);
+                    }
+                }
+            }
+            let _ = std::fs::remove_file(&theirs);
+        }
+        let _ = std::fs::remove_file(&img);
+        Outcome {
+            test: r.test.clone(),
+            first,
+            fn_after,
+            second,
+            lost: if counted { lost } else { Vec::new() },
+        }
+    });
+    let known = known_list("corpus-repair.txt");
+    let known_loss = known_list("corpus-repair-loss.txt");
+    let counted: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.fn_after_fy == "0")
+        .map(|r| r.test.as_str())
+        .collect();
+    let mut problems = Vec::new();
+    let mut clean = 0;
+    for o in &outcomes {
+        // Any combination of e2fsck's exit bits; a signal or a panic is a crash.
+        if o.first < 0 || o.first >= 64 || o.first & 16 != 0 {
+            problems.push(format!(
+                "{}: the repair crashed or exited {}",
+                o.test, o.first
+            ));
+        }
+        if !counted.contains(&o.test.as_str()) {
+            continue;
+        }
+        let ok = o.fn_after == 0 && o.second == 0;
+        let listed = known.contains(&o.test);
+        match (ok, listed) {
+            (true, false) => clean += 1,
+            (true, true) => problems.push(format!(
+                "{}: now repaired; remove it from tests/known/corpus-repair.txt",
+                o.test
+            )),
+            (false, true) => {}
+            (false, false) => problems.push(format!(
+                "{}: after ext4chk -y, e2fsck -fn exits {} and a second ext4chk -y exits {}",
+                o.test, o.fn_after, o.second
+            )),
+        }
+        let loss_listed = known_loss.contains(&o.test);
+        match (o.lost.is_empty(), loss_listed) {
+            (false, false) => problems.push(format!(
+                "{}: files e2fsck keeps are lost or changed: {}",
+                o.test,
+                o.lost.join(", ")
+            )),
+            (true, true) if ok => problems.push(format!(
+                "{}: no longer loses files; remove it from tests/known/corpus-repair-loss.txt",
+                o.test
+            )),
+            _ => {}
+        }
+    }
+    eprintln!(
+        "corpus repair: {clean}/{} clean after repair",
+        counted.len()
+    );
+    assert!(
+        problems.is_empty(),
+        "corpus repair problems:\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        clean * 100 >= counted.len() * 90,
+        "only {clean}/{} images are clean after repair",
+        counted.len()
+    );
+}
