@@ -73,6 +73,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The stop counts as leaving errors even without an error finding.
     pub forced_uncorrected: bool,
+    /// A repair was interrupted (SIGINT or SIGTERM) at a safe point.
+    pub cancelled: bool,
     /// How the run went (scheduling, deferrals): shown with `-v` on
     /// stderr, never part of the text or JSON report, which depend only
     /// on the file system.
@@ -102,6 +104,9 @@ impl Report {
         }
         if self.findings.iter().any(|f| f.fixed) {
             code |= exit::CORRECTED;
+        }
+        if self.cancelled {
+            code |= exit::CANCELLED;
         }
         if self.aborted.is_some() {
             code |= exit::OPERATIONAL;

@@ -55,10 +55,11 @@ pub struct UndoLog {
 }
 
 impl UndoLog {
-    /// Creates a new undo file for a device whose file system has blocks
-    /// of `block_size` bytes. An existing non-empty file is refused, so an
-    /// earlier undo file is never lost.
-    pub fn create(path: &Path, block_size: u32) -> io::Result<Self> {
+    /// Creates a new undo file for `dev`, whose file system has blocks of
+    /// `block_size` bytes, and writes its (empty) index at once. An
+    /// existing non-empty file is refused, so an earlier undo file is
+    /// never lost.
+    pub fn create(path: &Path, block_size: u32, dev: &File) -> io::Result<Self> {
         if !(1024..=1 << 20).contains(&block_size) || !block_size.is_power_of_two() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -82,8 +83,7 @@ impl UndoLog {
             .open(path)?;
         let u = u64::from(block_size);
         file.write_all_at(&vec![0u8; 3 * block_size as usize], 0)?;
-        file.sync_all()?;
-        Ok(UndoLog {
+        let mut log = UndoLog {
             file,
             u,
             saved: HashSet::new(),
@@ -92,8 +92,14 @@ impl UndoLog {
             key_block_at: KEYS_AT,
             next_free: KEYS_AT + 1,
             num_keys: 0,
-            state: 0,
-        })
+            // Every region is saved, indexed and made durable before the
+            // device is written, so at any moment the file covers every
+            // write made so far: it is always complete. (e2undo marks a
+            // file system "not clean" after replaying an unfinished file.)
+            state: STATE_FINISHED,
+        };
+        log.update_indexes(dev, true)?;
+        Ok(log)
     }
 
     fn keys_per_block(&self) -> usize {
@@ -236,7 +242,7 @@ mod tests {
         let dev_bytes: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&devp, &dev_bytes).unwrap();
         let dev = File::open(&devp).unwrap();
-        let mut u = UndoLog::create(&undop, 1024).unwrap();
+        let mut u = UndoLog::create(&undop, 1024, &dev).unwrap();
         // Blocks 5 and 6 merge into one key; block 9 is a second key;
         // saving block 5 again adds nothing.
         u.save(&dev, 65536, 5 * 1024, 2048).unwrap();
@@ -271,7 +277,8 @@ mod tests {
     fn an_existing_undo_file_is_not_overwritten() {
         let p = std::env::temp_dir().join(format!("undo-exists-{}", std::process::id()));
         std::fs::write(&p, b"keep me").unwrap();
-        assert!(UndoLog::create(&p, 4096).is_err());
+        let dev = File::open("/dev/null").unwrap();
+        assert!(UndoLog::create(&p, 4096, &dev).is_err());
         assert_eq!(std::fs::read(&p).unwrap(), b"keep me");
         let _ = std::fs::remove_file(&p);
     }

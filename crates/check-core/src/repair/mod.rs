@@ -82,6 +82,9 @@ fn fail(device: &Path, why: String, notes: Vec<String>) -> Repaired {
 
 /// Repairs the file system on `path`.
 pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
+    // From here on SIGINT and SIGTERM only ask the repair to stop between
+    // two commits.
+    let _ = fixer::safety::install_interrupt_handler();
     match fixer::safety::mounted(path) {
         Ok(Some(m)) => {
             return fail(
@@ -131,7 +134,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             }
         };
     let undo = match &opts.undo {
-        Some(p) => match fixer::undo::UndoLog::create(p, block_size) {
+        Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file) {
             Ok(u) => Some(u),
             Err(e) => {
                 return fail(
@@ -152,26 +155,26 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             path.display()
         ));
     }
-    let _ = fixer::safety::install_interrupt_handler();
     let fx = fixer::Fixer::start(Arc::new(file), dev.size(), undo);
     let mut fixed_all: Vec<Finding> = Vec::new();
     let mut modified = false;
     let mut rounds = 0;
     let mut stop_reason: Option<String> = None;
+    let mut cancelled = false;
     match journal::before_passes(&dev, &fx) {
         Ok(pre) => {
             notes.extend(pre.notes);
             fixed_all.extend(pre.fixed);
             modified |= pre.modified;
         }
+        Err(_) if fixer::safety::interrupted() => cancelled = true,
         Err(why) => stop_reason = Some(why),
     }
     let mut current: Checked = check_with_state(dev.clone(), check_opts);
     let mut serial_noted = false;
-    while stop_reason.is_none() {
+    while stop_reason.is_none() && !cancelled {
         if fixer::safety::interrupted() {
-            stop_reason =
-                Some("interrupted; the changes made so far are complete and consistent".into());
+            cancelled = true;
             break;
         }
         let Some(st) = current.state.as_ref() else {
@@ -206,6 +209,10 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         let writes = stage.into_writes(&mut io);
         match fx.commit(writes) {
             Ok(()) => modified = true,
+            Err(fixer::CommitError::Interrupted) => {
+                cancelled = true;
+                break;
+            }
             Err(e) => {
                 stop_reason = Some(format!("the repair stopped: {e}"));
                 break;
@@ -243,6 +250,13 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     report.findings.extend(fixed_all);
     report.finish();
     report.modified = modified;
+    report.cancelled = cancelled;
+    if cancelled {
+        report.notes.push(
+            "Interrupted: the repair stopped between two complete sets of changes; run it again to finish."
+                .into(),
+        );
+    }
     if let Some(why) = stop_reason {
         if report.aborted.is_none() {
             report.aborted = Some(why);
