@@ -283,3 +283,78 @@ fn ext4chk_finds_errors_exactly_when_e2fsck_does() {
     );
     assert!(bad.is_empty(), "verdicts differ:\n{}", bad.join("\n"));
 }
+
+/// The same damage, repaired: ext4chk's repair must leave a file system
+/// the real `e2fsck -fn` calls clean, a second repair must find nothing,
+/// and every regular file e2fsck's own repair keeps (path and content)
+/// must be kept.
+#[test]
+fn repairs_keep_what_e2fsck_keeps() {
+    let Some(dir) = fixture_images() else {
+        eprintln!("e2fsprogs is not installed: skipping the repair comparison");
+        return;
+    };
+    let scratch = Scratch::new("diff-repair");
+    let mut cases = Vec::new();
+    for img in IMAGES {
+        for d in DAMAGE {
+            cases.push((*img, d));
+        }
+    }
+    let known = common::known_list("fixture-repair.txt");
+    let results = par_map(&cases, |(img, d)| {
+        let src = dir.join(format!("{img}.img"));
+        let ours = scratch.path(&format!("{img}-{}.ours.img", d.name));
+        std::fs::copy(&src, &ours).expect("copy image");
+        let p = ours.to_str().expect("path").to_string();
+        for r in d.requests {
+            let req = resolve(&p, r);
+            tool("debugfs", &["-w", "-R", &req, &p]);
+        }
+        let damaged = code(&tool("e2fsck", &["-fn", &p])) != 0;
+        if !damaged {
+            let _ = std::fs::remove_file(&ours);
+            return None;
+        }
+        let theirs = scratch.path(&format!("{img}-{}.e2fsck.img", d.name));
+        std::fs::copy(&ours, &theirs).expect("copy image");
+        tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
+        let first = code(&run(&["-y", &p]));
+        let after = code(&tool("e2fsck", &["-fn", &p]));
+        let second = code(&run(&["-y", &p]));
+        let want = common::file_tree(&theirs, &scratch.path(&format!("{img}-{}.t1", d.name)));
+        let got = common::file_tree(&ours, &scratch.path(&format!("{img}-{}.t2", d.name)));
+        let mut lost = Vec::new();
+        if let (Some(want), Some(got)) = (want, got) {
+            for (path, h) in want {
+                if got.get(&path) != Some(&h) {
+                    lost.push(path);
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&ours);
+        let _ = std::fs::remove_file(&theirs);
+        Some((format!("{img}/{}", d.name), first, after, second, lost))
+    });
+    let mut problems = Vec::new();
+    let mut repaired = 0;
+    let mut total = 0;
+    for (case, first, after, second, lost) in results.into_iter().flatten() {
+        total += 1;
+        let ok = after == 0 && second == 0 && lost.is_empty() && first & !7 == 0;
+        match (ok, known.contains(&case)) {
+            (true, false) => repaired += 1,
+            (true, true) => problems.push(format!(
+                "{case}: now repaired; remove it from tests/known/fixture-repair.txt"
+            )),
+            (false, true) => {}
+            (false, false) => problems.push(format!(
+                "{case}: repair exited {first}, then e2fsck -fn {after}, a second repair {second}; lost {} file(s): {}",
+                lost.len(),
+                lost.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+    eprintln!("fixture repairs: {repaired}/{total} clean with nothing lost");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -346,6 +346,18 @@ pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMa
         level = next;
     }
     let small: Vec<&(u32, String, u64)> = files.iter().filter(|f| f.2 <= HASH_LIMIT).collect();
+    // Dumps go to memory when /dev/shm is there (thousands of small files).
+    static M: AtomicU64 = AtomicU64::new(0);
+    let shm = Path::new("/dev/shm").join(format!(
+        "ext4chk-tree-{}-{}",
+        std::process::id(),
+        M.fetch_add(1, Ordering::Relaxed)
+    ));
+    let scratch = if std::fs::create_dir_all(&shm).is_ok() {
+        shm.as_path()
+    } else {
+        scratch
+    };
     for chunk in small.chunks(256) {
         let cmds: Vec<String> = chunk
             .iter()
@@ -369,5 +381,6 @@ pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMa
     for (_, p, size) in files.iter().filter(|f| f.2 > HASH_LIMIT) {
         out.insert(p.clone(), format!("{size}:large"));
     }
+    let _ = std::fs::remove_dir_all(&shm);
     Some(out)
 }

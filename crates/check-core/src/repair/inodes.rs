@@ -194,6 +194,14 @@ fn clears_inode(code: Code) -> bool {
     )
 }
 
+/// Clearing problems that come from reading the inode's blocks.
+fn is_block_clear(code: Code) -> bool {
+    matches!(
+        code,
+        Code::TooManyBadBlocks | Code::ExtentHeaderInvalid | Code::ZeroLengthDir
+    )
+}
+
 /// The problems of one inode whose fixes are block-level (pointers,
 /// extents, sizes), done after the field fixes.
 fn is_block_problem(code: Code) -> bool {
@@ -348,12 +356,19 @@ pub fn fix_pass1<'a, 'f>(
                 _ => {}
             }
         }
-        if codes.iter().any(|&c| clears_inode(c))
-            || fs_
+        // Block findings made before a fix that changes how the blocks are
+        // read (the extents flag, say) do not count against the inode.
+        let reinterpreted = fs_.iter().any(|f| reinterprets(f.code));
+        let block_clear = !reinterpreted
+            && fs_
                 .iter()
                 .filter(|f| matches!(f.code, Code::IllegalBlock | Code::TooBig))
                 .count()
-                >= 12
+                >= 12;
+        if codes
+            .iter()
+            .any(|&c| clears_inode(c) && !(reinterpreted && is_block_clear(c)))
+            || block_clear
         {
             if let Ok(raw) = stage.inode(io, ino) {
                 clear_inode(raw, ino, first_ino, now);
