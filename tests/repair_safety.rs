@@ -336,3 +336,44 @@ fn a_mounted_file_system_is_not_repaired() {
     assert_eq!(code(&ro), 0, "a read-only check goes on");
     assert!(String::from_utf8_lossy(&ro.stderr).contains("mounted"));
 }
+
+#[test]
+fn preen_fixes_only_what_is_safe() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
+    if !have("debugfs") {
+        return;
+    }
+    let scratch = Scratch::new("preen");
+    // A wrong link count: preen fixes it.
+    let a = scratch.path("a.img");
+    std::fs::copy(&demo, &a).expect("copy");
+    tool(
+        "debugfs",
+        &[
+            "-w",
+            "-R",
+            "sif <14> links_count 5",
+            a.to_str().expect("path"),
+        ],
+    );
+    let out = run(&["-p", a.to_str().expect("path")]);
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(code(&run(&["-n", a.to_str().expect("path")])), 0);
+    // An unattached inode needs a question: preen stops, changes nothing,
+    // and says to run a full repair.
+    let b = scratch.path("b.img");
+    std::fs::copy(&demo, &b).expect("copy");
+    tool(
+        "debugfs",
+        &["-w", "-R", "unlink /data", b.to_str().expect("path")],
+    );
+    let before = sha(&b);
+    let out = run(&["-p", b.to_str().expect("path")]);
+    assert_eq!(code(&out) & 4, 4);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--repair"));
+    assert_eq!(
+        sha(&b),
+        before,
+        "preen changed an image it would not repair"
+    );
+}

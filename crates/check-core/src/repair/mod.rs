@@ -292,36 +292,106 @@ fn wants_fix(f: &Finding) -> bool {
         )
 }
 
-/// Whether e2fsck's preen mode fixes a problem without asking.
+/// Whether e2fsck's preen mode fixes a problem without asking: the
+/// problems e2fsck's table marks "preen OK", plus the notices this
+/// checker reports that e2fsck handles silently.
 fn preen_ok(code: Code) -> bool {
     matches!(
         code,
-        Code::FreeBlocksTotal
-            | Code::FreeInodesTotal
-            | Code::FreeBlocksGroup
-            | Code::FreeInodesGroup
-            | Code::DirsCountGroup
+        Code::MetaAndGdtCsum
+            | Code::CsumSeedWithoutMetaCsum
+            | Code::Bit64WithoutExtents
+            | Code::GroupDescChecksum
+            | Code::GroupUninitWithoutCsum
+            | Code::LastGroupBlockUninit
+            | Code::GroupItableUnusedInvalid
+            | Code::FutureLastMount
+            | Code::FutureLastWrite
+            | Code::JournalBadInode
+            | Code::JournalBadSuper
+            | Code::JournalRecoverWithoutJournal
+            | Code::JournalFlagMissing
+            | Code::JournalNeedsRecovery
+            | Code::JournalRecoveryFlagClear
+            | Code::JournalErrno
+            | Code::MmpInvalid
+            | Code::OrphanFileWithoutJournal
+            | Code::OrphanBlockDirty
+            | Code::OrphanPresentCleanFile
+            | Code::OrphanPresentNoFile
+            | Code::OrphanFileCorrupted
+            | Code::QuotaMismatch
+            | Code::RootDtime
+            | Code::ReservedBadMode
+            | Code::ZeroDtime
+            | Code::SetDtime
+            | Code::SetImmutable
+            | Code::SetNonzeroSize
+            | Code::JournalInodeNotClear
+            | Code::JournalBadMode
+            | Code::ExtraIsize
+            | Code::AttrNameLen
+            | Code::AttrValueSize
+            | Code::AttrHash
+            | Code::AttrValueEaInode
+            | Code::AttrNoEaInodeFlag
+            | Code::AttrSetEaInodeFlag
+            | Code::EaTimeOutOfRange
+            | Code::UnsetExtentFlag
+            | Code::QuotaBadMode
+            | Code::QuotaInodeNotClear
+            | Code::InodeOnlyCsumInvalid
+            | Code::InlineDataFeature
+            | Code::SpecialExtentsIdata
+            | Code::OrphanFileBadMode
+            | Code::OrphanFileNotClear
+            | Code::RelocateMetadata
+            | Code::BadIBlocks
+            | Code::BadISize
+            | Code::ZeroLengthDir
+            | Code::ExtentBadMaxDepth
+            | Code::HtreeNodir
+            | Code::HtreeSet
+            | Code::HtreeRootBad
+            | Code::HtreeHashv
+            | Code::HtreeNeedsSiphash
+            | Code::HtreeCannotSiphash
+            | Code::HtreeIncompat
+            | Code::HtreeDepth
+            | Code::ExtentTreeOptimize
+            | Code::UninitExtentOnDir
+            | Code::UnusedInode
+            | Code::SetFiletype
+            | Code::ClearFiletype
+            | Code::FeatureLargeFiles
+            | Code::FeatureLargeDirs
+            | Code::HtreeBadRoot
+            | Code::HtreeBadLimit
+            | Code::HtreeBadCount
+            | Code::HtreeHashOrder
+            | Code::InorefBgInoUninit
+            | Code::InorefInUnused
+            | Code::IFileAclHiZero
+            | Code::HtreeRootCsum
+            | Code::HtreeNodeCsum
+            | Code::LeafMissingCsum
+            | Code::LeafOnlyCsumInvalid
+            | Code::ZeroLenInode
+            | Code::BadRefCount
+            | Code::EaInodeRefCount
             | Code::BlockBitmapDiff
             | Code::InodeBitmapDiff
             | Code::BlockUninit
             | Code::InodeUninit
-            | Code::GroupDescChecksum
-            | Code::ZeroDtime
-            | Code::LowDtime
-            | Code::SetDtime
-            | Code::BadRefCount
+            | Code::FreeBlocksGroup
+            | Code::FreeInodesGroup
+            | Code::DirsCountGroup
+            | Code::FreeBlocksTotal
+            | Code::FreeInodesTotal
             | Code::InodeBmapPadding
             | Code::BlockBmapPadding
             | Code::InodeBitmapCsum
             | Code::BlockBitmapCsum
-            | Code::InodeOnlyCsumInvalid
-            | Code::ExtentOnlyCsumInvalid
-            | Code::LeafOnlyCsumInvalid
-            | Code::HtreeRootCsum
-            | Code::HtreeNodeCsum
-            | Code::EaBlockCsum
-            | Code::SetFiletype
-            | Code::JournalNeedsRecovery
     )
 }
 
