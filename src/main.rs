@@ -139,7 +139,10 @@ fn main() -> ExitCode {
         }
         return finish(&cli, &r.report);
     }
-    if let Ok(Some(m)) = fixer::safety::mounted(&cli.device) {
+    if let Some(m) = fixer::safety::mounted(&cli.device)
+        .ok()
+        .and_then(|m| m.into_iter().next())
+    {
         eprintln!(
             "ext4chk: warning: {} is mounted on {}; a check of a mounted file system can report problems that are not there",
             cli.device.display(),

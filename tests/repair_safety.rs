@@ -229,9 +229,13 @@ fn nix_kill(pid: u32, sig: i32) -> bool {
 
 /// Mounts an image on a loop device; `None` where mounting is not allowed.
 fn mount(img: &Path, at: &Path) -> Option<()> {
+    mount_with(img, at, "loop")
+}
+
+fn mount_with(img: &Path, at: &Path, options: &str) -> Option<()> {
     std::fs::create_dir_all(at).ok()?;
     let ok = Command::new("mount")
-        .args(["-o", "loop"])
+        .args(["-o", options])
         .arg(img)
         .arg(at)
         .stderr(Stdio::null())
@@ -335,6 +339,22 @@ fn a_mounted_file_system_is_not_repaired() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("mounted"));
     assert_eq!(code(&ro), 0, "a read-only check goes on");
     assert!(String::from_utf8_lossy(&ro.stderr).contains("mounted"));
+
+    // Mounted read-only, but not as the root: still refused (only the
+    // root, checked at boot, is repaired in place), and left untouched.
+    let before = std::fs::read(&img).expect("read");
+    if mount_with(&img, &mnt, "loop,ro").is_none() {
+        return;
+    }
+    let r = run(&["-y", img.to_str().expect("path")]);
+    umount(&mnt);
+    assert_eq!(code(&r), 8);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("mounted") && err.contains("read-only"),
+        "{err}"
+    );
+    assert!(std::fs::read(&img).expect("read") == before);
 }
 
 #[test]

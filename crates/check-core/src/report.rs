@@ -75,6 +75,9 @@ pub struct Report {
     pub forced_uncorrected: bool,
     /// A repair was interrupted (SIGINT or SIGTERM) at a safe point.
     pub cancelled: bool,
+    /// The repaired file system is the root, mounted read-only: once it
+    /// has been changed the system must be rebooted.
+    pub mounted_root: bool,
     /// How the run went (scheduling, deferrals): shown with `-v` on
     /// stderr, never part of the text or JSON report, which depend only
     /// on the file system.
@@ -104,6 +107,9 @@ impl Report {
         }
         if self.findings.iter().any(|f| f.fixed) {
             code |= exit::CORRECTED;
+        }
+        if self.modified && self.mounted_root {
+            code |= exit::CORRECTED | exit::REBOOT;
         }
         if self.cancelled {
             code |= exit::CANCELLED;
@@ -284,6 +290,20 @@ mod tests {
         assert_eq!(r.exit_code(), 4);
         r.aborted = Some("x".into());
         assert_eq!(r.exit_code(), 12);
+    }
+
+    #[test]
+    fn a_changed_mounted_root_asks_for_a_reboot() {
+        let mut r = Report {
+            mounted_root: true,
+            ..Default::default()
+        };
+        assert_eq!(r.exit_code(), 0, "nothing changed, nothing to reboot for");
+        let mut f = Finding::new(Code::BadISize).ino(12).num(1).num2(2);
+        f.fixed = true;
+        r.findings.push(f);
+        r.modified = true;
+        assert_eq!(r.exit_code(), 3);
     }
 
     #[test]

@@ -121,6 +121,7 @@ pub fn add_entry<'f>(
         }
     }
     super::map::map_block(stage, io, dir, next, blk)?;
+    super::map::recount_i_blocks(stage, io, dir)?;
     let r = stage.inode(io, dir)?;
     let size = u64::from(le_u32(r, off::SIZE)) | (u64::from(le_u32(r, off::SIZE_HIGH)) << 32);
     let want = (next + 1) * bs as u64;
@@ -426,7 +427,19 @@ pub fn fix_pass4<'a, 'f>(
                         .map(|raw| clear_inode(raw, ino, fs.geo.first_ino, now()))
                         .is_ok()
                 } else {
+                    // Once reconnected, a file other than a directory has
+                    // exactly one link: its new entry in lost+found. A
+                    // directory also counts the '..' of its subdirectories,
+                    // which the next check settles.
                     reconnect(st, stage, io, &mut lf, ino).is_some()
+                        && stage
+                            .inode(io, ino)
+                            .map(|raw| {
+                                if le_u16(raw, off::MODE) & 0xF000 != 0x4000 {
+                                    put_le_u16(raw, off::LINKS, 1);
+                                }
+                            })
+                            .is_ok()
                 }
             }),
             Code::DirNlinkFeature => {

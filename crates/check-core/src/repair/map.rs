@@ -25,7 +25,7 @@ pub fn extents_of<'f>(
 ) -> io::Result<Vec<LeafExtent>> {
     let mut out = Vec::new();
     let root = raw[off::BLOCK..off::BLOCK + 60].to_vec();
-    walk_node(stage, io, &root, 0, &mut out)?;
+    walk_node(stage, io, &root, 0, &mut out, &mut Vec::new())?;
     Ok(out)
 }
 
@@ -35,6 +35,7 @@ fn walk_node<'f>(
     node: &[u8],
     depth_guard: u32,
     out: &mut Vec<LeafExtent>,
+    tree: &mut Vec<u64>,
 ) -> io::Result<()> {
     if depth_guard > 8 {
         return Err(bad("extent tree too deep"));
@@ -60,7 +61,8 @@ fn walk_node<'f>(
         }
         let mut child = vec![0u8; bs];
         stage.read(io, ix.leaf, &mut child)?;
-        walk_node(stage, io, &child, depth_guard + 1, out)?;
+        tree.push(ix.leaf);
+        walk_node(stage, io, &child, depth_guard + 1, out, tree)?;
     }
     Ok(())
 }
@@ -72,20 +74,35 @@ pub fn blocks_of<'f>(
     io: &mut Io<'f>,
     ino: u32,
 ) -> io::Result<Vec<(u64, u64)>> {
+    Ok(mapping_of(stage, io, ino)?.0)
+}
+
+/// Every mapped (logical, physical) data block of an inode, in logical
+/// order, and the blocks that hold its mapping (extent tree nodes or
+/// indirect blocks).
+fn mapping_of<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+) -> io::Result<(Vec<(u64, u64)>, Vec<u64>)> {
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     let mut v = Vec::new();
+    let mut tree = Vec::new();
     if inode.has_flag(flags::INLINE_DATA) {
-        return Ok(v);
+        return Ok((v, tree));
     }
     if inode.has_flag(flags::EXTENTS) {
-        for e in extents_of(stage, io, &raw)? {
+        let mut leaves = Vec::new();
+        let root = raw[off::BLOCK..off::BLOCK + 60].to_vec();
+        walk_node(stage, io, &root, 0, &mut leaves, &mut tree)?;
+        for e in leaves {
             for k in 0..e.len {
                 v.push((e.lblk + k, e.pblk + k));
             }
         }
         v.sort_unstable();
-        return Ok(v);
+        return Ok((v, tree));
     }
     let per = (stage.fs().block_size() / 4) as u64;
     for k in 0..12u64 {
@@ -98,11 +115,51 @@ pub fn blocks_of<'f>(
     for level in 1..=3u32 {
         let b = u64::from(le_u32(&raw, off::BLOCK + 4 * (11 + level as usize)));
         if b != 0 {
-            walk_ind(stage, io, b, level, start, &mut v)?;
+            walk_ind(stage, io, b, level, start, &mut v, &mut tree)?;
         }
         start += per.pow(level);
     }
-    Ok(v)
+    Ok((v, tree))
+}
+
+/// Sets an inode's `i_blocks` to what its staged mapping and extended
+/// attribute block hold: every block (one count per cluster with
+/// bigalloc), in 512-byte units or, for a huge file, in blocks.
+pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<()> {
+    let (data, tree) = mapping_of(stage, io, ino)?;
+    let fs = stage.fs();
+    let bits = fs.geo.cluster_bits;
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
+    let acl = inode.file_acl(
+        fs.geo
+            .incompat
+            .contains(ext4_layout::features::IncompatFeatures::BIT64),
+    );
+    let mut clusters: Vec<u64> = data
+        .iter()
+        .map(|&(_, p)| p)
+        .chain(tree)
+        .chain((acl != 0).then_some(acl))
+        .map(|b| b >> bits)
+        .collect();
+    clusters.sort_unstable();
+    clusters.dedup();
+    let blocks = (clusters.len() as u64) << bits;
+    let huge = fs
+        .geo
+        .ro_compat
+        .contains(ext4_layout::features::RoCompatFeatures::HUGE_FILE)
+        && inode.has_flag(flags::HUGE_FILE);
+    let v = if huge {
+        blocks
+    } else {
+        blocks * (fs.block_size() as u64 / 512)
+    };
+    let r = stage.inode(io, ino)?;
+    put_le_u32(r, off::BLOCKS, v as u32);
+    ext4_layout::bytes::put_le_u16(r, off::BLOCKS_HIGH, (v >> 32) as u16);
+    Ok(())
 }
 
 fn walk_ind<'f>(
@@ -112,10 +169,12 @@ fn walk_ind<'f>(
     level: u32,
     start: u64,
     v: &mut Vec<(u64, u64)>,
+    tree: &mut Vec<u64>,
 ) -> io::Result<()> {
     if !stage.fs().geo.block_in_range(blk) {
         return Ok(());
     }
+    tree.push(blk);
     let bs = stage.fs().block_size();
     let per = (bs / 4) as u64;
     let mut b = vec![0u8; bs];
@@ -129,7 +188,7 @@ fn walk_ind<'f>(
         if level == 1 {
             v.push((start + k, p));
         } else {
-            walk_ind(stage, io, p, level - 1, start + k * span, v)?;
+            walk_ind(stage, io, p, level - 1, start + k * span, v, tree)?;
         }
     }
     Ok(())

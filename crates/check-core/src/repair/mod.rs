@@ -22,6 +22,7 @@ pub mod stage;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use fixer::safety::MountPolicy;
 use pipeline::{open_device, IoMode};
 
 use crate::ctx::CheckOptions;
@@ -85,18 +86,21 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     // From here on SIGINT and SIGTERM only ask the repair to stop between
     // two commits.
     let _ = fixer::safety::install_interrupt_handler();
-    match fixer::safety::mounted(path) {
-        Ok(Some(m)) => {
+    let mounted_root = match fixer::safety::mounted(path).map(|m| fixer::safety::mount_policy(&m)) {
+        Ok(MountPolicy::Free) => false,
+        Ok(MountPolicy::ReadOnlyRoot) => true,
+        Ok(MountPolicy::Refuse(m)) => {
             return fail(
                 path,
                 format!(
-                    "it is mounted on {} ({}); unmount it before repairing",
-                    m.mount_point, m.source
+                    "it is mounted on {} ({}{}); unmount it before repairing",
+                    m.mount_point,
+                    m.source,
+                    if m.read_only { ", read-only" } else { "" }
                 ),
                 Vec::new(),
             )
         }
-        Ok(None) => {}
         Err(e) => {
             return fail(
                 path,
@@ -104,8 +108,8 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
                 Vec::new(),
             )
         }
-    }
-    let file = match fixer::safety::open_for_repair(path) {
+    };
+    let file = match fixer::safety::open_for_repair(path, !mounted_root) {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc_ebusy()) => {
             return fail(
@@ -161,6 +165,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     let mut rounds = 0;
     let mut stop_reason: Option<String> = None;
     let mut cancelled = false;
+    let mut round_times: Vec<String> = Vec::new();
     match journal::before_passes(&dev, &fx) {
         Ok(pre) => {
             notes.extend(pre.notes);
@@ -202,12 +207,24 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         let mut io = Io::new(&st.fs);
         let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
         let mut stage = Staging::new(&st.fs, &st.maps, complete);
+        let t_plan = std::time::Instant::now();
         let fixed = plan_round(st, &current.report, &to_fix, &mut stage, &mut io);
+        let planned = t_plan.elapsed().as_secs_f64();
         if fixed.is_empty() || stage.is_empty() {
             break;
         }
         let writes = stage.into_writes(&mut io);
-        match fx.commit(writes) {
+        let nwrites = writes.len();
+        let t_commit = std::time::Instant::now();
+        let committed = fx.commit(writes);
+        round_times.push(format!(
+            "round {rounds}: {} of {} problems fixed, planned in {planned:.3} s, \
+             {nwrites} blocks written in {:.3} s",
+            fixed.len(),
+            to_fix.len(),
+            t_commit.elapsed().as_secs_f64()
+        ));
+        match committed {
             Ok(()) => modified = true,
             Err(fixer::CommitError::Interrupted) => {
                 cancelled = true;
@@ -239,18 +256,31 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             }
         }
         drop(io);
+        let t_check = std::time::Instant::now();
         current = check_with_state(dev.clone(), check_opts);
+        round_times.push(format!(
+            "check after round {rounds}: {:.3} s",
+            t_check.elapsed().as_secs_f64()
+        ));
     }
     let stats = fx.finish();
     if let Err(e) = &stats {
         notes.push(format!("The fixer failed at the end: {e}"));
     }
     let mut report = current.report;
+    report.diagnostics.extend(round_times);
     report.notes.splice(0..0, notes);
     report.findings.extend(fixed_all);
     report.finish();
     report.modified = modified;
     report.cancelled = cancelled;
+    report.mounted_root = mounted_root;
+    if modified && mounted_root {
+        report.notes.push(
+            "This is the root file system, mounted read-only, and it was changed: reboot now, before the kernel writes its old view back."
+                .into(),
+        );
+    }
     if cancelled {
         report.notes.push(
             "Interrupted: the repair stopped between two complete sets of changes; run it again to finish."
@@ -404,7 +434,10 @@ fn stage_of(f: &Finding) -> Pass {
 }
 
 /// Works out one round's changes: the problems of the earliest pass that
-/// has any. Returns the findings fixed.
+/// has any, and, while every fix made so far leaves block ownership,
+/// inode use and the directory tree as the check saw them, the problems
+/// of the passes after it too (the check's findings for those passes
+/// still hold). Returns the findings fixed.
 fn plan_round<'a, 'f>(
     st: &'f CheckState,
     report: &Report,
@@ -412,32 +445,66 @@ fn plan_round<'a, 'f>(
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
 ) -> Vec<&'a Finding> {
+    let mut fixed = Vec::new();
     // A missing root comes first: until it exists, every entry naming it
     // looks wrong.
-    let first = if to_fix.iter().any(|f| f.code == Code::NoRootInode) {
-        Pass::P3
-    } else {
-        to_fix.iter().map(|f| stage_of(f)).min().unwrap_or(Pass::P5)
-    };
-    let mine: Vec<&'a Finding> = to_fix
+    if to_fix.iter().any(|f| f.code == Code::NoRootInode) {
+        let mine: Vec<&'a Finding> = to_fix
+            .iter()
+            .copied()
+            .filter(|f| stage_of(f) == Pass::P3)
+            .collect();
+        connect::fix_pass3(st, &mine, stage, io, &mut fixed);
+        return fixed;
+    }
+    let mut after: Option<Pass> = None;
+    while let Some(pass) = to_fix
         .iter()
-        .copied()
-        .filter(|f| stage_of(f) == first)
-        .collect();
-    let mut fixed = Vec::new();
-    match first {
-        Pass::P5 => {
-            if rebuild::rebuild_group_summaries(stage, io, &st.maps).is_ok() {
-                fixed.extend(mine.iter().copied().filter(|f| rebuilt_by_pass5(f.code)));
+        .map(|f| stage_of(f))
+        .filter(|&p| after.is_none_or(|a| p > a))
+        .min()
+    {
+        let mine: Vec<&'a Finding> = to_fix
+            .iter()
+            .copied()
+            .filter(|f| stage_of(f) == pass)
+            .collect();
+        match pass {
+            Pass::P5 => {
+                if rebuild::rebuild_group_summaries(stage, io, &st.maps).is_ok() {
+                    fixed.extend(mine.iter().copied().filter(|f| rebuilt_by_pass5(f.code)));
+                }
             }
+            Pass::P4 => connect::fix_pass4(st, &mine, &report.findings, stage, io, &mut fixed),
+            Pass::P3 => connect::fix_pass3(st, &mine, stage, io, &mut fixed),
+            Pass::P2 => dirs::fix_pass2(st, &mine, stage, io, &mut fixed),
+            Pass::P1 | Pass::P1B => inodes::fix_pass1(st, &mine, stage, io, &mut fixed),
+            Pass::Super => inodes::fix_super(st, &mine, stage, io, &mut fixed),
         }
-        Pass::P4 => connect::fix_pass4(st, &mine, &report.findings, stage, io, &mut fixed),
-        Pass::P3 => connect::fix_pass3(st, &mine, stage, io, &mut fixed),
-        Pass::P2 => dirs::fix_pass2(st, &mine, stage, io, &mut fixed),
-        Pass::P1 | Pass::P1B => inodes::fix_pass1(st, &mine, stage, io, &mut fixed),
-        Pass::Super => inodes::fix_super(st, &mine, stage, io, &mut fixed),
+        if !mine.iter().all(|f| leaves_check_valid(st, f)) {
+            break;
+        }
+        after = Some(pass);
     }
     fixed
+}
+
+/// Whether fixing `f` leaves the later passes' findings as they are: it
+/// changes one inode's fields or a count, never which blocks or inodes
+/// are in use nor any directory entry.
+fn leaves_check_valid(st: &CheckState, f: &Finding) -> bool {
+    match f.code {
+        Code::SetDtime
+        | Code::RootDtime
+        | Code::BadIBlocks
+        | Code::EaTimeOutOfRange
+        | Code::InodeOnlyCsumInvalid
+        | Code::BadRefCount
+        | Code::EaInodeRefCount => true,
+        // A directory's size bounds what pass 2 reads of it.
+        Code::BadISize => f.ino.is_some_and(|i| !st.maps.is_dir(i)),
+        _ => false,
+    }
 }
 
 /// The pass-5 problems a rebuild of the group summaries fixes.
