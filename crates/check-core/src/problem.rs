@@ -734,6 +734,20 @@ codes! {
     /// dot-dot-wrong (e2fsck PR_3_BAD_DOT_DOT).
     BadDotDot = 0x030005, "dot-dot-wrong", P3, Error,
         "'..' in directory {ino} is {num}, should be {num2}";
+    /// lost-found-missing (e2fsck PR_3_NO_LF_DIR). Looked for by a repair
+    /// only, which creates it, as e2fsck does; a read-only check is silent.
+    NoLostFound = 0x030004, "lost-found-missing", P3, Error,
+        "/lost+found is missing";
+    /// lost-found-not-dir (e2fsck PR_3_LPF_NOTDIR). Repair only: the entry
+    /// is unlinked and a directory created.
+    LostFoundNotDir = 0x030017, "lost-found-not-dir", P3, Error,
+        "/lost+found (inode {ino}) is not a directory";
+    /// lost-found-inline (e2fsck PR_3_LPF_INLINE_DATA). Repair only.
+    LostFoundInline = 0x030018, "lost-found-inline", P3, Error,
+        "/lost+found (inode {ino}) has inline data";
+    /// lost-found-encrypted (e2fsck PR_3_LPF_ENCRYPTED). Repair only.
+    LostFoundEncrypted = 0x03001B, "lost-found-encrypted", P3, Error,
+        "/lost+found (inode {ino}) is encrypted";
     /// root-not-dir-fatal (e2fsck PR_3_ROOT_NOT_DIR_ABORT).
     RootNotDirAbort = 0x030014, "root-not-dir-fatal", P3, Error,
         "the root inode is not a directory; the check cannot continue";

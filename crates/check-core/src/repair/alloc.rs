@@ -105,6 +105,14 @@ impl<'a> Allocator<'a> {
         None
     }
 
+    /// The blocks and inodes handed out so far.
+    pub fn taken(&self) -> (Vec<u64>, Vec<u32>) {
+        (
+            self.taken_blocks.iter().copied().collect(),
+            self.taken_inodes.iter().copied().collect(),
+        )
+    }
+
     /// A free inode for a new directory or file: the first one from the
     /// start of `near`'s group (the caller makes sure its group's unused
     /// mark no longer covers it).

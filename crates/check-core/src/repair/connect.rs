@@ -181,7 +181,21 @@ fn make_dir<'f>(
     }
     put_le_u16(r, off::LINKS, 2);
     put_le_u32(r, off::BLOCKS, (bs / 512) as u32 * fs.geo.cluster_ratio);
-    put_le_u32(r, off::BLOCK, blk as u32);
+    if fs.geo.ro_compat.contains(RoCompatFeatures::BIGALLOC) {
+        // Block maps cannot address clusters: one extent. (Elsewhere new
+        // directories are block-mapped, as e2fsck makes them.)
+        put_le_u32(r, off::FLAGS, flags::EXTENTS);
+        let root = &mut r[off::BLOCK..off::BLOCK + 24];
+        put_le_u16(root, 0, 0xF30A);
+        put_le_u16(root, 2, 1);
+        put_le_u16(root, 4, 4);
+        put_le_u32(root, 12, 0);
+        put_le_u16(root, 16, 1);
+        put_le_u16(root, 18, (blk >> 32) as u16);
+        put_le_u32(root, 20, blk as u32);
+    } else {
+        put_le_u32(r, off::BLOCK, blk as u32);
+    }
     if isz > 128 {
         put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
     }
@@ -247,6 +261,72 @@ impl LostFound {
         self.ino = Some(ino);
         self.ino
     }
+}
+
+/// What a repair must do about /lost+found, which e2fsck creates
+/// whenever it repairs: nothing when it is a usable directory; otherwise
+/// the findings to report (an unusable entry, then the missing
+/// directory). `None` also when the root is not a directory, or when
+/// there is no room to create it (`Err` with the reason).
+pub fn lost_found_findings<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+) -> Result<Vec<Finding>, String> {
+    if !st.maps.is_dir(2) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    match lookup(stage, io, 2, b"lost+found") {
+        Ok(Some(i)) => {
+            let raw = stage.inode_copy(io, i).map_err(|e| e.to_string())?;
+            let inode = Inode::new(&raw).ok_or("bad inode")?;
+            let code = if inode.has_flag(flags::INLINE_DATA) {
+                Code::LostFoundInline
+            } else if inode.has_flag(flags::ENCRYPT) {
+                Code::LostFoundEncrypted
+            } else if !st.maps.is_dir(i) {
+                Code::LostFoundNotDir
+            } else {
+                return Ok(Vec::new());
+            };
+            out.push(Finding::new(code).ino(i));
+        }
+        Ok(None) => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    out.push(Finding::new(Code::NoLostFound));
+    // Try it on this throwaway staging: only report what can be fixed.
+    match LostFound::new().get(st, stage, io) {
+        Some(_) => Ok(out),
+        None => Err("no free inode or block for /lost+found".into()),
+    }
+}
+
+/// Does what e2fsck does silently when it creates /lost+found: the
+/// root's link count goes up by one, and the new inode and blocks are
+/// marked in use in the bitmaps and counts. (Only when nothing else is
+/// being fixed: the rewrite of the group summaries starts from what the
+/// check found in use.)
+fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>) {
+    if let Ok(raw) = stage.inode(io, 2) {
+        let links = le_u16(raw, off::LINKS);
+        // A count of 1 means "too many to count" (dir_nlink).
+        if links > 1 && links < u16::MAX {
+            put_le_u16(raw, off::LINKS, links + 1);
+        }
+    }
+    let maps = &st.maps;
+    let (blocks, inodes) = stage.allocated();
+    let bits = st.fs.geo.cluster_bits;
+    for b in blocks {
+        maps.block_found.test_and_set(b >> bits);
+    }
+    for ino in inodes {
+        maps.inode_used.test_and_set(u64::from(ino - 1));
+        maps.inode_dir.test_and_set(u64::from(ino - 1));
+    }
+    let _ = super::rebuild::rebuild_group_summaries(stage, io, maps);
 }
 
 /// Clears the entry `name` of a directory.
@@ -385,6 +465,17 @@ pub fn fix_pass3<'a, 'f>(
                 }
                 _ => false,
             },
+            Code::NoLostFound
+            | Code::LostFoundNotDir
+            | Code::LostFoundInline
+            | Code::LostFoundEncrypted => {
+                lf.get(st, stage, io).is_some() && {
+                    if f.code == Code::NoLostFound {
+                        settle_new_lost_found(st, stage, io);
+                    }
+                    true
+                }
+            }
             Code::NonUniqueFile | Code::DuplicateDirent | Code::NonUniqueFileNoRename => f
                 .dir
                 .or(f.ino)

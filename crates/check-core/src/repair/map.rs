@@ -77,14 +77,13 @@ pub fn blocks_of<'f>(
     Ok(mapping_of(stage, io, ino)?.0)
 }
 
-/// Every mapped (logical, physical) data block of an inode, in logical
-/// order, and the blocks that hold its mapping (extent tree nodes or
-/// indirect blocks).
-fn mapping_of<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-) -> io::Result<(Vec<(u64, u64)>, Vec<u64>)> {
+/// An inode's mapped (logical, physical) data blocks, in logical order,
+/// and the blocks that hold the mapping (extent tree nodes or indirect
+/// blocks).
+type Mapping = (Vec<(u64, u64)>, Vec<u64>);
+
+/// The [`Mapping`] of an inode as this round leaves it.
+fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Mapping> {
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     let mut v = Vec::new();

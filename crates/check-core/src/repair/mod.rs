@@ -177,6 +177,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     }
     let mut current: Checked = check_with_state(dev.clone(), check_opts);
     let mut serial_noted = false;
+    let mut lpf_checked = false;
     while stop_reason.is_none() && !cancelled {
         if fixer::safety::interrupted() {
             cancelled = true;
@@ -185,6 +186,17 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         let Some(st) = current.state.as_ref() else {
             break;
         };
+        // With nothing else left, /lost+found is made usable, as e2fsck
+        // does on every repair (once: the next check confirms it).
+        if !lpf_checked && st.abort.is_none() && !current.report.findings.iter().any(wants_fix) {
+            lpf_checked = true;
+            let mut io = Io::new(&st.fs);
+            let mut trial = Staging::new(&st.fs, &st.maps, true);
+            match connect::lost_found_findings(st, &mut trial, &mut io) {
+                Ok(found) => current.report.findings.extend(found),
+                Err(why) => notes.push(format!("/lost+found cannot be created: {why}.")),
+            }
+        }
         let to_fix: Vec<&Finding> = current
             .report
             .findings
@@ -406,6 +418,7 @@ fn preen_ok(code: Code) -> bool {
             | Code::HtreeNodeCsum
             | Code::LeafMissingCsum
             | Code::LeafOnlyCsumInvalid
+            | Code::NoLostFound
             | Code::ZeroLenInode
             | Code::BadRefCount
             | Code::EaInodeRefCount

@@ -110,6 +110,11 @@ impl<'f> Staging<'f> {
         Some(ino)
     }
 
+    /// The blocks and inodes allocated in this round.
+    pub fn allocated(&self) -> (Vec<u64>, Vec<u32>) {
+        self.alloc.taken()
+    }
+
     /// Whether nothing has been changed.
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty() && !self.sb_dirty && !self.gdt_dirty

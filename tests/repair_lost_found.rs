@@ -1,0 +1,91 @@
+//! A repair makes /lost+found usable, as e2fsck's does: a missing one is
+//! created, and a file that took its name is moved out of the way (into
+//! the new directory) rather than lost. A read-only check says nothing.
+
+mod common;
+
+use std::path::Path;
+
+use common::{code, file_tree, have, run, tool, Scratch};
+
+fn lost_found_listing(img: &Path) -> String {
+    let out = tool(
+        "debugfs",
+        &["-R", "stat /lost+found", img.to_str().expect("path")],
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_repair_creates_a_missing_lost_found() {
+    if !(have("debugfs") && have("e2fsck")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
+    let scratch = Scratch::new("lost-found");
+    let img = scratch.path("a.img");
+    std::fs::copy(&demo, &img).expect("copy");
+    let p = img.to_str().expect("path");
+    tool("debugfs", &["-w", "-R", "rmdir /lost+found", p]);
+    assert!(
+        !lost_found_listing(&img).contains("Type: directory"),
+        "debugfs did not remove /lost+found"
+    );
+    let before = file_tree(&img, &scratch.path("t0")).expect("debugfs");
+    // Read-only: e2fsck -n does not look for it, and neither does ext4chk.
+    assert_eq!(code(&run(&["-n", p])), 0);
+    let out = run(&["-y", p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(text.contains("lost-found-missing"), "{text}");
+    // Creating it is one repair: the root's link count and the group
+    // summaries are settled with it, not reported as further problems.
+    assert!(!text.contains("link-count-wrong"), "{text}");
+    assert!(!text.contains("bitmap-differs"), "{text}");
+    assert!(lost_found_listing(&img).contains("Type: directory"));
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    assert_eq!(code(&run(&["-y", p])), 0, "the repair is not idempotent");
+    let after = file_tree(&img, &scratch.path("t1")).expect("debugfs");
+    assert_eq!(before, after, "files changed");
+}
+
+#[test]
+fn a_file_named_lost_found_is_reconnected_not_lost() {
+    if !(have("debugfs") && have("e2fsck")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
+    let scratch = Scratch::new("lost-found-file");
+    let img = scratch.path("a.img");
+    std::fs::copy(&demo, &img).expect("copy");
+    let p = img.to_str().expect("path");
+    let content = scratch.path("content");
+    std::fs::write(&content, b"not a directory\n").expect("write");
+    tool("debugfs", &["-w", "-R", "rmdir /lost+found", p]);
+    tool(
+        "debugfs",
+        &[
+            "-w",
+            "-R",
+            &format!("write {} lost+found", content.display()),
+            p,
+        ],
+    );
+    assert!(lost_found_listing(&img).contains("Type: regular"));
+    let out = run(&["-y", p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(text.contains("lost-found-not-dir"), "{text}");
+    assert!(lost_found_listing(&img).contains("Type: directory"));
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    assert_eq!(code(&run(&["-y", p])), 0, "the repair is not idempotent");
+    // The file is kept, under its inode number in the new directory.
+    let after = file_tree(&img, &scratch.path("t1")).expect("debugfs");
+    let moved: Vec<_> = after
+        .keys()
+        .filter(|k| k.starts_with("/lost+found/#"))
+        .collect();
+    assert_eq!(moved.len(), 1, "{after:?}");
+}
