@@ -37,6 +37,8 @@ pub struct CheckState {
     pub ea_inode_refs: Vec<u32>,
     /// Where the check stopped, if it did.
     pub abort: Option<AbortAt>,
+    /// Usage charged to each (quota type, id) by pass 1.
+    pub quota: std::collections::HashMap<(u8, u32), pass1::QuotaUse>,
 }
 
 /// A report and, when the file system could be opened, the check's state.
@@ -290,6 +292,7 @@ pub fn check_with_state(dev: Arc<Device>, opts: CheckOptions) -> Checked {
         ea_refs: std::mem::take(&mut p1.ea_refs),
         ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
         abort,
+        quota: std::mem::take(&mut p1.quota),
     };
     Checked {
         report,

@@ -160,6 +160,18 @@ pub fn fix_super<'a, 'f>(
     fixed: &mut Vec<&'a Finding>,
 ) {
     for f in mine {
+        if f.code == Code::InvalidQuotaInode {
+            // As e2fsck: the superblock stops naming it.
+            let at = match f.str.as_deref() {
+                Some("user") => 0x240,
+                Some("group") => 0x244,
+                Some("project") => 0x26C,
+                _ => continue,
+            };
+            put_le_u32(stage.sb_mut(), at, 0);
+            fixed.push(f);
+            continue;
+        }
         let Some(g) = f.group else { continue };
         let ok = match f.code {
             // Writing the table back recomputes every checksum.

@@ -16,6 +16,7 @@ mod dirs;
 mod inodes;
 mod journal;
 mod map;
+mod quota;
 mod rebuild;
 pub mod stage;
 
@@ -320,7 +321,8 @@ fn wants_fix(f: &Finding) -> bool {
     f.code.severity() == Severity::Error
         || matches!(
             f.code,
-            Code::FreeBlocksTotal
+            Code::InvalidQuotaInode
+                | Code::FreeBlocksTotal
                 | Code::FreeInodesTotal
                 | Code::GroupDescChecksum
                 | Code::SplitDot
@@ -484,6 +486,17 @@ fn plan_round<'a, 'f>(
             .collect();
         match pass {
             Pass::P5 => {
+                // Quota files first: blocks they gain are then counted in
+                // use by the rebuild of the group summaries.
+                for f in &mine {
+                    if f.code == Code::QuotaMismatch && quota::fix(st, stage, io, f) {
+                        fixed.push(f);
+                    }
+                }
+                let bits = st.fs.geo.cluster_bits;
+                for b in stage.allocated().0 {
+                    st.maps.block_found.test_and_set(b >> bits);
+                }
                 if rebuild::rebuild_group_summaries(stage, io, &st.maps).is_ok() {
                     fixed.extend(mine.iter().copied().filter(|f| rebuilt_by_pass5(f.code)));
                 }
