@@ -6,6 +6,8 @@
 //!   nothing.
 //! * Quota files that disagree with the usage found are rewritten, also
 //!   when the new file needs more blocks than the old one.
+//! * A damaged orphan file is cleaned, recreated or removed, as e2fsck's
+//!   -y does.
 
 mod common;
 
@@ -179,4 +181,80 @@ fn quota_files_are_rewritten_with_the_usage_found() {
         inode_size(&img, 3) > before,
         "the user quota file did not grow"
     );
+}
+
+#[test]
+fn orphan_file_problems_are_repaired() {
+    if !(have("debugfs") && have("e2fsck") && have("mke2fs")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let scratch = Scratch::new("orphan-file");
+    let base = scratch.path("base.img");
+    let made = tool(
+        "mke2fs",
+        &[
+            "-q",
+            "-F",
+            "-I",
+            "256",
+            "-O",
+            "has_journal,extent,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize,orphan_file",
+            base.to_str().expect("path"),
+            "64M",
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let orphan_ino = {
+        let out = tool("dumpe2fs", &["-h", base.to_str().expect("path")]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("Orphan file inode:"))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("no orphan file in {text}"))
+    };
+    for (what, damage, code_name) in [
+        (
+            "a size that is not a number of blocks",
+            format!("sif <{orphan_ino}> size 1000"),
+            "orphan-file-corrupted",
+        ),
+        (
+            "a size past its blocks (the file is recreated)",
+            format!("sif <{orphan_ino}> size 40000"),
+            "orphan-file-corrupted",
+        ),
+        (
+            "orphan_present on a clean file",
+            "feature orphan_present".to_string(),
+            "orphan-present-clean-file",
+        ),
+        (
+            "an orphan file without a journal",
+            "feature -has_journal".to_string(),
+            "orphan-file-without-journal",
+        ),
+    ] {
+        let img = scratch.path("t.img");
+        std::fs::copy(&base, &img).expect("copy");
+        let p = img.to_str().expect("path");
+        tool("debugfs", &["-w", "-R", &damage, p]);
+        assert_ne!(code(&tool("e2fsck", &["-fn", p])), 0, "{what}: no damage");
+        let out = run(&["-y", p]);
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(code(&out), 1, "{what}: {report}");
+        assert!(report.contains(code_name), "{what}: {report}");
+        let e2 = tool("e2fsck", &["-fn", p]);
+        assert_eq!(
+            code(&e2),
+            0,
+            "{what}: {}",
+            String::from_utf8_lossy(&e2.stdout)
+        );
+        assert_eq!(code(&run(&["-y", p])), 0, "{what}: not idempotent");
+    }
 }

@@ -1,14 +1,14 @@
 //! Before the passes: the journal is repaired or cleared when it cannot be
-//! used, replayed when it holds committed transactions, and the orphan
-//! list is processed — what e2fsck does when it opens a file system it
-//! may write to.
+//! used, replayed when it holds committed transactions, and the orphans
+//! (the orphan list and the orphan file) are released — what e2fsck does
+//! when it opens a file system it may write to.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ext4_layout::bytes::{be_u32, be_u64, le_u16, le_u32, put_be_u32, put_le_u16, put_le_u32};
 use ext4_layout::csum::crc32c_raw;
-use ext4_layout::features::{CompatFeatures, IncompatFeatures};
+use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
 use ext4_layout::journal::descriptor::{DescriptorBlock, TagFlags};
 use ext4_layout::journal::revoke::RevokeBlock;
@@ -482,13 +482,17 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
     })
 }
 
-/// Releases the inodes on the orphan list: deleted ones are cleared,
-/// the others truncated to their size. The list is emptied.
+/// Releases the orphans: those on the orphan list, then those the orphan
+/// file lists. A deleted one is cleared, any other truncated to its size.
+/// The list head is emptied; the orphan file is cleaned after the passes.
+/// Nothing is released when the file system has errors recorded (neither
+/// list can be trusted then), as e2fsck does.
 fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<(), String> {
     let fs = open(dev)?;
     let sb = fs.sb();
     let head = sb.s_last_orphan();
-    if head == 0 {
+    let present = fs.geo.ro_compat.contains(RoCompatFeatures::ORPHAN_PRESENT);
+    if head == 0 && !present {
         return Ok(());
     }
     let mut io = Io::new(&fs);
@@ -498,39 +502,62 @@ fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<()
     let errors = le_u16(&fs.sb[..], 0x3A) & 2 != 0;
     let first_ino = fs.geo.first_ino;
     let icount = sb.s_inodes_count();
-    let mut ino = head;
     let mut n = 0;
-    if !errors && head >= first_ino && head <= icount {
+    let mut ok = !errors && (head == 0 || (head >= first_ino && head <= icount));
+    if ok {
         let mut seen = std::collections::BTreeSet::new();
+        let mut ino = head;
         while ino != 0 && seen.insert(ino) {
-            let Ok(raw) = st.inode_copy(&mut io, ino) else {
-                break;
-            };
-            let Some(inode) = Inode::new(&raw) else { break };
-            let next = inode.i_dtime();
-            if next != 0 && (next < first_ino || next > icount) {
-                break;
-            }
-            let links = inode.i_links_count();
-            if links == 0 {
-                if let Ok(r) = st.inode(&mut io, ino) {
-                    put_le_u32(r, off::DTIME, now());
-                }
-            } else {
-                let size = inode.size();
-                if truncate(&fs, &maps, &mut st, &mut io, ino, size).is_err() {
+            match release(&fs, &maps, &mut st, &mut io, ino) {
+                Some(next) => ino = next,
+                None => {
+                    ok = false;
                     break;
-                }
-                if let Ok(r) = st.inode(&mut io, ino) {
-                    put_le_u32(r, off::DTIME, 0);
                 }
             }
             n += 1;
-            ino = next;
+        }
+    }
+    if ok && fs.geo.compat.contains(CompatFeatures::ORPHAN_FILE) {
+        for ino in super::orphan::listed(&fs, &st, &mut io) {
+            if ino < first_ino
+                || ino > icount
+                || release(&fs, &maps, &mut st, &mut io, ino).is_none()
+            {
+                break;
+            }
+            n += 1;
         }
     }
     pre.notes.push(format!("{n} orphaned inode(s) released."));
     commit(fx, st, &mut io, pre)
+}
+
+/// Releases one orphan: a deleted inode (no links) gets its deletion
+/// time, any other is truncated to its size. Returns the next inode on
+/// the orphan list (0 at its end), or `None` when the list is broken.
+fn release<'f>(
+    fs: &'f Fs,
+    maps: &'f crate::ctx::Maps,
+    st: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+) -> Option<u32> {
+    let raw = st.inode_copy(io, ino).ok()?;
+    let inode = Inode::new(&raw)?;
+    let next = inode.i_dtime();
+    if next != 0 && (next < fs.geo.first_ino || next > fs.sb().s_inodes_count()) {
+        return None;
+    }
+    if inode.i_links_count() == 0 {
+        let r = st.inode(io, ino).ok()?;
+        put_le_u32(r, off::DTIME, now());
+    } else {
+        truncate(fs, maps, st, io, ino, inode.size()).ok()?;
+        let r = st.inode(io, ino).ok()?;
+        put_le_u32(r, off::DTIME, 0);
+    }
+    Some(next)
 }
 
 /// Drops every block of an inode past its size.

@@ -82,6 +82,14 @@ pub fn blocks_of<'f>(
 /// blocks).
 type Mapping = (Vec<(u64, u64)>, Vec<u64>);
 
+/// Every block an inode's mapping holds: data blocks and the extent tree
+/// nodes or indirect blocks that map them.
+pub fn all_blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Vec<u64>> {
+    let (data, mut tree) = mapping_of(stage, io, ino)?;
+    tree.extend(data.into_iter().map(|(_, p)| p));
+    Ok(tree)
+}
+
 /// The [`Mapping`] of an inode as this round leaves it.
 fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Mapping> {
     let raw = stage.inode_copy(io, ino)?;

@@ -16,6 +16,7 @@ mod dirs;
 mod inodes;
 mod journal;
 mod map;
+pub(crate) mod orphan;
 mod quota;
 mod rebuild;
 pub mod stage;
@@ -493,6 +494,7 @@ fn plan_round<'a, 'f>(
                         fixed.push(f);
                     }
                 }
+                orphan::fix(st, &mine, stage, io, &mut fixed);
                 let bits = st.fs.geo.cluster_bits;
                 for b in stage.allocated().0 {
                     st.maps.block_found.test_and_set(b >> bits);

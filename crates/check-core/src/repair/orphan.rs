@@ -1,0 +1,272 @@
+//! The orphan file (`orphan_file` feature): its entries are released
+//! before the passes, as the orphan list is, and after them the file is
+//! made clean again: dirty blocks rewritten empty, a broken file
+//! recreated, a file without a journal removed, and the `orphan_present`
+//! flag dropped, as e2fsck does once the check is over.
+
+use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
+use ext4_layout::csum::crc32c_raw;
+use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
+use ext4_layout::inode::{flags, Inode};
+
+use super::inodes::{now, off, sbf};
+use super::stage::{Kind, Staging};
+use crate::engine::CheckState;
+use crate::fs::Fs;
+use crate::io::Io;
+use crate::pass1::LeafExtent;
+use crate::problem::{Code, Finding};
+
+/// The magic number at the end of every orphan file block.
+pub const MAGIC: u32 = 0x0B10_CA04;
+
+/// The checksum of an orphan file block `data` at block `blk` of inode
+/// `ino` (generation `gen`): over the inode entries, not the tail.
+pub fn block_csum(seed: u32, ino: u32, gen: u32, blk: u64, data: &[u8]) -> u32 {
+    let mut c = crc32c_raw(seed, &ino.to_le_bytes());
+    c = crc32c_raw(c, &gen.to_le_bytes());
+    c = crc32c_raw(c, &blk.to_le_bytes());
+    crc32c_raw(c, &data[..data.len() - 8])
+}
+
+/// The orphan file's inode, generation and blocks in logical order, when
+/// it is usable: a size that is a number of blocks and, when block-mapped,
+/// no holes before its end (in an extent-mapped file, e2fsck takes every
+/// mapped block as it is).
+fn layout<'f>(fs: &Fs, stage: &Staging<'f>, io: &mut Io<'f>) -> Option<(u32, u32, Vec<u64>)> {
+    let ino = fs.sb().s_orphan_file_inum();
+    if ino == 0 || ino > fs.geo.inodes_count {
+        return None;
+    }
+    let raw = stage.inode_copy(io, ino).ok()?;
+    let inode = Inode::new(&raw)?;
+    let bs = fs.block_size() as u64;
+    if inode.size() % bs != 0 {
+        return None;
+    }
+    let n = inode.size() / bs;
+    let mapped = super::map::blocks_of(stage, io, ino).ok()?;
+    if inode.has_flag(flags::EXTENTS) {
+        let blocks = mapped.iter().map(|&(_, p)| p).collect();
+        return Some((ino, inode.i_generation(), blocks));
+    }
+    let blocks: Vec<u64> = mapped
+        .iter()
+        .take_while(|&&(l, _)| l < n)
+        .map(|&(_, p)| p)
+        .collect();
+    let whole = blocks.len() as u64 == n
+        && mapped
+            .iter()
+            .enumerate()
+            .all(|(i, &(l, _))| l >= n || l == i as u64);
+    whole.then(|| (ino, inode.i_generation(), blocks))
+}
+
+/// The inodes the orphan file lists, from its blocks in order up to the
+/// first one that is not a valid orphan block (e2fsck stops there too).
+pub fn listed<'f>(fs: &Fs, stage: &Staging<'f>, io: &mut Io<'f>) -> Vec<u32> {
+    let mut out = Vec::new();
+    if !fs.geo.compat.contains(CompatFeatures::ORPHAN_FILE) {
+        return out;
+    }
+    let Some((ino, gen, blocks)) = layout(fs, stage, io) else {
+        return out;
+    };
+    let bs = fs.block_size();
+    let mut buf = vec![0u8; bs];
+    for b in blocks {
+        if stage.read(io, b, &mut buf).is_err() || le_u32(&buf, bs - 8) != MAGIC {
+            break;
+        }
+        if fs.metadata_csum()
+            && le_u32(&buf, bs - 4) != block_csum(fs.geo.csum_seed, ino, gen, b, &buf)
+        {
+            break;
+        }
+        out.extend(
+            buf[..bs - 8]
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .filter(|&i| i != 0),
+        );
+    }
+    out
+}
+
+/// Writes block `blk` as an empty orphan block of inode `ino`.
+fn write_clean(stage: &mut Staging<'_>, csum: Option<u32>, ino: u32, gen: u32, blk: u64) {
+    let b = stage.fresh_block(blk, Kind::Plain);
+    let bs = b.len();
+    put_le_u32(b, bs - 8, MAGIC);
+    if let Some(seed) = csum {
+        let c = block_csum(seed, ino, gen, blk, b);
+        put_le_u32(b, bs - 4, c);
+    }
+}
+
+/// How many blocks a new orphan file gets: 32 on small file systems, one
+/// 4096th of the blocks up to 512, a whole number of clusters.
+fn default_blocks(fs: &Fs) -> u64 {
+    let n = fs.geo.blocks_count;
+    let blocks = if n < 128 * 1024 {
+        32
+    } else if n < 2 * 1024 * 1024 {
+        n / 4096
+    } else {
+        512
+    };
+    let ratio = u64::from(fs.geo.cluster_ratio.max(1));
+    blocks.div_ceil(ratio) * ratio
+}
+
+/// Frees every block of inode `ino` (data and mapping) in the check's
+/// maps, so that the rebuild of the group summaries counts them free.
+fn forget_blocks<'f>(st: &'f CheckState, stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) {
+    let bits = st.fs.geo.cluster_bits;
+    if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
+        for b in all {
+            st.maps.block_found.test_and_clear(b >> bits);
+        }
+    }
+}
+
+fn clear_sb_bits(stage: &mut Staging<'_>, word: usize, bits: u32) {
+    let sb = stage.sb_mut();
+    let v = le_u32(sb, word) & !bits;
+    put_le_u32(sb, word, v);
+}
+
+/// A new, empty orphan file in inode `ino` (extent-mapped; `None` when
+/// the file system has no extents or no room).
+fn recreate<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+) -> Option<()> {
+    let fs = &st.fs;
+    if !fs.geo.incompat.contains(IncompatFeatures::EXTENTS) {
+        return None;
+    }
+    forget_blocks(st, stage, io, ino);
+    let n = default_blocks(fs);
+    let mut leaves: Vec<LeafExtent> = Vec::new();
+    let mut goal = 0;
+    let mut got = 0u64;
+    while got < n {
+        let b = stage.alloc_block(goal)?;
+        match leaves.last_mut() {
+            Some(l) if l.pblk + l.len == b => l.len += 1,
+            _ => leaves.push(LeafExtent {
+                lblk: got,
+                pblk: b,
+                len: 1,
+                uninit: false,
+            }),
+        }
+        goal = b + 1;
+        got += 1;
+    }
+    let bs = fs.block_size() as u64;
+    let isz = fs.geo.inode_size as usize;
+    {
+        let r = stage.inode(io, ino).ok()?;
+        r.fill(0);
+        put_le_u16(r, off::MODE, 0o100_600);
+        put_le_u16(r, off::LINKS, 1);
+        let size = n * bs;
+        put_le_u32(r, off::SIZE, size as u32);
+        put_le_u32(r, off::SIZE_HIGH, (size >> 32) as u32);
+        let t = now();
+        for o in [0x08, 0x0C, 0x10] {
+            put_le_u32(r, o, t);
+        }
+        put_le_u32(r, off::FLAGS, flags::EXTENTS);
+        if isz > 128 {
+            put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
+        }
+    }
+    super::blocks::write_extent_tree(stage, io, ino, &leaves).ok()?;
+    super::map::recount_i_blocks(stage, io, ino).ok()?;
+    let csum = fs.metadata_csum().then_some(fs.geo.csum_seed);
+    for l in &leaves {
+        for k in 0..l.len {
+            write_clean(stage, csum, ino, 0, l.pblk + k);
+        }
+    }
+    put_le_u32(stage.sb_mut(), 0x280, ino);
+    st.maps.inode_used.test_and_set(u64::from(ino - 1));
+    Some(())
+}
+
+/// Fixes the orphan file findings of pass 5 (`mine`), as e2fsck's
+/// -y answers do after its passes.
+pub fn fix<'a, 'f>(
+    st: &'f CheckState,
+    mine: &[&'a Finding],
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    fixed: &mut Vec<&'a Finding>,
+) {
+    let fs = &st.fs;
+    let orphan_codes = [
+        Code::OrphanFileWithoutJournal,
+        Code::OrphanBlockDirty,
+        Code::OrphanFileCorrupted,
+        Code::OrphanPresentCleanFile,
+        Code::OrphanPresentNoFile,
+    ];
+    let ours: Vec<&'a Finding> = mine
+        .iter()
+        .copied()
+        .filter(|f| orphan_codes.contains(&f.code))
+        .collect();
+    if ours.is_empty() {
+        return;
+    }
+    let has = |c: Code| ours.iter().any(|f| f.code == c);
+    let present = RoCompatFeatures::ORPHAN_PRESENT.0;
+    let ino = fs.sb().s_orphan_file_inum();
+    let done = if has(Code::OrphanFileWithoutJournal) {
+        // No journal, no use for the file: it goes, with the features.
+        if ino != 0 && ino <= fs.geo.inodes_count {
+            forget_blocks(st, stage, io, ino);
+            if let Ok(r) = stage.inode(io, ino) {
+                r.fill(0);
+            }
+            st.maps.inode_used.test_and_clear(u64::from(ino - 1));
+        }
+        clear_sb_bits(stage, sbf::COMPAT, CompatFeatures::ORPHAN_FILE.0);
+        clear_sb_bits(stage, sbf::RO_COMPAT, present);
+        true
+    } else if has(Code::OrphanFileCorrupted) || has(Code::OrphanBlockDirty) {
+        let csum = fs.metadata_csum().then_some(fs.geo.csum_seed);
+        match layout(fs, stage, io) {
+            // Whole: every block is rewritten empty.
+            Some((ino, gen, blocks)) => {
+                for b in blocks {
+                    write_clean(stage, csum, ino, gen, b);
+                }
+                clear_sb_bits(stage, sbf::RO_COMPAT, present);
+                true
+            }
+            // Holes or a wrong size: a new file.
+            None => {
+                let ok = ino != 0
+                    && ino <= fs.geo.inodes_count
+                    && recreate(st, stage, io, ino).is_some();
+                if ok {
+                    clear_sb_bits(stage, sbf::RO_COMPAT, present);
+                }
+                ok
+            }
+        }
+    } else {
+        clear_sb_bits(stage, sbf::RO_COMPAT, present);
+        true
+    };
+    if done {
+        fixed.extend(ours);
+    }
+}
