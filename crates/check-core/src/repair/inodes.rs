@@ -83,6 +83,60 @@ pub fn clear_inode(raw: &mut [u8], ino: u32, first_ino: u32, now: u32) {
     }
 }
 
+/// Clears from the bad blocks inode every block number `drop` picks: its
+/// own pointers, and the entries of the indirect blocks they lead to
+/// (out-of-range pointers are always dropped: nothing can be read there).
+fn clear_bad_block_entries(
+    stage: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    drop: impl Fn(u64) -> bool,
+) -> std::io::Result<()> {
+    let fs = stage.fs();
+    let bs = fs.block_size();
+    let in_range = |b: u64| fs.geo.block_in_range(b);
+    let mut indirect = Vec::new();
+    {
+        let r = stage.inode(io, 1)?;
+        for i in 0..15 {
+            let at = off::BLOCK + 4 * i;
+            let b = u64::from(le_u32(r, at));
+            if b == 0 {
+                continue;
+            }
+            if !in_range(b) || (i < 12 && drop(b)) {
+                put_le_u32(r, at, 0);
+            } else if i >= 12 {
+                indirect.push((b, i - 11));
+            }
+        }
+    }
+    let mut buf = vec![0u8; bs];
+    let mut seen = BTreeSet::new();
+    while let Some((b, level)) = indirect.pop() {
+        if !seen.insert(b) {
+            continue;
+        }
+        stage.read(io, b, &mut buf)?;
+        let mut changed = false;
+        for k in 0..bs / 4 {
+            let e = u64::from(le_u32(&buf, 4 * k));
+            if e == 0 {
+                continue;
+            }
+            if !in_range(e) || (level == 1 && drop(e)) {
+                put_le_u32(&mut buf, 4 * k, 0);
+                changed = true;
+            } else if level > 1 {
+                indirect.push((e, level - 1));
+            }
+        }
+        if changed {
+            stage.block(io, b, Kind::Plain)?.copy_from_slice(&buf);
+        }
+    }
+    Ok(())
+}
+
 /// Which group metadata a relocation moves.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Meta {
@@ -388,6 +442,24 @@ pub fn fix_pass1<'a, 'f>(
             }
             continue;
         }
+        // Illegal numbers in the bad blocks list are cleared wherever they
+        // sit (its indirect blocks included).
+        // So are the primary superblock and descriptor blocks: e2fsck
+        // offers to take them off the list and hope they are good.
+        let primary: BTreeSet<u64> = fs_
+            .iter()
+            .filter(|f| {
+                f.code == Code::BbinodeBadMetablock
+                    && matches!(
+                        f.str.as_deref(),
+                        Some("primary superblock" | "primary group descriptors")
+                    )
+            })
+            .filter_map(|f| f.blk)
+            .collect();
+        let bb_cleared = ino == 1
+            && (codes.contains(&Code::BadBlockInBadBlockInode) || !primary.is_empty())
+            && clear_bad_block_entries(stage, io, |b| primary.contains(&b)).is_ok();
         let Ok(raw) = stage.inode(io, ino) else {
             continue;
         };
@@ -457,9 +529,13 @@ pub fn fix_pass1<'a, 'f>(
                     }
                     true
                 }
-                Code::InvalidBadInode => {
+                Code::InvalidBadInode | Code::BadblocksInBadblocks => {
                     raw[..128].fill(0);
                     true
+                }
+                Code::BadBlockInBadBlockInode => bb_cleared,
+                Code::BbinodeBadMetablock => {
+                    bb_cleared && f.blk.is_some_and(|b| primary.contains(&b))
                 }
                 Code::JournalBadMode | Code::QuotaBadMode | Code::OrphanFileBadMode => {
                     put_le_u16(raw, off::MODE, 0o100000);
