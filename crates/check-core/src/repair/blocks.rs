@@ -352,8 +352,17 @@ fn clone_inode<'f>(
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, maps, &st.bad_blocks);
         let (leaves, _) = collect_extents(&p1, io, ino, &raw);
+        // A shared tree node is not copied: the tree is written anew, in
+        // the inode or in fresh blocks.
+        let mut tree_shared = false;
+        for t in super::map::tree_blocks_of(stage, io, ino)? {
+            if let Some(n) = count.get_mut(&(t >> bits)).filter(|n| **n > 1) {
+                *n -= 1;
+                tree_shared = true;
+            }
+        }
         if bits == 0 {
-            return clone_extents_by_block(stage, io, ino, leaves, count);
+            return clone_extents_by_block(stage, io, ino, leaves, count, tree_shared);
         }
         // Each cluster still shared gets one new cluster; blocks keep
         // their offset inside it (bigalloc needs that).
@@ -370,7 +379,7 @@ fn clone_inode<'f>(
                 }
             }
         }
-        if remap.is_empty() {
+        if remap.is_empty() && !tree_shared {
             return Ok(());
         }
         let mask = (1u64 << bits) - 1;
@@ -436,9 +445,10 @@ fn clone_extents_by_block<'f>(
     ino: u32,
     leaves: Vec<LeafExtent>,
     count: &mut BTreeMap<u64, u32>,
+    tree_shared: bool,
 ) -> io::Result<()> {
     let mut out = Vec::new();
-    let mut moved = false;
+    let mut moved = tree_shared;
     for l in leaves {
         for x in 0..l.len {
             let old = l.pblk + x;

@@ -90,6 +90,12 @@ pub fn all_blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::
     Ok(tree)
 }
 
+/// The blocks that hold an inode's mapping: extent tree nodes or
+/// indirect blocks.
+pub fn tree_blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Vec<u64>> {
+    Ok(mapping_of(stage, io, ino)?.1)
+}
+
 /// The [`Mapping`] of an inode as this round leaves it.
 fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Mapping> {
     let raw = stage.inode_copy(io, ino)?;
