@@ -24,6 +24,7 @@ pub mod stage;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ext4_layout::bytes::{le_u16, le_u32};
 use fixer::safety::MountPolicy;
 use pipeline::{open_device, IoMode};
 
@@ -495,9 +496,21 @@ fn plan_round<'a, 'f>(
                     }
                 }
                 orphan::fix(st, &mine, stage, io, &mut fixed);
+                // What this round allocated is in use (blocks for quota
+                // files or lost+found, a new lost+found).
                 let bits = st.fs.geo.cluster_bits;
-                for b in stage.allocated().0 {
+                let (blocks, inodes) = stage.allocated();
+                for b in blocks {
                     st.maps.block_found.test_and_set(b >> bits);
+                }
+                for ino in inodes {
+                    let dir = stage
+                        .inode_copy(io, ino)
+                        .is_ok_and(|r| le_u16(&r, 0) & 0xF000 == 0x4000);
+                    st.maps.inode_used.test_and_set(u64::from(ino - 1));
+                    if dir {
+                        st.maps.inode_dir.test_and_set(u64::from(ino - 1));
+                    }
                 }
                 if rebuild::rebuild_group_summaries(stage, io, &st.maps).is_ok() {
                     fixed.extend(mine.iter().copied().filter(|f| rebuilt_by_pass5(f.code)));
@@ -509,12 +522,62 @@ fn plan_round<'a, 'f>(
             Pass::P1 | Pass::P1B => inodes::fix_pass1(st, &mine, stage, io, &mut fixed),
             Pass::Super => inodes::fix_super(st, &mine, stage, io, &mut fixed),
         }
-        if !mine.iter().all(|f| leaves_check_valid(st, f)) {
+        let valid = if pass == Pass::P4 {
+            p4_settled_for_p5(st, &mine, &report.findings, stage, io)
+        } else {
+            mine.iter().all(|f| leaves_check_valid(st, f))
+        };
+        if !valid {
             break;
         }
         after = Some(pass);
     }
     fixed
+}
+
+/// Whether pass 5's rebuild can follow pass 4's fixes in the same round:
+/// they only set link counts, reconnect files to lost+found (blocks and
+/// inodes that takes are marked in use before the rebuild) and clear
+/// unattached empty inodes, which are marked free here.
+fn p4_settled_for_p5<'f>(
+    st: &'f CheckState,
+    mine: &[&Finding],
+    all: &[Finding],
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+) -> bool {
+    let simple = mine.iter().all(|f| {
+        matches!(
+            f.code,
+            Code::UnattachedInode
+                | Code::BadRefCount
+                | Code::EaInodeRefCount
+                | Code::DirNlinkFeature
+        )
+    });
+    if !simple {
+        return false;
+    }
+    let mut freed = Vec::new();
+    for f in mine.iter().filter(|f| f.code == Code::UnattachedInode) {
+        let Some(ino) = f.ino else { continue };
+        if !all
+            .iter()
+            .any(|z| z.code == Code::ZeroLenInode && z.ino == Some(ino))
+        {
+            continue;
+        }
+        // Cleared: free only if it held no block at all.
+        match stage.inode_copy(io, ino) {
+            Ok(r) if le_u32(&r, 0x1C) == 0 && le_u32(&r, 0x68) == 0 => freed.push(ino),
+            _ => return false,
+        }
+    }
+    for ino in freed {
+        st.maps.inode_used.test_and_clear(u64::from(ino - 1));
+        st.maps.inode_dir.test_and_clear(u64::from(ino - 1));
+    }
+    true
 }
 
 /// Whether fixing `f` leaves the later passes' findings as they are: it
