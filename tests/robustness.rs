@@ -1,6 +1,7 @@
 //! Damaged images must never crash the checker or hang it: every run ends
-//! with one of e2fsck's exit codes, and a read-only run leaves the image
-//! untouched.
+//! with one of e2fsck's exit codes; a read-only run leaves the image
+//! untouched, and a repair writes nothing to an image shorter than its
+//! file system.
 
 mod common;
 
@@ -102,4 +103,31 @@ fn repairing_a_clean_image_changes_nothing() {
         );
     }
     assert_eq!(std::fs::read(&img).expect("image"), before);
+}
+
+#[test]
+fn a_truncated_image_is_not_repaired() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
+    let scratch = Scratch::new("truncrepair");
+    let img = scratch.path("t.img");
+    let full = std::fs::read(&demo).expect("demo image");
+    std::fs::write(&img, &full[..full.len() / 2]).expect("write");
+    let before = std::fs::read(&img).expect("image");
+    let p = img.to_str().expect("path");
+    // As e2fsck -y: stop before writing anything.
+    let out = run(&["-y", p]);
+    assert_eq!(code(&out), 8, "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("device holds only"), "{err}");
+    // Preen stops too, with the bit that says errors are left.
+    assert_eq!(code(&run(&["-p", p])) & 4, 4);
+    assert_eq!(
+        std::fs::read(&img).expect("image"),
+        before,
+        "the image changed"
+    );
+    // A repair of a path that does not exist says so.
+    let out = run(&["-y", "/nonexistent/device"]);
+    assert_eq!(code(&out), 8);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
 }

@@ -89,6 +89,9 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     // From here on SIGINT and SIGTERM only ask the repair to stop between
     // two commits.
     let _ = fixer::safety::install_interrupt_handler();
+    if let Err(e) = std::fs::metadata(path) {
+        return fail(path, format!("cannot open it: {e}"), Vec::new());
+    }
     let mounted_root = match fixer::safety::mounted(path).map(|m| fixer::safety::mount_policy(&m)) {
         Ok(MountPolicy::Free) => false,
         Ok(MountPolicy::ReadOnlyRoot) => true,
@@ -128,9 +131,12 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         Err(e) => return fail(path, e.to_string(), Vec::new()),
     };
     let mut check_opts = opts.check;
-    let block_size =
+    let (block_size, fs_bytes) =
         match crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions { read_only: true }) {
-            Ok(o) => o.fs.geo.block_size,
+            Ok(o) => (
+                o.fs.geo.block_size,
+                o.fs.geo.blocks_count * u64::from(o.fs.geo.block_size),
+            ),
             Err(_) => {
                 // The file system cannot even be opened: nothing to repair that
                 // a check could vouch for.
@@ -140,6 +146,23 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
                 };
             }
         };
+    // A file system longer than its device: the superblock or the
+    // partition table is wrong, and writing either way could destroy
+    // data. As e2fsck, stop before anything is written.
+    if fs_bytes > dev.size() {
+        let mut r = fail(
+            path,
+            format!(
+                "the superblock says the file system is {fs_bytes} bytes long but the device \
+                 holds only {}; the superblock or the partition table is likely corrupt, so \
+                 nothing was changed (ext4chk -n checks it as it is)",
+                dev.size()
+            ),
+            Vec::new(),
+        );
+        r.report.forced_uncorrected = opts.mode == Mode::Preen;
+        return r;
+    }
     let undo = match &opts.undo {
         Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file) {
             Ok(u) => Some(u),
