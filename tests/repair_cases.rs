@@ -8,6 +8,9 @@
 //!   when the new file needs more blocks than the old one.
 //! * A damaged orphan file is cleaned, recreated or removed, as e2fsck's
 //!   -y does.
+//! * Problems that concern only an inode's own fields are fixed by pass
+//!   1's workers through the fixer while the check runs, undo file and
+//!   all.
 
 mod common;
 
@@ -257,4 +260,54 @@ fn orphan_file_problems_are_repaired() {
         );
         assert_eq!(code(&run(&["-y", p])), 0, "{what}: not idempotent");
     }
+}
+
+#[test]
+fn inode_fixes_found_by_pass_1_go_to_the_fixer_at_once_and_can_be_undone() {
+    if !(have("debugfs") && have("e2fsck") && have("e2undo")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
+    let scratch = Scratch::new("streamed");
+    let img = scratch.path("s.img");
+    std::fs::copy(&demo, &img).expect("copy");
+    let p = img.to_str().expect("path");
+    // Problems whose fix is the inode's own fields only.
+    for cmd in ["sif <14> blocks 999", "sif <20> dtime 5000000"] {
+        tool("debugfs", &["-w", "-R", cmd, p]);
+    }
+    let damaged = std::fs::read(&img).expect("image");
+    let undo = scratch.path("s.undo");
+    let out = run(&["-v", "-y", "--undo", undo.to_str().expect("path"), p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let diag = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 1, "{text}{diag}");
+    assert!(
+        text.contains("bad-i-blocks") && text.contains("inode-in-use-dtime"),
+        "{text}"
+    );
+    assert!(
+        diag.contains("2 problems fixed by pass 1's workers during the check"),
+        "{diag}"
+    );
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    // The undo file covers what the workers' requests wrote.
+    let back = tool("e2undo", &[undo.to_str().expect("path"), p]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&img).expect("image"),
+        damaged,
+        "e2undo did not restore it"
+    );
+    // Preening never writes before it knows it may fix everything, so it
+    // does not send fixes from the workers; it still repairs these.
+    let out = run(&["-v", "-p", p]);
+    assert_eq!(code(&out), 1);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("pass 1's workers"));
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
 }

@@ -52,6 +52,13 @@ pub struct Checked {
 /// Checks the file system on `dev` without changing anything, keeping the
 /// check's state.
 pub fn check_with_state(dev: Arc<Device>, opts: CheckOptions) -> Checked {
+    check_fixing(dev, opts, None)
+}
+
+/// A check that, given a fixer, has pass 1's workers send it the repairs
+/// they can make on the spot (see [`pass1::Pass1::sink`]); the findings
+/// so repaired come back marked fixed. Without one, nothing is written.
+pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::Fixer>) -> Checked {
     let mut report = Report {
         device: dev.path().display().to_string(),
         ..Default::default()
@@ -125,7 +132,9 @@ pub fn check_with_state(dev: Arc<Device>, opts: CheckOptions) -> Checked {
         .findings
         .extend(pass1::mark_table_blocks(&fs, &mut maps));
     let maps = maps;
-    let p1cx = pass1::Pass1::new(&fs, &maps, &bad_blocks);
+    let mut p1cx = pass1::Pass1::new(&fs, &maps, &bad_blocks);
+    p1cx.sink = sink;
+    let p1cx = p1cx;
     let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
     let table_abort = p1cx.table_abort();
     let limit = table_abort.as_ref().map_or(u32::MAX, |a| a.ino);

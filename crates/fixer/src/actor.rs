@@ -52,8 +52,14 @@ pub struct FixerStats {
 
 enum Cmd {
     Commit(Vec<Write>, Sender<Result<(), CommitError>>),
+    Request(Write),
+    Barrier(Sender<Result<u64, CommitError>>),
     Finish(Sender<Result<FixerStats, CommitError>>),
 }
+
+/// Requests queued before they are written together (one undo flush and
+/// one device flush per batch).
+const REQUEST_BATCH: usize = 256;
 
 /// The handle through which repairs reach the device.
 pub struct Fixer {
@@ -66,6 +72,12 @@ struct State {
     size: u64,
     undo: Option<UndoLog>,
     stats: FixerStats,
+    /// Requests received and not yet written.
+    pending: Vec<Write>,
+    /// Requests written since the last barrier.
+    applied: u64,
+    /// The first failure of a batch of requests (later ones are dropped).
+    failed: Option<CommitError>,
 }
 
 impl Fixer {
@@ -78,6 +90,9 @@ impl Fixer {
             size,
             undo,
             stats: FixerStats::default(),
+            pending: Vec::new(),
+            applied: 0,
+            failed: None,
         };
         let thread = std::thread::Builder::new()
             .name("ext4chk-fixer".into())
@@ -100,6 +115,27 @@ impl Fixer {
         rrx.recv().map_err(|_| CommitError::Gone)?
     }
 
+    /// Sends one repair a checker worker can make on the spot (an inode's
+    /// own fields, say) and returns at once: the worker goes on checking.
+    /// Requests are written in the order they arrive, in batches, each
+    /// batch saved to the undo file first like a commit. Unlike a commit,
+    /// a batch is written even after SIGINT or SIGTERM: every request
+    /// stands alone, so the file system is consistent after each one.
+    pub fn request(&self, w: Write) -> Result<(), CommitError> {
+        self.tx.send(Cmd::Request(w)).map_err(|_| CommitError::Gone)
+    }
+
+    /// Waits until every request sent so far is on the device; returns
+    /// how many were written since the last barrier, or the first error
+    /// (requests after a failed batch are dropped).
+    pub fn barrier(&self) -> Result<u64, CommitError> {
+        let (rtx, rrx) = bounded(1);
+        self.tx
+            .send(Cmd::Barrier(rtx))
+            .map_err(|_| CommitError::Gone)?;
+        rrx.recv().map_err(|_| CommitError::Gone)?
+    }
+
     /// Finishes: marks the undo file complete and stops the thread.
     pub fn finish(mut self) -> Result<FixerStats, CommitError> {
         let (rtx, rrx) = bounded(1);
@@ -114,10 +150,43 @@ impl Fixer {
     }
 }
 
+/// Writes the queued requests as one batch.
+fn flush_requests(st: &mut State) {
+    if st.pending.is_empty() {
+        return;
+    }
+    let batch = std::mem::take(&mut st.pending);
+    if st.failed.is_some() {
+        return;
+    }
+    let n = batch.len() as u64;
+    match apply(st, batch) {
+        Ok(()) => st.applied += n,
+        Err(e) => st.failed = Some(e),
+    }
+}
+
 fn serve(st: &mut State, rx: &Receiver<Cmd>) {
     while let Ok(cmd) = rx.recv() {
         match cmd {
+            Cmd::Request(w) => {
+                st.pending.push(w);
+                if st.pending.len() >= REQUEST_BATCH {
+                    flush_requests(st);
+                }
+            }
+            Cmd::Barrier(reply) => {
+                flush_requests(st);
+                let r = match st.failed.take() {
+                    Some(e) => Err(e),
+                    None => Ok(st.applied),
+                };
+                st.applied = 0;
+                let _ = reply.send(r);
+            }
             Cmd::Commit(writes, reply) => {
+                // Requests sent before a commit land before it.
+                flush_requests(st);
                 let r = if crate::safety::interrupted() {
                     Err(CommitError::Interrupted)
                 } else {
@@ -126,6 +195,7 @@ fn serve(st: &mut State, rx: &Receiver<Cmd>) {
                 let _ = reply.send(r);
             }
             Cmd::Finish(reply) => {
+                flush_requests(st);
                 let r = match st.undo.as_mut() {
                     Some(u) => u
                         .finish(&st.dev)
@@ -220,6 +290,70 @@ mod tests {
         let b = std::fs::read(&p).unwrap();
         assert_eq!(&b[4096..4106], &[1, 1, 1, 1, 2, 2, 1, 1, 1, 1]);
         assert_eq!(b[8190], 0, "a refused commit writes nothing");
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn requests_land_by_the_barrier_and_before_a_later_commit() {
+        let p = std::env::temp_dir().join(format!("fixer-req-{}", std::process::id()));
+        std::fs::write(&p, vec![0u8; 1 << 20]).unwrap();
+        let f = Arc::new(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&p)
+                .unwrap(),
+        );
+        let fx = Fixer::start(f, 1 << 20, None);
+        // More than one batch's worth, from several threads at once.
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let fx = &fx;
+                s.spawn(move || {
+                    for i in 0..200u64 {
+                        let at = (t * 200 + i) * 16;
+                        fx.request(Write {
+                            offset: at,
+                            data: vec![(t + 1) as u8; 16],
+                        })
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(fx.barrier().unwrap(), 800);
+        assert_eq!(fx.barrier().unwrap(), 0, "the count restarts");
+        let b = std::fs::read(&p).unwrap();
+        for t in 0..4usize {
+            assert!(b[t * 3200..(t + 1) * 3200]
+                .iter()
+                .all(|&x| x == t as u8 + 1));
+        }
+        // A request, then a commit over the same bytes: the commit wins.
+        fx.request(Write {
+            offset: 0,
+            data: vec![7; 4],
+        })
+        .unwrap();
+        fx.commit(vec![Write {
+            offset: 2,
+            data: vec![9; 4],
+        }])
+        .unwrap();
+        // A request past the end fails the batch, and the barrier says so.
+        fx.request(Write {
+            offset: (1 << 20) - 2,
+            data: vec![1; 4],
+        })
+        .unwrap();
+        assert!(matches!(fx.barrier(), Err(CommitError::OutOfRange(_))));
+        let stats = fx.finish().unwrap();
+        assert_eq!(
+            stats.commits, 6,
+            "four batches, the request flushed before the commit, the commit"
+        );
+        let b = std::fs::read(&p).unwrap();
+        assert_eq!(&b[..6], &[7, 7, 9, 9, 9, 9]);
         let _ = std::fs::remove_file(&p);
     }
 }

@@ -94,7 +94,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
 
     /// Checks one inode; a directory's blocks are then queued for pass 2.
     pub fn check_inode(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
+        let mark = self.out.findings.len();
         self.check_inode_inner(ino, raw, status, csum_bad);
+        if self.p.sink.is_some() && self.out.findings.len() > mark {
+            self.send_local_fixes(ino, raw, mark);
+        }
         if let Some(d) = self.cur_dir.take() {
             if let Some(dx) = d.meta.dx {
                 self.out.dx_dirs.push((d.meta.ino, dx));
@@ -253,6 +257,46 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         self.check_blocks(&mut cur);
         self.finish_inode(&cur);
+    }
+
+    /// Under a repair: when every problem just found in inode `ino` (the
+    /// findings from `mark` on) concerns only its own fields, the fixed
+    /// inode goes to the fixer now and the findings are marked fixed.
+    fn send_local_fixes(&mut self, ino: u32, raw: &[u8], mark: usize) {
+        let fs = self.p.fs;
+        let Some(sink) = self.p.sink else { return };
+        if self.silent || !(ino == 2 || ino >= fs.geo.first_ino) {
+            return;
+        }
+        let isz = fs.geo.inode_size as usize;
+        let Some(offset) = Io::inode_offset(fs, ino) else {
+            return;
+        };
+        if raw.len() < isz {
+            return;
+        }
+        let regular = Inode::new(raw).is_some_and(|i| i.file_type() == Some(FileType::Regular));
+        let found = &self.out.findings[mark..];
+        if !found.iter().all(|f| {
+            f.ino == Some(ino) && crate::repair::is_inode_local(f.code, regular) && !f.fixed
+        }) {
+            return;
+        }
+        let mut new = raw[..isz].to_vec();
+        if !found
+            .iter()
+            .all(|f| crate::repair::inode_local_fix(&mut new, f))
+        {
+            return;
+        }
+        if fs.metadata_csum() {
+            ext4_layout::edit::set_inode_checksum(&mut new, fs.geo.csum_seed, ino);
+        }
+        if sink.request(fixer::Write { offset, data: new }).is_ok() {
+            for f in &mut self.out.findings[mark..] {
+                f.fixed = true;
+            }
+        }
     }
 
     /// The checksum recheck every inode ends with: under a read-only check

@@ -300,6 +300,11 @@ pub struct Pass1<'a> {
     pub bad_blocks: &'a [u64],
     /// Whether the orphan-list "low dtime" test applies.
     pub low_dtime_check: bool,
+    /// Under a repair: where a worker sends the fix of an inode whose only
+    /// problems concern its own fields (see
+    /// [`crate::repair::inode_local_fix`]), so it goes on checking while
+    /// the fixer writes. `None` in a read-only check.
+    pub sink: Option<&'a fixer::Fixer>,
 }
 
 impl<'a> Pass1<'a> {
@@ -317,6 +322,7 @@ impl<'a> Pass1<'a> {
             maps,
             bad_blocks,
             low_dtime_check,
+            sink: None,
         }
     }
 

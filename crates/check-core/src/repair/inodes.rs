@@ -137,6 +137,37 @@ fn clear_bad_block_entries(
     Ok(())
 }
 
+/// Whether a problem's fix touches nothing but the inode's own fields
+/// and leaves every other check's findings as they are: a dtime that
+/// should be 0, `i_blocks`, the size of a regular file (a directory's
+/// size bounds what pass 2 reads), a checksum. Under a repair, pass 1's
+/// workers send such fixes to the fixer as they find them.
+pub fn is_inode_local(code: Code, regular: bool) -> bool {
+    match code {
+        Code::SetDtime | Code::BadIBlocks | Code::InodeOnlyCsumInvalid => true,
+        Code::BadISize => regular,
+        _ => false,
+    }
+}
+
+/// Applies an inode-local fix (see [`is_inode_local`]) to the raw inode;
+/// the caller recomputes its checksum.
+pub fn inode_local_fix(raw: &mut [u8], f: &Finding) -> bool {
+    match (f.code, f.num2) {
+        (Code::SetDtime, _) => put_le_u32(raw, off::DTIME, 0),
+        (Code::BadIBlocks, Some(v)) => set_i_blocks(raw, v),
+        (Code::BadISize, Some(v)) => set_size(raw, v),
+        (Code::InodeOnlyCsumInvalid, _) => {}
+        _ => return false,
+    }
+    true
+}
+
+fn set_i_blocks(raw: &mut [u8], v: u64) {
+    put_le_u32(raw, off::BLOCKS, v as u32);
+    put_le_u16(raw, off::BLOCKS_HIGH, (v >> 32) as u16);
+}
+
 /// Which group metadata a relocation moves.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Meta {
@@ -756,8 +787,7 @@ pub fn fix_pass1<'a, 'f>(
         };
         let v = f.num2.unwrap_or(0);
         if f.code == Code::BadIBlocks {
-            put_le_u32(raw, off::BLOCKS, v as u32);
-            put_le_u16(raw, off::BLOCKS_HIGH, (v >> 32) as u16);
+            set_i_blocks(raw, v);
         } else {
             set_size(raw, v);
         }

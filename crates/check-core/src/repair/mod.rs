@@ -14,6 +14,7 @@ mod blocks;
 mod connect;
 mod dirs;
 mod inodes;
+pub use inodes::{inode_local_fix, is_inode_local};
 mod journal;
 mod map;
 pub(crate) mod orphan;
@@ -29,7 +30,7 @@ use fixer::safety::MountPolicy;
 use pipeline::{open_device, IoMode};
 
 use crate::ctx::CheckOptions;
-use crate::engine::{check_with_state, CheckState, Checked};
+use crate::engine::{check_fixing, check_with_state, CheckState, Checked};
 use crate::io::Io;
 use crate::problem::{Code, Finding, Pass, Severity};
 use crate::report::Report;
@@ -201,7 +202,19 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         Err(_) if fixer::safety::interrupted() => cancelled = true,
         Err(why) => stop_reason = Some(why),
     }
-    let mut current: Checked = check_with_state(dev.clone(), check_opts);
+    // Pass 1's workers send inode-local fixes to the fixer while they
+    // check, except when preening (which must know that every problem is
+    // one it may fix before it writes anything).
+    let sink = (opts.mode != Mode::Preen && stop_reason.is_none() && !cancelled).then_some(&fx);
+    let mut current: Checked = check_fixing(dev.clone(), check_opts, sink);
+    let mut streamed = 0u64;
+    if stop_reason.is_none() {
+        match settle_streamed(&fx, &mut current, &mut fixed_all) {
+            Ok(n) => streamed = n,
+            Err(e) => stop_reason = Some(e),
+        }
+    }
+    modified |= streamed > 0;
     let mut serial_noted = false;
     let mut lpf_checked = false;
     while stop_reason.is_none() && !cancelled {
@@ -222,6 +235,27 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
                 Ok(found) => current.report.findings.extend(found),
                 Err(why) => notes.push(format!("/lost+found cannot be created: {why}.")),
             }
+        }
+        let nothing_left = !current.report.findings.iter().any(wants_fix);
+        if nothing_left && streamed > 0 && rounds < opts.max_rounds {
+            // The check's workers fixed what it found: check again, so
+            // that the last word is a fresh check.
+            rounds += 1;
+            round_times.push(format!(
+                "round {rounds}: {streamed} problems fixed by pass 1's workers during the check"
+            ));
+            let t_check = std::time::Instant::now();
+            current = check_fixing(dev.clone(), check_opts, sink);
+            round_times.push(format!(
+                "check after round {rounds}: {:.3} s",
+                t_check.elapsed().as_secs_f64()
+            ));
+            match settle_streamed(&fx, &mut current, &mut fixed_all) {
+                Ok(n) => streamed = n,
+                Err(e) => stop_reason = Some(e),
+            }
+            modified |= streamed > 0;
+            continue;
         }
         let to_fix: Vec<&Finding> = current
             .report
@@ -257,10 +291,15 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         let committed = fx.commit(writes);
         round_times.push(format!(
             "round {rounds}: {} of {} problems fixed, planned in {planned:.3} s, \
-             {nwrites} blocks written in {:.3} s",
+             {nwrites} blocks written in {:.3} s{}",
             fixed.len(),
             to_fix.len(),
-            t_commit.elapsed().as_secs_f64()
+            t_commit.elapsed().as_secs_f64(),
+            if streamed > 0 {
+                format!("; {streamed} more fixed by pass 1's workers during the check")
+            } else {
+                String::new()
+            }
         ));
         match committed {
             Ok(()) => modified = true,
@@ -295,7 +334,12 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         }
         drop(io);
         let t_check = std::time::Instant::now();
-        current = check_with_state(dev.clone(), check_opts);
+        current = check_fixing(dev.clone(), check_opts, sink);
+        match settle_streamed(&fx, &mut current, &mut fixed_all) {
+            Ok(n) => streamed = n,
+            Err(e) => stop_reason = Some(e),
+        }
+        modified |= streamed > 0;
         round_times.push(format!(
             "check after round {rounds}: {:.3} s",
             t_check.elapsed().as_secs_f64()
@@ -332,6 +376,34 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         }
     }
     Repaired { report, rounds }
+}
+
+/// After a check whose pass-1 workers may have sent fixes: waits until
+/// the fixer has written them, and moves the findings they fixed to
+/// `fixed_all`. Returns how many were written. If the fixer failed, the
+/// findings count as not fixed and the repair stops.
+fn settle_streamed(
+    fx: &fixer::Fixer,
+    current: &mut Checked,
+    fixed_all: &mut Vec<Finding>,
+) -> Result<u64, String> {
+    match fx.barrier() {
+        Ok(n) => {
+            let (done, rest): (Vec<Finding>, Vec<Finding>) =
+                std::mem::take(&mut current.report.findings)
+                    .into_iter()
+                    .partition(|f| f.fixed);
+            current.report.findings = rest;
+            fixed_all.extend(done);
+            Ok(n)
+        }
+        Err(e) => {
+            for f in &mut current.report.findings {
+                f.fixed = false;
+            }
+            Err(format!("the repair stopped: {e}"))
+        }
+    }
 }
 
 fn libc_ebusy() -> i32 {
