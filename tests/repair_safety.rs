@@ -1,8 +1,9 @@
 //! Repairs that can be undone and interrupted: the undo file restores the
 //! device byte for byte through e2fsprogs' own e2undo, also after the
 //! repair was killed at a random point; a journal written by the kernel
-//! is recovered to what the kernel itself sees; a mounted file system is
-//! never repaired; SIGTERM stops a repair at a safe point.
+//! is recovered to what the kernel itself sees, its fast commits too; a
+//! mounted file system is never repaired; SIGTERM stops a repair at a
+//! safe point.
 
 mod common;
 
@@ -305,6 +306,67 @@ fn a_journal_written_by_the_kernel_is_recovered() {
     let want = file_tree(&img, &scratch.path("t1")).expect("files of the original");
     let got = file_tree(&copy, &scratch.path("t2")).expect("files of the copy");
     assert!(want.len() >= 99, "the original holds the files");
+    assert_eq!(got, want, "the recovered copy holds what the kernel wrote");
+}
+
+#[test]
+fn fast_commits_written_by_the_kernel_are_replayed() {
+    if !tools_ok() || !have("mke2fs") {
+        return;
+    }
+    let scratch = Scratch::new("fastcommit");
+    let img = scratch.path("fc.img");
+    let out = tool(
+        "mke2fs",
+        &[
+            "-q",
+            "-F",
+            "-I",
+            "256",
+            "-O",
+            "has_journal,fast_commit,extent,64bit,flex_bg,metadata_csum,dir_index,filetype,sparse_super,large_file,huge_file,dir_nlink,extra_isize",
+            img.to_str().expect("path"),
+            "32M",
+        ],
+    );
+    assert!(out.status.success());
+    let mnt = scratch.path("mnt");
+    // A long commit interval: what fsync writes goes to fast commits.
+    if mount_with(&img, &mnt, "loop,commit=300").is_none() {
+        eprintln!("cannot mount a loop device here: skipping");
+        return;
+    }
+    let dir = mnt.join("d");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let _ = Command::new("sync").status();
+    let mut x: u32 = 11;
+    for f in 0..12 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let len = (x % 30000) as usize + 1;
+        let data: Vec<u8> = (0..len).map(|i| (i as u32 ^ x) as u8).collect();
+        let path = dir.join(format!("f{f}"));
+        std::fs::write(&path, data).expect("write");
+        std::fs::File::open(&path)
+            .and_then(|h| h.sync_all())
+            .expect("fsync");
+    }
+    let copy = scratch.path("copy.img");
+    let cp = Command::new("cp").arg(&img).arg(&copy).status();
+    umount(&mnt);
+    assert!(cp.is_ok_and(|s| s.success()), "cp failed");
+    let log = tool("debugfs", &["-R", "logdump", copy.to_str().expect("path")]);
+    if !String::from_utf8_lossy(&log.stdout).contains("tag TAIL") {
+        eprintln!("the kernel wrote no fast commits here: skipping");
+        return;
+    }
+    let out = run(&["-y", copy.to_str().expect("path")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(code(&out) == 0 || code(&out) == 1, "{text}");
+    assert!(text.contains("Fast commits replayed"), "{text}");
+    assert_eq!(e2fsck_fn(&copy), 0, "clean after recovery");
+    let want = file_tree(&img, &scratch.path("t1")).expect("files of the original");
+    let got = file_tree(&copy, &scratch.path("t2")).expect("files of the copy");
+    assert_eq!(want.len(), 12, "the original holds the files");
     assert_eq!(got, want, "the recovered copy holds what the kernel wrote");
 }
 

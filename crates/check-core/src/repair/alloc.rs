@@ -105,6 +105,11 @@ impl<'a> Allocator<'a> {
         None
     }
 
+    /// Never hands out block `b` (something not in the maps uses it).
+    pub fn reserve(&mut self, b: u64) {
+        self.taken_blocks.insert(b);
+    }
+
     /// The blocks and inodes handed out so far.
     pub fn taken(&self) -> (Vec<u64>, Vec<u32>) {
         (

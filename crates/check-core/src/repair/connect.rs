@@ -11,6 +11,7 @@ use ext4_layout::inode::{flags, FileType, Inode};
 use super::inodes::{clear_inode, now, off, sbf, set_feature};
 use super::stage::{Kind, Staging};
 use crate::engine::CheckState;
+use crate::fs::Fs;
 use crate::io::Io;
 use crate::problem::{Code, Finding};
 
@@ -54,7 +55,7 @@ fn min_rec(nl: usize) -> usize {
 /// Adds an entry `name` -> `target` to directory `dir`, in the first
 /// slot with room; a full directory gets one more block.
 pub fn add_entry<'f>(
-    st: &'f CheckState,
+    fs: &'f Fs,
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
     dir: u32,
@@ -62,7 +63,6 @@ pub fn add_entry<'f>(
     name: &[u8],
     ft: u8,
 ) -> io::Result<()> {
-    let fs = &st.fs;
     let bs = fs.block_size();
     let csum = fs.metadata_csum();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
@@ -257,7 +257,7 @@ impl LostFound {
         } else {
             0
         };
-        add_entry(st, stage, io, 2, ino, b"lost+found", ft).ok()?;
+        add_entry(&st.fs, stage, io, 2, ino, b"lost+found", ft).ok()?;
         self.ino = Some(ino);
         self.ino
     }
@@ -330,7 +330,7 @@ fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &m
 }
 
 /// Clears the entry `name` of a directory.
-fn remove_entry<'f>(
+pub fn remove_entry<'f>(
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
     dir: u32,
@@ -431,7 +431,7 @@ fn reconnect<'f>(
     let filetype = st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
     let ft = type_of(stage, io, ino, filetype);
     let name = format!("#{ino}");
-    add_entry(st, stage, io, l, ino, name.as_bytes(), ft).ok()?;
+    add_entry(&st.fs, stage, io, l, ino, name.as_bytes(), ft).ok()?;
     Some(l)
 }
 

@@ -189,9 +189,22 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
             }
         }
         if has(Code::JournalNeedsRecovery) || has(Code::JournalRecoveryFlagClear) {
-            let outcome = replay(&fs, &mut io, fx)?;
+            let (outcome, fc_log) = replay(&fs, &mut io, fx)?;
             pre.modified = true;
             pre.notes.push(outcome);
+            if !fc_log.is_empty() {
+                let fs3 = open(dev)?;
+                let mut io3 = Io::new(&fs3);
+                let maps3 = crate::ctx::Maps::new(&fs3);
+                let mut st3 = Staging::new(&fs3, &maps3, false);
+                let n = super::fastcommit::apply(&fs3, &mut st3, &mut io3, &fc_log)
+                    .map_err(|e| format!("the fast commit log cannot be replayed: {e}"))?;
+                pre.notes.push(format!(
+                    "Fast commits replayed: {n} of {} changes.",
+                    fc_log.len()
+                ));
+                commit(fx, st3, &mut io3, &mut pre)?;
+            }
             // The replay may have rewritten the superblock: clear
             // needs_recovery on what is on disk now.
             let fs2 = open(dev)?;
@@ -251,7 +264,14 @@ fn tid_ge(a: u32, b: u32) -> bool {
 
 /// jbd2 recovery: scan for committed transactions, collect revokes,
 /// replay the rest, then empty the journal. Returns a line for the report.
-fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String> {
+/// Replays the journal's committed transactions. Returns what it did
+/// and, with the `fast_commit` feature, the fast commit log that follows
+/// them (applied by the caller once these writes are on disk).
+fn replay(
+    fs: &Fs,
+    io: &mut Io<'_>,
+    fx: &fixer::Fixer,
+) -> Result<(String, Vec<super::fastcommit::Change>), String> {
     let bs = fs.block_size();
     let (blocks, _) = journal_blocks(fs, io).ok_or("the journal cannot be read")?;
     let b0 = *blocks.first().ok_or("the journal has no blocks")?;
@@ -268,7 +288,18 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
     let async_commit = feat.incompat & JournalFeatures::INCOMPAT_ASYNC_COMMIT != 0;
     let seed = crc32c_raw(!0, &j.s_uuid());
     let first = u64::from(be_u32(&jsb, 0x14));
-    let maxlen = u64::from(be_u32(&jsb, 0x10)).min(blocks.len() as u64);
+    let total = u64::from(be_u32(&jsb, 0x10)).min(blocks.len() as u64);
+    // With fast commits the log ends where the fast commit area starts.
+    let fast_commit = feat.incompat & JournalFeatures::INCOMPAT_FAST_COMMIT != 0;
+    let num_fc = if fast_commit {
+        match u64::from(be_u32(&jsb, 0x54)) {
+            0 => 256,
+            n => n,
+        }
+    } else {
+        0
+    };
+    let maxlen = total.saturating_sub(num_fc);
     let start = u64::from(be_u32(&jsb, 0x1C));
     let sequence = be_u32(&jsb, 0x18);
     let tail = if csum { 4 } else { 0 };
@@ -290,7 +321,7 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
             data: jsb,
         }])
         .map_err(|e| e.to_string())?;
-        return Ok("The journal was empty.".into());
+        return Ok(("The journal was empty.".into(), Vec::new()));
     }
     let mut buf = vec![0u8; bs];
     // SCAN.
@@ -457,6 +488,20 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
             }
         }
     }
+    // The fast commit log continues the last transaction replayed.
+    let mut fc_log = Vec::new();
+    if fast_commit && error.is_none() {
+        // jbd2 counts the area from one past the end of the log.
+        let mut fc_blocks = Vec::new();
+        for lb in maxlen + 1..=total {
+            let mut b = vec![0u8; bs];
+            if read(io, lb, &mut b).is_err() {
+                break;
+            }
+            fc_blocks.push(b);
+        }
+        fc_log = super::fastcommit::scan(&fc_blocks, end);
+    }
     let n = writes.len();
     let mut list: Vec<fixer::Write> = writes
         .into_iter()
@@ -476,10 +521,11 @@ fn replay(fs: &Fs, io: &mut Io<'_>, fx: &fixer::Fixer) -> Result<String, String>
         data: jsb,
     });
     fx.commit(list).map_err(|e| e.to_string())?;
-    Ok(match error {
+    let said = match error {
         None => format!("The journal was recovered: {n} blocks replayed."),
         Some(e) => format!("The journal was recovered only in part ({e}); {n} blocks replayed."),
-    })
+    };
+    Ok((said, fc_log))
 }
 
 /// Releases the orphans: those on the orphan list, then those the orphan

@@ -82,6 +82,21 @@ pub fn blocks_of<'f>(
 /// blocks).
 type Mapping = (Vec<(u64, u64)>, Vec<u64>);
 
+/// The extents of inode `ino` as this round leaves it (none unless it is
+/// extent-mapped).
+pub fn extents_of_inode<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+) -> io::Result<Vec<LeafExtent>> {
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
+    if !inode.has_flag(flags::EXTENTS) || inode.has_flag(flags::INLINE_DATA) {
+        return Ok(Vec::new());
+    }
+    extents_of(stage, io, &raw)
+}
+
 /// Every block an inode's mapping holds: data blocks and the extent tree
 /// nodes or indirect blocks that map them.
 pub fn all_blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Vec<u64>> {

@@ -13,6 +13,7 @@ mod alloc;
 mod blocks;
 mod connect;
 mod dirs;
+mod fastcommit;
 mod inodes;
 pub use inodes::{inode_local_fix, is_inode_local};
 mod journal;

@@ -89,6 +89,13 @@ impl<'f> Staging<'f> {
     /// mark is moved past it, as the library does when it allocates.
     pub fn alloc_inode(&mut self, near: u32) -> Option<u32> {
         let ino = self.alloc.inode(near)?;
+        self.note_inode_used(ino);
+        Some(ino)
+    }
+
+    /// Makes sure inode `ino`'s group does not mark it unused (an
+    /// uninitialised group, or the unused tail of the inode table).
+    pub fn note_inode_used(&mut self, ino: u32) {
         let fs = self.fs;
         if fs.has_gdt_csum() {
             let ipg = fs.geo.inodes_per_group;
@@ -107,7 +114,12 @@ impl<'f> Staging<'f> {
                 }
             }
         }
-        Some(ino)
+    }
+
+    /// Keeps block `b` from being allocated (it is in use though the maps
+    /// do not say so).
+    pub fn reserve_block(&mut self, b: u64) {
+        self.alloc.reserve(b);
     }
 
     /// The blocks and inodes allocated in this round.

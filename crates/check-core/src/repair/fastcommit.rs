@@ -1,0 +1,465 @@
+//! Fast commits (jbd2's `fast_commit` feature): after the regular
+//! transactions, the journal's last blocks may hold a log of small
+//! changes (extents added or removed, names linked or unlinked, inodes
+//! rewritten), each a tag, a length and a value. A log counts up to the
+//! last tail tag whose transaction id and checksum match; replay then
+//! applies its tags in order, as e2fsck does after a regular replay.
+
+use std::io;
+
+use ext4_layout::bytes::{le_u16, le_u32, put_le_u16, put_le_u32};
+use ext4_layout::csum::crc32c_raw;
+use ext4_layout::features::IncompatFeatures;
+use ext4_layout::inode::flags;
+
+use super::inodes::off;
+use super::stage::Staging;
+use crate::fs::Fs;
+use crate::io::Io;
+use crate::pass1::LeafExtent;
+
+const TAG_ADD_RANGE: u16 = 1;
+const TAG_DEL_RANGE: u16 = 2;
+const TAG_CREAT: u16 = 3;
+const TAG_LINK: u16 = 4;
+const TAG_UNLINK: u16 = 5;
+const TAG_INODE: u16 = 6;
+const TAG_PAD: u16 = 7;
+const TAG_TAIL: u16 = 8;
+const TAG_HEAD: u16 = 9;
+
+/// Longest initialised extent; longer lengths mark uninitialised ones.
+const INIT_MAX: u64 = 32768;
+
+/// One change of a fast commit log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Blocks mapped into a file (replacing what was mapped there).
+    AddRange { ino: u32, ext: LeafExtent },
+    /// A logical range unmapped.
+    DelRange { ino: u32, lblk: u64, len: u64 },
+    /// A name linked (created or hard-linked) in a directory.
+    Link {
+        parent: u32,
+        ino: u32,
+        name: Vec<u8>,
+    },
+    /// A name removed from a directory.
+    Unlink {
+        parent: u32,
+        ino: u32,
+        name: Vec<u8>,
+    },
+    /// An inode's fields as they were at the commit.
+    Inode { ino: u32, raw: Vec<u8> },
+    /// The end of one fast commit.
+    Tail,
+}
+
+/// The validated log: the changes of every fast commit up to the last
+/// tail that matches, read from the fast commit blocks `blocks` (in
+/// order). `expected_tid` is the transaction the log must continue.
+pub fn scan(blocks: &[Vec<u8>], expected_tid: u32) -> Vec<Change> {
+    let mut out = Vec::new();
+    let mut pending = Vec::new();
+    let mut crc = 0u32;
+    let Some(first) = blocks.first() else {
+        return out;
+    };
+    if first.len() < 4 || le_u16(first, 0) != TAG_HEAD {
+        return out;
+    }
+    'blocks: for b in blocks {
+        let end = b.len().saturating_sub(1);
+        let mut cur = 0usize;
+        while cur + 4 <= end {
+            let tag = le_u16(b, cur);
+            let len = usize::from(le_u16(b, cur + 2));
+            let val_at = cur + 4;
+            let Some(val) = b.get(val_at..val_at + len) else {
+                break 'blocks;
+            };
+            let whole = &b[cur..val_at + len];
+            match tag {
+                TAG_HEAD => {
+                    if len < 8 || le_u32(val, 0) != 0 || le_u32(val, 4) != expected_tid {
+                        break 'blocks;
+                    }
+                    crc = crc32c_raw(crc, whole);
+                }
+                TAG_TAIL => {
+                    if len < 8 {
+                        break 'blocks;
+                    }
+                    crc = crc32c_raw(crc, &b[cur..val_at + 4]);
+                    if le_u32(val, 0) == expected_tid && le_u32(val, 4) == crc {
+                        pending.push(Change::Tail);
+                        out.append(&mut pending);
+                    } else {
+                        break 'blocks;
+                    }
+                    crc = 0;
+                }
+                TAG_PAD => crc = crc32c_raw(crc, whole),
+                TAG_ADD_RANGE | TAG_DEL_RANGE | TAG_CREAT | TAG_LINK | TAG_UNLINK | TAG_INODE => {
+                    crc = crc32c_raw(crc, whole);
+                    match decode(tag, val) {
+                        Some(c) => pending.push(c),
+                        None => break 'blocks,
+                    }
+                }
+                _ => break 'blocks,
+            }
+            cur = val_at + len;
+        }
+    }
+    out
+}
+
+fn decode(tag: u16, val: &[u8]) -> Option<Change> {
+    match tag {
+        TAG_ADD_RANGE if val.len() >= 16 => {
+            let raw_len = u64::from(le_u16(val, 8));
+            let (len, uninit) = if raw_len > INIT_MAX {
+                (raw_len - INIT_MAX, true)
+            } else {
+                (raw_len, false)
+            };
+            let pblk = (u64::from(le_u16(val, 10)) << 32) | u64::from(le_u32(val, 12));
+            Some(Change::AddRange {
+                ino: le_u32(val, 0),
+                ext: LeafExtent {
+                    lblk: u64::from(le_u32(val, 4)),
+                    pblk,
+                    len,
+                    uninit,
+                },
+            })
+        }
+        TAG_DEL_RANGE if val.len() >= 12 => Some(Change::DelRange {
+            ino: le_u32(val, 0),
+            lblk: u64::from(le_u32(val, 4)),
+            len: u64::from(le_u32(val, 8)),
+        }),
+        TAG_CREAT | TAG_LINK if val.len() >= 8 => Some(Change::Link {
+            parent: le_u32(val, 0),
+            ino: le_u32(val, 4),
+            name: val[8..].to_vec(),
+        }),
+        TAG_UNLINK if val.len() >= 8 => Some(Change::Unlink {
+            parent: le_u32(val, 0),
+            ino: le_u32(val, 4),
+            name: val[8..].to_vec(),
+        }),
+        TAG_INODE if val.len() >= 4 + 128 => Some(Change::Inode {
+            ino: le_u32(val, 0),
+            raw: val[4..].to_vec(),
+        }),
+        _ => None,
+    }
+}
+
+/// Removes `[lblk, lblk + len)` from an extent list; with `add`, maps
+/// `add` there instead. The list stays sorted, without empty extents,
+/// neighbours that continue each other merged.
+fn modify(list: &mut Vec<LeafExtent>, lblk: u64, len: u64, add: Option<LeafExtent>) {
+    let end = lblk + len;
+    let mut out = Vec::with_capacity(list.len() + 2);
+    for &e in list.iter() {
+        let e_end = e.lblk + e.len;
+        if e_end <= lblk || e.lblk >= end {
+            out.push(e);
+            continue;
+        }
+        if e.lblk < lblk {
+            out.push(LeafExtent {
+                len: lblk - e.lblk,
+                ..e
+            });
+        }
+        if e_end > end {
+            let skip = end - e.lblk;
+            out.push(LeafExtent {
+                lblk: end,
+                pblk: e.pblk + skip,
+                len: e_end - end,
+                uninit: e.uninit,
+            });
+        }
+    }
+    if let Some(a) = add.filter(|a| a.len > 0) {
+        out.push(a);
+    }
+    out.sort_by_key(|e| e.lblk);
+    let mut merged: Vec<LeafExtent> = Vec::with_capacity(out.len());
+    for e in out {
+        match merged.last_mut() {
+            Some(m)
+                if m.lblk + m.len == e.lblk && m.pblk + m.len == e.pblk && m.uninit == e.uninit =>
+            {
+                m.len += e.len
+            }
+            _ => merged.push(e),
+        }
+    }
+    *list = merged;
+}
+
+/// Applies a validated log to the staged file system. Returns how many
+/// changes were applied; a change that cannot be applied (a name in an
+/// inline directory, say) is skipped, as e2fsck goes on past it.
+pub fn apply<'f>(
+    fs: &'f Fs,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    log: &[Change],
+) -> io::Result<usize> {
+    // Blocks the log maps are in use, whatever the bitmaps say.
+    for c in log {
+        if let Change::AddRange { ext, .. } = c {
+            for b in ext.pblk..ext.pblk + ext.len {
+                stage.reserve_block(b);
+            }
+        }
+    }
+    let mut cached: Option<(u32, Vec<LeafExtent>)> = None;
+    let mut applied = 0;
+    for c in log {
+        // The extents gathered for one inode are written when the log
+        // moves on to something else.
+        let keep = match c {
+            Change::AddRange { ino, .. } | Change::DelRange { ino, .. } => Some(*ino),
+            Change::Inode { ino, .. } => Some(*ino),
+            _ => None,
+        };
+        if cached.as_ref().is_some_and(|(i, _)| Some(*i) != keep) {
+            if let Some((i, list)) = cached.take() {
+                flush(stage, io, i, &list)?;
+            }
+        }
+        let ok = match c {
+            Change::AddRange { ino, ext } => {
+                let list = extent_list(stage, io, &mut cached, *ino);
+                if let Some(list) = list {
+                    modify(list, ext.lblk, ext.len, Some(*ext));
+                }
+                cached.is_some()
+            }
+            Change::DelRange { ino, lblk, len } => {
+                let list = extent_list(stage, io, &mut cached, *ino);
+                if let Some(list) = list {
+                    modify(list, *lblk, *len, None);
+                }
+                cached.is_some()
+            }
+            Change::Link { parent, ino, name } => link(fs, stage, io, *parent, *ino, name).is_ok(),
+            Change::Unlink { parent, name, .. } => {
+                super::connect::remove_entry(stage, io, *parent, name).is_ok()
+            }
+            Change::Inode { ino, raw } => replay_inode(fs, stage, io, *ino, raw).is_ok(),
+            Change::Tail => true,
+        };
+        if ok {
+            applied += 1;
+        }
+    }
+    if let Some((i, list)) = cached.take() {
+        flush(stage, io, i, &list)?;
+    }
+    Ok(applied)
+}
+
+/// The extent list of `ino` being gathered, read from its tree first.
+fn extent_list<'c, 'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    cached: &'c mut Option<(u32, Vec<LeafExtent>)>,
+    ino: u32,
+) -> Option<&'c mut Vec<LeafExtent>> {
+    if cached.as_ref().is_none_or(|(i, _)| *i != ino) {
+        let list = super::map::extents_of_inode(stage, io, ino).ok()?;
+        *cached = Some((ino, list));
+    }
+    cached.as_mut().map(|(_, l)| l)
+}
+
+fn flush<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    list: &[LeafExtent],
+) -> io::Result<()> {
+    super::blocks::write_extent_tree(stage, io, ino, list)?;
+    super::map::recount_i_blocks(stage, io, ino)
+}
+
+/// Links `name` in `parent` to `ino` (an entry of that name is replaced).
+fn link<'f>(
+    fs: &'f Fs,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    parent: u32,
+    ino: u32,
+    name: &[u8],
+) -> io::Result<()> {
+    let mode = le_u16(&stage.inode_copy(io, ino)?, off::MODE);
+    let ft = match mode & 0xF000 {
+        0x8000 => 1,
+        0x4000 => 2,
+        0x2000 => 3,
+        0x6000 => 4,
+        0x1000 => 5,
+        0xC000 => 6,
+        0xA000 => 7,
+        _ => return Err(io::Error::other("unknown file type")),
+    };
+    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+        ft
+    } else {
+        0
+    };
+    {
+        let p = stage.inode(io, parent)?;
+        let pf = le_u32(p, off::FLAGS);
+        if pf & flags::INLINE_DATA != 0 {
+            return Err(io::Error::other("an inline directory"));
+        }
+        // An entry added out of hash order would break an index: the
+        // directory is read linearly from now on.
+        if pf & flags::INDEX != 0 {
+            put_le_u32(p, off::FLAGS, pf & !flags::INDEX);
+        }
+    }
+    super::connect::remove_entry(stage, io, parent, name)?;
+    super::connect::add_entry(fs, stage, io, parent, ino, name, ft)
+}
+
+/// Replays an inode: its fields from the log, its block map or extent
+/// tree as the range tags left it, `i_blocks` recounted.
+fn replay_inode<'f>(
+    fs: &'f Fs,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    fc: &[u8],
+) -> io::Result<()> {
+    let isz = fs.geo.inode_size as usize;
+    let mut len = 128;
+    if isz > 128 {
+        let extra = usize::from(le_u16(fc, 0x80));
+        if extra < 4 || extra > isz - 128 {
+            return Err(io::Error::other("bad extra inode size"));
+        }
+        len += extra;
+    }
+    if fc.len() < len {
+        return Err(io::Error::other("short inode"));
+    }
+    {
+        let r = stage.inode(io, ino)?;
+        r[..off::BLOCK].copy_from_slice(&fc[..off::BLOCK]);
+        r[0x64..len].copy_from_slice(&fc[0x64..len]);
+        let fl = le_u32(r, off::FLAGS);
+        if fl & flags::EXTENTS != 0 {
+            if le_u16(r, off::BLOCK) != 0xF30A {
+                r[off::BLOCK..off::BLOCK + 12].fill(0);
+                put_le_u16(r, off::BLOCK, 0xF30A);
+                put_le_u16(r, off::BLOCK + 4, 4);
+            }
+        } else if fl & flags::INLINE_DATA != 0 {
+            r[off::BLOCK..off::BLOCK + 60].copy_from_slice(&fc[off::BLOCK..off::BLOCK + 60]);
+        }
+    }
+    // An inode in use is not in its group's unused area (the bitmaps are
+    // left to pass 5).
+    if le_u16(fc, off::LINKS) != 0 {
+        stage.note_inode_used(ino);
+    }
+    super::map::recount_i_blocks(stage, io, ino)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tlv(tag: u16, val: &[u8]) -> Vec<u8> {
+        let mut v = tag.to_le_bytes().to_vec();
+        v.extend_from_slice(&(val.len() as u16).to_le_bytes());
+        v.extend_from_slice(val);
+        v
+    }
+
+    fn block(parts: &[Vec<u8>], tid: u32, good_crc: bool) -> Vec<u8> {
+        let mut b: Vec<u8> = parts.concat();
+        let crc = crc32c_raw(0, &b);
+        let mut tail_tl = TAG_TAIL.to_le_bytes().to_vec();
+        tail_tl.extend_from_slice(&8u16.to_le_bytes());
+        tail_tl.extend_from_slice(&tid.to_le_bytes());
+        let crc = crc32c_raw(crc, &tail_tl);
+        b.extend_from_slice(&tail_tl);
+        b.extend_from_slice(&(if good_crc { crc } else { crc ^ 1 }).to_le_bytes());
+        b.resize(1024, 0);
+        b
+    }
+
+    fn head(tid: u32) -> Vec<u8> {
+        let mut v = 0u32.to_le_bytes().to_vec();
+        v.extend_from_slice(&tid.to_le_bytes());
+        tlv(TAG_HEAD, &v)
+    }
+
+    fn add_range(ino: u32, lblk: u32, len: u16, pblk: u32) -> Vec<u8> {
+        let mut v = ino.to_le_bytes().to_vec();
+        v.extend_from_slice(&lblk.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(&0u16.to_le_bytes());
+        v.extend_from_slice(&pblk.to_le_bytes());
+        tlv(TAG_ADD_RANGE, &v)
+    }
+
+    #[test]
+    fn a_log_counts_up_to_its_last_good_tail() {
+        let link = {
+            let mut v = 2u32.to_le_bytes().to_vec();
+            v.extend_from_slice(&12u32.to_le_bytes());
+            v.extend_from_slice(b"new");
+            tlv(TAG_LINK, &v)
+        };
+        let b = block(&[head(7), add_range(12, 0, 4, 100), link], 7, true);
+        let log = scan(&[b.clone()], 7);
+        assert_eq!(log.len(), 3);
+        assert!(matches!(log[0], Change::AddRange { ino: 12, .. }));
+        assert_eq!(
+            log[1],
+            Change::Link {
+                parent: 2,
+                ino: 12,
+                name: b"new".to_vec()
+            }
+        );
+        assert_eq!(log[2], Change::Tail);
+        assert!(scan(&[b.clone()], 8).is_empty(), "another transaction");
+        let bad = block(&[head(7), add_range(12, 0, 4, 100)], 7, false);
+        assert!(scan(&[bad], 7).is_empty(), "a bad checksum");
+        assert!(scan(&[vec![0u8; 1024]], 7).is_empty(), "no head");
+    }
+
+    #[test]
+    fn ranges_replace_what_they_cover() {
+        let e = |lblk, pblk, len| LeafExtent {
+            lblk,
+            pblk,
+            len,
+            uninit: false,
+        };
+        let mut l = vec![e(0, 100, 10)];
+        modify(&mut l, 3, 2, Some(e(3, 500, 2)));
+        assert_eq!(l, vec![e(0, 100, 3), e(3, 500, 2), e(5, 105, 5)]);
+        modify(&mut l, 3, 2, Some(e(3, 103, 2)));
+        assert_eq!(l, vec![e(0, 100, 10)], "merged back");
+        modify(&mut l, 0, 4, None);
+        assert_eq!(l, vec![e(4, 104, 6)]);
+        modify(&mut l, 0, 100, None);
+        assert!(l.is_empty());
+    }
+}
