@@ -11,6 +11,8 @@
 //! * Problems that concern only an inode's own fields are fixed by pass
 //!   1's workers through the fixer while the check runs, undo file and
 //!   all.
+//! * A group descriptor with a bad checksum is not trusted to say which
+//!   inodes are unused.
 
 mod common;
 
@@ -310,4 +312,32 @@ fn inode_fixes_found_by_pass_1_go_to_the_fixer_at_once_and_can_be_undone() {
     assert_eq!(code(&out), 1);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("pass 1's workers"));
     assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+}
+
+#[test]
+fn a_descriptor_with_a_bad_checksum_loses_its_uninit_flags() {
+    if !(have("debugfs") && have("e2fsck")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
+    let scratch = Scratch::new("gdcsum");
+    let img = scratch.path("g.img");
+    std::fs::copy(&demo, &img).expect("copy");
+    let p = img.to_str().expect("path");
+    // Group 0 claims to be uninitialised (its inodes, the root among
+    // them, would not be read) and its checksum is wrong.
+    for cmd in ["set_bg 0 flags 3", "set_bg 0 checksum 0x1234"] {
+        tool("debugfs", &["-w", "-R", cmd, p]);
+    }
+    let before = file_tree(&img, &scratch.path("t0")).expect("debugfs");
+    let out = run(&["-y", p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(text.contains("is 0x1234"), "{text}");
+    assert!(!text.contains("root-missing"), "{text}");
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    assert_eq!(code(&run(&["-y", p])), 0, "the repair is not idempotent");
+    let after = file_tree(&img, &scratch.path("t1")).expect("debugfs");
+    assert_eq!(before, after, "files changed");
 }

@@ -157,7 +157,7 @@ codes! {
         "the inode table of group {group} is not in the group (block {blk})";
     /// group-desc-checksum (e2fsck PR_0_GDT_CSUM).
     GroupDescChecksum = 0x000035, "group-desc-checksum", Super, Notice,
-        "the descriptor checksum of group {group} is 0x{num}, should be 0x{num2}";
+        "the descriptor checksum of group {group} is {num:x}, should be {num2:x}";
     /// group-uninit-without-csum (e2fsck PR_0_GDT_UNINIT).
     GroupUninitWithoutCsum = 0x000036, "group-uninit-without-csum", Super, Notice,
         "group {group} has uninit flags or unused inodes but descriptors have no checksums";
@@ -935,6 +935,8 @@ impl Finding {
                 "group" => self.group.map(|v| v.to_string()),
                 "num" => self.num.map(|v| v.to_string()),
                 "num2" => self.num2.map(|v| v.to_string()),
+                "num:x" => self.num.map(|v| format!("{v:#x}")),
+                "num2:x" => self.num2.map(|v| format!("{v:#x}")),
                 "str" => self.str.clone(),
                 _ => None,
             };
@@ -981,5 +983,13 @@ mod tests {
     fn message_fills_fields() {
         let f = Finding::new(Code::BadISize).ino(12).num(10).num2(5);
         assert_eq!(f.message(), "inode 12 has size 10, should be 5");
+        let f = Finding::new(Code::GroupDescChecksum)
+            .group(0)
+            .num(0x1234)
+            .num2(0x16da);
+        assert_eq!(
+            f.message(),
+            "the descriptor checksum of group 0 is 0x1234, should be 0x16da"
+        );
     }
 }

@@ -259,9 +259,20 @@ pub fn fix_super<'a, 'f>(
         }
         let Some(g) = f.group else { continue };
         let ok = match f.code {
-            // Writing the table back recomputes every checksum.
+            // As e2fsck: a descriptor whose checksum is wrong cannot be
+            // trusted to say what is unused, so its uninit flags and
+            // unused-inode mark go (writing it recomputes the checksum).
             Code::GroupDescChecksum => {
-                let _ = stage.gd_mut(g);
+                let large = st.fs.geo.desc_size >= 64;
+                let d = stage.gd_mut(g);
+                let fl = le_u16(d, 0x12)
+                    & !(ext4_layout::group_desc::BG_INODE_UNINIT
+                        | ext4_layout::group_desc::BG_BLOCK_UNINIT);
+                put_le_u16(d, 0x12, fl);
+                put_le_u16(d, 0x1C, 0);
+                if large {
+                    put_le_u16(d, 0x32, 0);
+                }
                 true
             }
             Code::BlockBitmapNotInGroup => relocate(st, stage, io, g, Meta::BlockBitmap),

@@ -561,7 +561,12 @@ fn plan_round<'a, 'f>(
     let mut fixed = Vec::new();
     // A missing root comes first: until it exists, every entry naming it
     // looks wrong.
-    if to_fix.iter().any(|f| f.code == Code::NoRootInode) {
+    // (Superblock and descriptor fixes still go first: until a bad
+    // descriptor checksum is fixed, the check may not see the root it
+    // would create.)
+    if to_fix.iter().any(|f| f.code == Code::NoRootInode)
+        && !to_fix.iter().any(|f| stage_of(f) == Pass::Super)
+    {
         let mine: Vec<&'a Finding> = to_fix
             .iter()
             .copied()
