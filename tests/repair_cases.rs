@@ -13,6 +13,8 @@
 //!   all.
 //! * A group descriptor with a bad checksum is not trusted to say which
 //!   inodes are unused.
+//! * A journal removed as unusable is replaced by a new one, which the
+//!   kernel mounts and writes through.
 
 mod common;
 
@@ -340,4 +342,89 @@ fn a_descriptor_with_a_bad_checksum_loses_its_uninit_flags() {
     assert_eq!(code(&run(&["-y", p])), 0, "the repair is not idempotent");
     let after = file_tree(&img, &scratch.path("t1")).expect("debugfs");
     assert_eq!(before, after, "files changed");
+}
+
+#[test]
+fn an_unusable_journal_is_replaced_by_a_new_one() {
+    if !(have("debugfs") && have("e2fsck") && have("mke2fs") && have("dumpe2fs")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let scratch = Scratch::new("mkjournal");
+    // Extent-mapped (ext4) and block-mapped (ext3) journals.
+    // (4 KiB blocks for the 32 MiB ext4, 1 KiB ones for the ext3: e2fsck
+    // would give them journals of 1,024 and 4,096 blocks.)
+    for (name, features, bsize, jblocks) in [
+        (
+            "ext4",
+            "has_journal,extent,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "4096",
+            "1024",
+        ),
+        (
+            "ext3",
+            "has_journal,dir_index,filetype,sparse_super",
+            "1024",
+            "4096",
+        ),
+    ] {
+        let img = scratch.path(&format!("{name}.img"));
+        let p = img.to_str().expect("path");
+        let made = tool(
+            "mke2fs",
+            &[
+                "-q", "-F", "-b", bsize, "-I", "256", "-O", features, p, "32M",
+            ],
+        );
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        // The journal inode stops being a regular file and the
+        // superblock's backup of its map is gone: it is unusable.
+        for cmd in ["sif <8> mode 0", "ssv jnl_backup_type 0"] {
+            tool("debugfs", &["-w", "-R", cmd, p]);
+        }
+        let out = run(&["-y", p]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(code(&out), 1, "{name}: {text}");
+        assert!(text.contains("journal-recreated"), "{name}: {text}");
+        let e2 = tool("e2fsck", &["-fn", p]);
+        assert_eq!(
+            code(&e2),
+            0,
+            "{name}: {}",
+            String::from_utf8_lossy(&e2.stdout)
+        );
+        assert_eq!(code(&run(&["-y", p])), 0, "{name}: not idempotent");
+        let h = String::from_utf8_lossy(&tool("dumpe2fs", &["-h", p]).stdout).into_owned();
+        assert!(h.contains("has_journal"), "{name}: {h}");
+        assert!(
+            h.lines()
+                .any(|l| l.starts_with("Total journal blocks:") && l.ends_with(jblocks)),
+            "{name}: {h}"
+        );
+        // The kernel takes the new journal, where loop mounts work.
+        let mnt = scratch.path(&format!("{name}-mnt"));
+        std::fs::create_dir_all(&mnt).expect("mkdir");
+        let mounted = std::process::Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if mounted {
+            std::fs::write(mnt.join("after"), b"written through the new journal\n").expect("write");
+            let _ = std::process::Command::new("umount").arg(&mnt).status();
+            let e2 = tool("e2fsck", &["-fn", p]);
+            assert_eq!(
+                code(&e2),
+                0,
+                "{name} after a mount: {}",
+                String::from_utf8_lossy(&e2.stdout)
+            );
+        }
+    }
 }

@@ -224,6 +224,10 @@ codes! {
     /// mmp-invalid (e2fsck PR_0_MMP_INVALID_BLK).
     MmpInvalid = 0x000042, "mmp-invalid", Super, Notice,
         "the multiple-mount protection block is invalid ({str})";
+    /// journal-recreated (e2fsck PR_6_RECREATE_JOURNAL). Repair only: a
+    /// journal removed as unusable is replaced by a new, empty one.
+    RecreateJournal = 0x060001, "journal-recreated", P5, Notice,
+        "the journal was removed as unusable; a new one is needed";
     /// orphan-file-without-journal (e2fsck PR_6_ORPHAN_FILE_WITHOUT_JOURNAL).
     OrphanFileWithoutJournal = 0x060007, "orphan-file-without-journal", P5, Error,
         "the file system has an orphan file but no journal";

@@ -32,6 +32,9 @@ pub struct PrePass {
     pub notes: Vec<String>,
     /// Whether anything was written.
     pub modified: bool,
+    /// Whether an unusable journal was removed (a new one is made once
+    /// the file system is clean).
+    pub journal_removed: bool,
 }
 
 const STATE_VALID: u16 = 1;
@@ -108,6 +111,7 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
                 clear_valid(sb);
                 pre.notes
                     .push("The journal was unusable and has been removed.".into());
+                pre.journal_removed = true;
                 mark(&mut pre, &jc.findings, Code::JournalBadInode);
                 commit(fx, st, &mut io, &mut pre)?;
                 continue;

@@ -18,6 +18,7 @@ mod inodes;
 pub use inodes::{inode_local_fix, is_inode_local};
 mod journal;
 mod map;
+mod mkjournal;
 pub(crate) mod orphan;
 mod quota;
 mod rebuild;
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ext4_layout::bytes::{le_u16, le_u32};
+use ext4_layout::features::CompatFeatures;
 use fixer::safety::MountPolicy;
 use pipeline::{open_device, IoMode};
 
@@ -194,8 +196,10 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     let mut stop_reason: Option<String> = None;
     let mut cancelled = false;
     let mut round_times: Vec<String> = Vec::new();
+    let mut journal_removed = false;
     match journal::before_passes(&dev, &fx) {
         Ok(pre) => {
+            journal_removed = pre.journal_removed;
             notes.extend(pre.notes);
             fixed_all.extend(pre.fixed);
             modified |= pre.modified;
@@ -235,6 +239,20 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             match connect::lost_found_findings(st, &mut trial, &mut io) {
                 Ok(found) => current.report.findings.extend(found),
                 Err(why) => notes.push(format!("/lost+found cannot be created: {why}.")),
+            }
+            // And a journal removed as unusable is made anew, as e2fsck
+            // does at the end of its repair.
+            if journal_removed && !st.fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) {
+                match mkjournal::default_blocks(st.fs.geo.blocks_count) {
+                    Some(_) => current
+                        .report
+                        .findings
+                        .push(Finding::new(Code::RecreateJournal)),
+                    None => notes.push(
+                        "The file system is too small for a journal: it is left without one."
+                            .into(),
+                    ),
+                }
             }
         }
         let nothing_left = !current.report.findings.iter().any(wants_fix);
@@ -420,6 +438,7 @@ fn wants_fix(f: &Finding) -> bool {
         || matches!(
             f.code,
             Code::InvalidQuotaInode
+                | Code::RecreateJournal
                 | Code::FreeBlocksTotal
                 | Code::FreeInodesTotal
                 | Code::GroupDescChecksum
@@ -519,6 +538,7 @@ fn preen_ok(code: Code) -> bool {
             | Code::LeafMissingCsum
             | Code::LeafOnlyCsumInvalid
             | Code::NoLostFound
+            | Code::RecreateJournal
             | Code::ZeroLenInode
             | Code::BadRefCount
             | Code::EaInodeRefCount
@@ -597,6 +617,11 @@ fn plan_round<'a, 'f>(
                     }
                 }
                 orphan::fix(st, &mine, stage, io, &mut fixed);
+                for f in mine.iter().filter(|f| f.code == Code::RecreateJournal) {
+                    if mkjournal::create(st, stage, io).is_ok() {
+                        fixed.push(f);
+                    }
+                }
                 // What this round allocated is in use (blocks for quota
                 // files or lost+found, a new lost+found).
                 let bits = st.fs.geo.cluster_bits;

@@ -1,0 +1,168 @@
+//! A new, empty journal in inode 8, for a file system whose journal had
+//! to be removed because it was unusable: what e2fsck does when it
+//! answers "Recreate journal".
+
+use ext4_layout::bytes::{put_be_u32, put_le_u16, put_le_u32};
+use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
+use ext4_layout::inode::flags;
+use ext4_layout::journal::{blocktype, JBD2_MAGIC};
+
+use super::inodes::{now, off, sbf};
+use super::stage::{Kind, Staging};
+use crate::engine::CheckState;
+use crate::io::Io;
+use crate::pass1::LeafExtent;
+
+/// The journal inode.
+const JOURNAL_INO: u32 = 8;
+
+/// How many blocks a new journal gets for a file system of `blocks`
+/// blocks (e2fsck's defaults: 4 MiB of 4 KiB blocks up to 128 MiB, and so
+/// on); `None` below 2,048 blocks, where there is no room for one.
+pub fn default_blocks(blocks: u64) -> Option<u64> {
+    Some(match blocks {
+        0..2048 => return None,
+        2048..32768 => 1024,
+        32768..262_144 => 4096,
+        262_144..524_288 => 8192,
+        524_288..4_194_304 => 16384,
+        4_194_304..8_388_608 => 32768,
+        8_388_608..16_777_216 => 65536,
+        16_777_216..33_554_432 => 131_072,
+        _ => 262_144,
+    })
+}
+
+/// Writes the journal: blocks taken near the middle of the file system
+/// (one run when possible), zeroed, a journal superblock in the first,
+/// inode 8 mapping them, the superblock naming it with a backup of its
+/// map. The blocks and the inode are marked in use in the check's maps.
+pub fn create<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+) -> Result<u64, String> {
+    let fs = &st.fs;
+    let geo = &fs.geo;
+    let n = default_blocks(geo.blocks_count).ok_or("the file system is too small")?;
+    let bs = fs.block_size();
+    let extents = geo.incompat.contains(IncompatFeatures::EXTENTS);
+    if !extents && geo.ro_compat.contains(RoCompatFeatures::BIGALLOC) {
+        return Err("bigalloc without extents".into());
+    }
+    let goal = geo.blocks_count / 2;
+    let mut runs: Vec<LeafExtent> = Vec::new();
+    if let Some(b) = stage.alloc_run(goal, n) {
+        runs.push(LeafExtent {
+            lblk: 0,
+            pblk: b,
+            len: n,
+            uninit: false,
+        });
+    } else {
+        let mut got = 0;
+        let mut g = goal;
+        while got < n {
+            let b = stage.alloc_block(g).ok_or("no room for the journal")?;
+            match runs.last_mut() {
+                Some(r) if r.pblk + r.len == b => r.len += 1,
+                _ => runs.push(LeafExtent {
+                    lblk: got,
+                    pblk: b,
+                    len: 1,
+                    uninit: false,
+                }),
+            }
+            g = b + 1;
+            got += 1;
+        }
+    }
+    // The inode.
+    let isz = geo.inode_size as usize;
+    let size = n * bs as u64;
+    {
+        let r = stage
+            .inode(io, JOURNAL_INO)
+            .map_err(|e| format!("the journal inode cannot be read: {e}"))?;
+        r.fill(0);
+        put_le_u16(r, off::MODE, 0o100_600);
+        put_le_u16(r, off::LINKS, 1);
+        put_le_u32(r, off::SIZE, size as u32);
+        put_le_u32(r, off::SIZE_HIGH, (size >> 32) as u32);
+        let t = now();
+        for o in [0x08, 0x0C, 0x10] {
+            put_le_u32(r, o, t);
+        }
+        if isz > 128 {
+            put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
+        }
+        if extents {
+            put_le_u32(r, off::FLAGS, flags::EXTENTS);
+        }
+    }
+    let mapped = if extents {
+        super::blocks::write_extent_tree(stage, io, JOURNAL_INO, &runs)
+    } else {
+        runs.iter().try_for_each(|r| {
+            (0..r.len).try_for_each(|k| {
+                super::map::map_block(stage, io, JOURNAL_INO, r.lblk + k, r.pblk + k)
+            })
+        })
+    };
+    mapped.map_err(|e| format!("the journal cannot be mapped: {e}"))?;
+    super::map::recount_i_blocks(stage, io, JOURNAL_INO).map_err(|e| e.to_string())?;
+    // Its blocks: zeroed, the first a journal superblock.
+    let uuid = fs.sb[0x68..0x78].to_vec();
+    for r in &runs {
+        for k in 0..r.len {
+            let b = stage.fresh_block(r.pblk + k, Kind::Plain);
+            if r.lblk + k == 0 {
+                put_be_u32(b, 0, JBD2_MAGIC);
+                put_be_u32(b, 4, blocktype::SUPERBLOCK_V2);
+                put_be_u32(b, 0x0C, bs as u32);
+                put_be_u32(b, 0x10, n as u32);
+                put_be_u32(b, 0x14, 1);
+                put_be_u32(b, 0x18, 1);
+                b[0x30..0x40].copy_from_slice(&uuid);
+                put_be_u32(b, 0x40, 1);
+            }
+        }
+    }
+    // The superblock: the feature, the inode, a backup of its map.
+    let iblock = stage
+        .inode_copy(io, JOURNAL_INO)
+        .map_err(|e| e.to_string())?[off::BLOCK..off::BLOCK + 60]
+        .to_vec();
+    {
+        let sb = stage.sb_mut();
+        let c = ext4_layout::bytes::le_u32(sb, sbf::COMPAT) | CompatFeatures::HAS_JOURNAL.0;
+        put_le_u32(sb, sbf::COMPAT, c);
+        put_le_u32(sb, 0xE0, JOURNAL_INO);
+        sb[0x10C..0x10C + 60].copy_from_slice(&iblock);
+        put_le_u32(sb, 0x10C + 60, (size >> 32) as u32);
+        put_le_u32(sb, 0x10C + 64, size as u32);
+        sb[0xFD] = 1;
+    }
+    // In use from now on, for the rebuild of the group summaries.
+    let bits = geo.cluster_bits;
+    let (blocks, _) = stage.allocated();
+    for b in blocks {
+        st.maps.block_found.test_and_set(b >> bits);
+    }
+    st.maps.inode_used.test_and_set(u64::from(JOURNAL_INO - 1));
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_blocks;
+
+    #[test]
+    fn sizes_follow_the_file_system() {
+        assert_eq!(default_blocks(1000), None);
+        assert_eq!(default_blocks(2048), Some(1024));
+        assert_eq!(default_blocks(100_000), Some(4096));
+        assert_eq!(default_blocks(1 << 20), Some(16384));
+        assert_eq!(default_blocks(1 << 40), Some(262_144));
+    }
+}
