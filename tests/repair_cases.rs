@@ -15,6 +15,7 @@
 //!   inodes are unused.
 //! * A journal removed as unusable is replaced by a new one, which the
 //!   kernel mounts and writes through.
+//! * A directory whose hash index had to be dropped gets a new one.
 
 mod common;
 
@@ -427,4 +428,77 @@ fn an_unusable_journal_is_replaced_by_a_new_one() {
             );
         }
     }
+}
+
+#[test]
+fn a_dropped_hash_index_is_rebuilt() {
+    if !(have("debugfs") && have("e2fsck") && have("mke2fs")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let scratch = Scratch::new("rehash");
+    let tree = scratch.path("tree/big");
+    std::fs::create_dir_all(&tree).expect("mkdir");
+    for i in 0..1500 {
+        std::fs::write(tree.join(format!("file_number_{i}")), format!("{i}\n")).expect("write");
+    }
+    let img = scratch.path("h.img");
+    let p = img.to_str().expect("path");
+    let made = tool(
+        "mke2fs",
+        &[
+            "-q",
+            "-F",
+            "-b",
+            "1024",
+            "-I",
+            "256",
+            "-O",
+            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-d",
+            scratch.path("tree").to_str().expect("path"),
+            p,
+            "64M",
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // Index the directory, then break its root: an unknown hash version.
+    tool("e2fsck", &["-fyD", p]);
+    let stat = |img: &str| {
+        String::from_utf8_lossy(&tool("debugfs", &["-R", "stat /big", img]).stdout).into_owned()
+    };
+    assert!(
+        stat(p).contains("Flags: 0x81000"),
+        "not indexed: {}",
+        stat(p)
+    );
+    let before = file_tree(&img, &scratch.path("t0")).expect("debugfs");
+    assert_eq!(before.len(), 1500);
+    tool(
+        "debugfs",
+        &["-w", "-R", "zap_block -f /big -o 0x1c -l 1 -p 0x07 0", p],
+    );
+    let out = run(&["-y", p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(text.contains("dir-reindexed"), "{text}");
+    let e2 = tool("e2fsck", &["-fn", p]);
+    assert_eq!(code(&e2), 0, "{}", String::from_utf8_lossy(&e2.stdout));
+    assert!(
+        stat(p).contains("Flags: 0x81000"),
+        "not indexed again: {}",
+        stat(p)
+    );
+    assert_eq!(code(&run(&["-y", p])), 0, "the repair is not idempotent");
+    let after = file_tree(&img, &scratch.path("t1")).expect("debugfs");
+    assert!(
+        before == after,
+        "files changed: {} before, {} after",
+        before.len(),
+        after.len()
+    );
 }

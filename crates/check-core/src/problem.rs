@@ -752,6 +752,10 @@ codes! {
     /// lost-found-encrypted (e2fsck PR_3_LPF_ENCRYPTED). Repair only.
     LostFoundEncrypted = 0x03001B, "lost-found-encrypted", P3, Error,
         "/lost+found (inode {ino}) is encrypted";
+    /// dir-reindexed (e2fsck PR_3A_OPTIMIZE_DIR). Repair only: a directory
+    /// whose hash index was dropped gets a new one, as in e2fsck's pass 3A.
+    RehashDir = 0x031004, "dir-reindexed", P3, Notice,
+        "directory {ino} lost its hash index; it is rebuilt";
     /// root-not-dir-fatal (e2fsck PR_3_ROOT_NOT_DIR_ABORT).
     RootNotDirAbort = 0x030014, "root-not-dir-fatal", P3, Error,
         "the root inode is not a directory; the check cannot continue";

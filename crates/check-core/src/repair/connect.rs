@@ -465,6 +465,9 @@ pub fn fix_pass3<'a, 'f>(
                 }
                 _ => false,
             },
+            Code::RehashDir => f
+                .ino
+                .is_some_and(|d| super::rehash::rebuild(&st.fs, stage, io, d).is_ok()),
             Code::NoLostFound
             | Code::LostFoundNotDir
             | Code::LostFoundInline

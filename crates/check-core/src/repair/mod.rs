@@ -22,6 +22,7 @@ mod mkjournal;
 pub(crate) mod orphan;
 mod quota;
 mod rebuild;
+mod rehash;
 pub mod stage;
 
 use std::path::{Path, PathBuf};
@@ -220,6 +221,13 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         }
     }
     modified |= streamed > 0;
+    // Directories indexed before the repair: one whose index a fix drops
+    // gets a new one at the end, as in e2fsck's pass 3A.
+    let indexed_before: Vec<u32> = current
+        .state
+        .as_ref()
+        .map(|s| s.dx_dirs.iter().map(|&(d, _)| d).collect())
+        .unwrap_or_default();
     let mut serial_noted = false;
     let mut lpf_checked = false;
     while stop_reason.is_none() && !cancelled {
@@ -239,6 +247,13 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             match connect::lost_found_findings(st, &mut trial, &mut io) {
                 Ok(found) => current.report.findings.extend(found),
                 Err(why) => notes.push(format!("/lost+found cannot be created: {why}.")),
+            }
+            let indexed_now: Vec<u32> = st.dx_dirs.iter().map(|&(d, _)| d).collect();
+            for d in rehash::dropped(&indexed_before, &indexed_now, |d| st.maps.is_dir(d)) {
+                current
+                    .report
+                    .findings
+                    .push(Finding::new(Code::RehashDir).ino(d));
             }
             // And a journal removed as unusable is made anew, as e2fsck
             // does at the end of its repair.
@@ -439,6 +454,7 @@ fn wants_fix(f: &Finding) -> bool {
             f.code,
             Code::InvalidQuotaInode
                 | Code::RecreateJournal
+                | Code::RehashDir
                 | Code::FreeBlocksTotal
                 | Code::FreeInodesTotal
                 | Code::GroupDescChecksum
@@ -539,6 +555,7 @@ fn preen_ok(code: Code) -> bool {
             | Code::LeafOnlyCsumInvalid
             | Code::NoLostFound
             | Code::RecreateJournal
+            | Code::RehashDir
             | Code::ZeroLenInode
             | Code::BadRefCount
             | Code::EaInodeRefCount
