@@ -16,6 +16,9 @@ use crate::pass1::LeafExtent;
 /// The journal inode.
 const JOURNAL_INO: u32 = 8;
 
+/// The largest journal whose blocks are zeroed (128 MiB of 4 KiB blocks).
+const ZERO_MAX: u64 = 32768;
+
 /// How many blocks a new journal gets for a file system of `blocks`
 /// blocks (e2fsck's defaults: 4 MiB of 4 KiB blocks up to 128 MiB, and so
 /// on); `None` below 2,048 blocks, where there is no room for one.
@@ -111,10 +114,18 @@ pub fn create<'f>(
     };
     mapped.map_err(|e| format!("the journal cannot be mapped: {e}"))?;
     super::map::recount_i_blocks(stage, io, JOURNAL_INO).map_err(|e| e.to_string())?;
-    // Its blocks: zeroed, the first a journal superblock.
+    // Its blocks: zeroed, so that nothing left in them can pass for a
+    // transaction, the first a journal superblock. A journal larger than
+    // ZERO_MAX blocks is not zeroed (a repair holds its writes in memory);
+    // its transactions start from a sequence number taken from the clock
+    // instead, which stale blocks do not carry.
+    let zero = n <= ZERO_MAX;
     let uuid = fs.sb[0x68..0x78].to_vec();
     for r in &runs {
         for k in 0..r.len {
+            if !zero && r.lblk + k != 0 {
+                continue;
+            }
             let b = stage.fresh_block(r.pblk + k, Kind::Plain);
             if r.lblk + k == 0 {
                 put_be_u32(b, 0, JBD2_MAGIC);
@@ -122,7 +133,7 @@ pub fn create<'f>(
                 put_be_u32(b, 0x0C, bs as u32);
                 put_be_u32(b, 0x10, n as u32);
                 put_be_u32(b, 0x14, 1);
-                put_be_u32(b, 0x18, 1);
+                put_be_u32(b, 0x18, if zero { 1 } else { now() });
                 b[0x30..0x40].copy_from_slice(&uuid);
                 put_be_u32(b, 0x40, 1);
             }
