@@ -184,7 +184,7 @@ fn finish(cli: &Cli, report: &check_core::Report) -> ExitCode {
         Format::Text => print!("{}", report.to_text()),
         Format::Json => print!("{}", report.to_json()),
     }
-    if let Some(why) = &report.aborted {
+    if let Some(why) = report.aborted.as_ref().or(report.preen_halt.as_ref()) {
         eprintln!("ext4chk: {}: {why}", cli.device.display());
     }
     ExitCode::from(report.exit_code() as u8)

@@ -73,6 +73,10 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The stop counts as leaving errors even without an error finding.
     pub forced_uncorrected: bool,
+    /// Preen met a problem it may not fix on its own and stopped (e2fsck's
+    /// "UNEXPECTED INCONSISTENCY"): the exit code is 4, whatever was
+    /// fixed before.
+    pub preen_halt: Option<String>,
     /// A repair was interrupted (SIGINT or SIGTERM) at a safe point.
     pub cancelled: bool,
     /// The repaired file system is the root, mounted read-only: once it
@@ -101,6 +105,9 @@ impl Report {
 
     /// The e2fsck-compatible exit code.
     pub fn exit_code(&self) -> i32 {
+        if self.preen_halt.is_some() {
+            return exit::UNCORRECTED;
+        }
         let mut code = exit::OK;
         if self.has_uncorrected_errors() {
             code |= exit::UNCORRECTED;
@@ -168,6 +175,9 @@ impl Report {
         }
         if let Some(reason) = &self.aborted {
             out.push_str(&format!("{}: check stopped: {}\n", self.device, reason));
+        }
+        if let Some(reason) = &self.preen_halt {
+            out.push_str(&format!("{}: {}\n", self.device, reason));
         }
         let state = match self.exit_code() {
             0 => "clean",
@@ -264,6 +274,7 @@ impl Report {
             "clean": self.exit_code() == 0,
             "modified": self.modified,
             "aborted": self.aborted,
+            "preen_halt": self.preen_halt,
             "notes": self.notes,
             "findings": findings,
             "summary": summary,
@@ -290,6 +301,16 @@ mod tests {
         assert_eq!(r.exit_code(), 4);
         r.aborted = Some("x".into());
         assert_eq!(r.exit_code(), 12);
+    }
+
+    #[test]
+    fn a_preen_halt_exits_4_whatever_was_fixed() {
+        let mut r = Report::default();
+        let mut f = Finding::new(Code::BadISize).ino(12).num(1).num2(2);
+        f.fixed = true;
+        r.findings.push(f);
+        r.preen_halt = Some("UNEXPECTED INCONSISTENCY".into());
+        assert_eq!(r.exit_code(), 4);
     }
 
     #[test]

@@ -165,7 +165,10 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             ),
             Vec::new(),
         );
-        r.report.forced_uncorrected = opts.mode == Mode::Preen;
+        if opts.mode == Mode::Preen {
+            // As e2fsck -p: an inconsistency preen leaves to the admin.
+            r.report.preen_halt = r.report.aborted.take();
+        }
         return r;
     }
     let undo = match &opts.undo {
@@ -230,6 +233,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         .unwrap_or_default();
     let mut serial_noted = false;
     let mut lpf_checked = false;
+    let mut preen_halt: Option<String> = None;
     while stop_reason.is_none() && !cancelled {
         if fixer::safety::interrupted() {
             cancelled = true;
@@ -302,7 +306,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         }
         if opts.mode == Mode::Preen {
             if let Some(f) = to_fix.iter().find(|f| !preen_ok(f.code)) {
-                stop_reason = Some(format!(
+                preen_halt = Some(format!(
                     "UNEXPECTED INCONSISTENCY ({}); run ext4chk --repair without -p",
                     f.message()
                 ));
@@ -391,6 +395,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     report.modified = modified;
     report.cancelled = cancelled;
     report.mounted_root = mounted_root;
+    report.preen_halt = preen_halt;
     if modified && mounted_root {
         report.notes.push(
             "This is the root file system, mounted read-only, and it was changed: reboot now, before the kernel writes its old view back."
