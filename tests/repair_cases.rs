@@ -16,6 +16,7 @@
 //! * A journal removed as unusable is replaced by a new one, which the
 //!   kernel mounts and writes through.
 //! * A directory whose hash index had to be dropped gets a new one.
+//! * A primary superblock that cannot be used is rewritten from a backup.
 
 mod common;
 
@@ -501,4 +502,54 @@ fn a_dropped_hash_index_is_rebuilt() {
         before.len(),
         after.len()
     );
+}
+
+#[test]
+fn a_corrupt_primary_superblock_is_rewritten_from_the_backup() {
+    if !(have("e2fsck") && have("dumpe2fs") && have("mke2fs")) {
+        eprintln!("e2fsprogs is missing: skipping");
+        return;
+    }
+    let scratch = Scratch::new("primary-sb");
+    let img = scratch.path("s.img");
+    // Two groups of 1 KiB blocks: a backup superblock at block 8193.
+    let made = tool(
+        "mke2fs",
+        &[
+            "-q",
+            "-F",
+            "-b",
+            "1024",
+            "-I",
+            "256",
+            "-O",
+            "has_journal,extent,filetype,sparse_super,metadata_csum,64bit,dir_nlink,extra_isize",
+            img.to_str().expect("path"),
+            "16M",
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let mut data = std::fs::read(&img).expect("image");
+    // s_inode_size (superblock offset 0x58) of 0 makes the primary unusable.
+    data[1024 + 0x58] = 0;
+    data[1024 + 0x59] = 0;
+    std::fs::write(&img, &data).expect("write");
+    let p = img.to_str().expect("path");
+    // Preen does not go looking for backups, as e2fsck -p: exit 8,
+    // nothing written.
+    assert_eq!(code(&run(&["-p", p])), 8);
+    assert!(std::fs::read(&img).expect("image") == data, "preen wrote");
+    let out = run(&["-y", p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(text.contains("superblock-primary-bad"), "{text}");
+    // The primary itself is good again: dumpe2fs opens it without help.
+    let d = tool("dumpe2fs", &["-h", p]);
+    assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    assert_eq!(code(&run(&["-y", p])), 0, "the repair is not idempotent");
 }

@@ -245,6 +245,43 @@ pub fn fix_super<'a, 'f>(
     fixed: &mut Vec<&'a Finding>,
 ) {
     for f in mine {
+        if matches!(
+            f.code,
+            Code::SuperblockUsedBackup | Code::DescriptorsUsedBackup
+        ) {
+            // The check runs on the backup; writing the superblock and the
+            // descriptor table puts them back in the primary place (the
+            // primary superblock belongs to group 0).
+            put_le_u16(stage.sb_mut(), 0x5A, 0);
+            let _ = stage.gd_mut(0);
+            fixed.push(f);
+            continue;
+        }
+        // Superblock fields e2fsck resets: the extra inode sizes to the
+        // size its large inodes have (32), a first_meta_bg past the
+        // descriptor table with the meta_bg feature.
+        match f.code {
+            Code::BadMinExtraIsize => {
+                put_le_u16(stage.sb_mut(), 0x15C, 32);
+                fixed.push(f);
+                continue;
+            }
+            Code::BadWantExtraIsize => {
+                put_le_u16(stage.sb_mut(), 0x15E, 32);
+                fixed.push(f);
+                continue;
+            }
+            Code::FirstMetaBgTooBig => {
+                let sb = stage.sb_mut();
+                let v =
+                    le_u32(sb, sbf::INCOMPAT) & !ext4_layout::features::IncompatFeatures::META_BG.0;
+                put_le_u32(sb, sbf::INCOMPAT, v);
+                put_le_u32(sb, 0x104, 0);
+                fixed.push(f);
+                continue;
+            }
+            _ => {}
+        }
         if f.code == Code::InvalidQuotaInode {
             // As e2fsck: the superblock stops naming it.
             let at = match f.str.as_deref() {
@@ -263,6 +300,21 @@ pub fn fix_super<'a, 'f>(
             // trusted to say what is unused, so its uninit flags and
             // unused-inode mark go (writing it recomputes the checksum).
             Code::GroupDescChecksum => {
+                let large = st.fs.geo.desc_size >= 64;
+                let d = stage.gd_mut(g);
+                let fl = le_u16(d, 0x12)
+                    & !(ext4_layout::group_desc::BG_INODE_UNINIT
+                        | ext4_layout::group_desc::BG_BLOCK_UNINIT);
+                put_le_u16(d, 0x12, fl);
+                put_le_u16(d, 0x1C, 0);
+                if large {
+                    put_le_u16(d, 0x32, 0);
+                }
+                true
+            }
+            // Uninit flags without descriptor checksums cannot be
+            // trusted: they go, with the unused-inode mark.
+            Code::GroupUninitWithoutCsum => {
                 let large = st.fs.geo.desc_size >= 64;
                 let d = stage.gd_mut(g);
                 let fl = le_u16(d, 0x12)

@@ -136,11 +136,12 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         Err(e) => return fail(path, e.to_string(), Vec::new()),
     };
     let mut check_opts = opts.check;
-    let (block_size, fs_bytes) =
+    let (block_size, fs_bytes, on_backup) =
         match crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions { read_only: true }) {
             Ok(o) => (
                 o.fs.geo.block_size,
                 o.fs.geo.blocks_count * u64::from(o.fs.geo.block_size),
+                o.fs.backup_in_use,
             ),
             Err(_) => {
                 // The file system cannot even be opened: nothing to repair that
@@ -151,6 +152,16 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
                 };
             }
         };
+    // As e2fsck -p, which does not go looking for backups: a primary
+    // superblock that cannot be used stops preen before anything else.
+    if on_backup && opts.mode == Mode::Preen {
+        return fail(
+            path,
+            "the primary superblock is unusable; run ext4chk --repair without -p, which uses a backup"
+                .into(),
+            Vec::new(),
+        );
+    }
     // A file system longer than its device: the superblock or the
     // partition table is wrong, and writing either way could destroy
     // data. As e2fsck, stop before anything is written.
@@ -458,6 +469,12 @@ fn wants_fix(f: &Finding) -> bool {
         || matches!(
             f.code,
             Code::InvalidQuotaInode
+                | Code::SuperblockUsedBackup
+                | Code::DescriptorsUsedBackup
+                | Code::BadMinExtraIsize
+                | Code::BadWantExtraIsize
+                | Code::FirstMetaBgTooBig
+                | Code::GroupUninitWithoutCsum
                 | Code::RecreateJournal
                 | Code::RehashDir
                 | Code::FreeBlocksTotal
