@@ -381,6 +381,9 @@ fn is_block_problem(code: Code) -> bool {
             | Code::UninitExtentOnDir
             | Code::CollapseDblock
             | Code::ExtentIterateFailure
+            // Rebuilding the tree makes it as shallow as it can be (e2fsck's
+            // pass 1E).
+            | Code::ExtentBadMaxDepth
     )
 }
 

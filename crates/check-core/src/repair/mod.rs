@@ -475,6 +475,7 @@ fn wants_fix(f: &Finding) -> bool {
                 | Code::BadWantExtraIsize
                 | Code::FirstMetaBgTooBig
                 | Code::GroupUninitWithoutCsum
+                | Code::ExtentBadMaxDepth
                 | Code::RecreateJournal
                 | Code::RehashDir
                 | Code::FreeBlocksTotal
