@@ -173,6 +173,15 @@ codes! {
     /// future-last-write (e2fsck PR_0_FUTURE_SB_LAST_WRITE).
     FutureLastWrite = 0x000032, "future-last-write", Super, Notice,
         "the last write time is in the future";
+    /// journal-backup-updated (e2fsck PR_0_BACKUP_JNL). Repair only: the
+    /// superblock's copy of the journal inode's block map is written.
+    JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice,
+        "the superblock's backup of the journal inode's block map was missing or stale";
+    /// journal-replay-stopped (no e2fsck problem code: its "journal
+    /// checksum error found"). Repair only: recovery stopped at a damaged
+    /// transaction; what came before it was replayed.
+    JournalReplayStopped = 0x000000, "journal-replay-stopped", Super, Notice,
+        "journal recovery stopped early: {str}";
     /// invalid-quota-inode (e2fsck PR_0_INVALID_QUOTA_INO).
     InvalidQuotaInode = 0x00004f, "invalid-quota-inode", Super, Notice,
         "the {str} quota inode {ino} is invalid";
@@ -755,7 +764,7 @@ codes! {
     /// dir-reindexed (e2fsck PR_3A_OPTIMIZE_DIR). Repair only: a directory
     /// whose hash index was dropped gets a new one, as in e2fsck's pass 3A.
     RehashDir = 0x031004, "dir-reindexed", P3, Notice,
-        "directory {ino} lost its hash index; it is rebuilt";
+        "directory {ino} lost its hash index and needs a new one";
     /// root-not-dir-fatal (e2fsck PR_3_ROOT_NOT_DIR_ABORT).
     RootNotDirAbort = 0x030014, "root-not-dir-fatal", P3, Error,
         "the root inode is not a directory; the check cannot continue";

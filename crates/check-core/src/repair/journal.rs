@@ -193,9 +193,16 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
             }
         }
         if has(Code::JournalNeedsRecovery) || has(Code::JournalRecoveryFlagClear) {
-            let (outcome, fc_log) = replay(&fs, &mut io, fx)?;
+            let (outcome, fc_log, error) = replay(&fs, &mut io, fx)?;
             pre.modified = true;
             pre.notes.push(outcome);
+            if let Some(e) = error {
+                // As e2fsck, which counts a journal it could not fully
+                // replay as a problem dealt with.
+                let mut f = Finding::new(Code::JournalReplayStopped).str(e);
+                f.fixed = true;
+                pre.fixed.push(f);
+            }
             if !fc_log.is_empty() {
                 let fs3 = open(dev)?;
                 let mut io3 = Io::new(&fs3);
@@ -235,7 +242,46 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
         break;
     }
     orphans(dev, fx, &mut pre)?;
+    backup_journal_map(dev, fx, &mut pre)?;
     Ok(pre)
+}
+
+/// Writes the superblock's backup of the journal inode's block map when
+/// there is none or it differs from the inode, as e2fsck does before its
+/// passes.
+pub fn backup_journal_map(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    pre: &mut PrePass,
+) -> Result<(), String> {
+    let fs = open(dev)?;
+    let inum = fs.sb().s_journal_inum();
+    if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == 0 {
+        return Ok(());
+    }
+    let mut io = Io::new(&fs);
+    let maps = crate::ctx::Maps::new(&fs);
+    let mut st = Staging::new(&fs, &maps, false);
+    let Ok(raw) = st.inode_copy(&mut io, inum) else {
+        return Ok(());
+    };
+    let kind = fs.sb[0xFD];
+    let iblock = &raw[off::BLOCK..off::BLOCK + 60];
+    let stale = kind == 0 || (kind == 1 && fs.sb[0x10C..0x10C + 60] != *iblock);
+    if !stale {
+        return Ok(());
+    }
+    {
+        let sb = st.sb_mut();
+        sb[0x10C..0x10C + 60].copy_from_slice(iblock);
+        put_le_u32(sb, 0x10C + 60, le_u32(&raw, off::SIZE_HIGH));
+        put_le_u32(sb, 0x10C + 64, le_u32(&raw, off::SIZE));
+        sb[0xFD] = 1;
+    }
+    let mut f = Finding::new(Code::JournalBackupUpdated);
+    f.fixed = true;
+    pre.fixed.push(f);
+    commit(fx, st, &mut io, pre)
 }
 
 fn mark(pre: &mut PrePass, findings: &[Finding], code: Code) {
@@ -275,7 +321,7 @@ fn replay(
     fs: &Fs,
     io: &mut Io<'_>,
     fx: &fixer::Fixer,
-) -> Result<(String, Vec<super::fastcommit::Change>), String> {
+) -> Result<(String, Vec<super::fastcommit::Change>, Option<String>), String> {
     let bs = fs.block_size();
     let (blocks, _) = journal_blocks(fs, io).ok_or("the journal cannot be read")?;
     let b0 = *blocks.first().ok_or("the journal has no blocks")?;
@@ -325,7 +371,7 @@ fn replay(
             data: jsb,
         }])
         .map_err(|e| e.to_string())?;
-        return Ok(("The journal was empty.".into(), Vec::new()));
+        return Ok(("The journal was empty.".into(), Vec::new(), None));
     }
     let mut buf = vec![0u8; bs];
     // SCAN.
@@ -525,11 +571,11 @@ fn replay(
         data: jsb,
     });
     fx.commit(list).map_err(|e| e.to_string())?;
-    let said = match error {
+    let said = match &error {
         None => format!("The journal was recovered: {n} blocks replayed."),
         Some(e) => format!("The journal was recovered only in part ({e}); {n} blocks replayed."),
     };
-    Ok((said, fc_log))
+    Ok((said, fc_log, error))
 }
 
 /// Releases the orphans: those on the orphan list, then those the orphan

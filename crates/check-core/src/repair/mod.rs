@@ -394,6 +394,15 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             t_check.elapsed().as_secs_f64()
         ));
     }
+    // A repair that moved the journal's blocks (cloning them, say) leaves
+    // the superblock's backup of its map stale: it is brought up to date
+    // last, so that the next repair has nothing to do.
+    if modified && stop_reason.is_none() && !cancelled {
+        let mut post = journal::PrePass::default();
+        if journal::backup_journal_map(&dev, &fx, &mut post).is_ok() {
+            fixed_all.extend(post.fixed);
+        }
+    }
     let stats = fx.finish();
     if let Err(e) = &stats {
         notes.push(format!("The fixer failed at the end: {e}"));

@@ -119,6 +119,12 @@ pub fn rebuild<'f>(
         }
     }
     let parent = parent.ok_or("no '..'")?;
+    // Entries that fit in one block need no index (e2fsck leaves such a
+    // directory linear too).
+    let bytes: usize = entries.iter().map(Entry::size).sum::<usize>() + 24;
+    if bytes <= bs - if csum { DIR_TAIL_SIZE } else { 0 } {
+        return Err("small enough to stay linear");
+    }
     entries.sort_by(|a, b| (a.hash, a.minor, &a.name).cmp(&(b.hash, b.minor, &b.name)));
     // Leaves: spread over the blocks the directory has (one is the root),
     // more if they do not fit; never an empty leaf.
