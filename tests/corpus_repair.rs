@@ -149,6 +149,30 @@ fn corpus_repairs_leave_clean_file_systems() {
         "corpus repair: {clean}/{} clean after repair",
         counted.len()
     );
+    // The first repair's exit code against e2fsck -fy's, on the counted
+    // images checked without special options. e2fsck exits 0 after some
+    // repairs it does not count as changes (orphans released, checksum-only
+    // fixes); the agreement may only grow.
+    let same_exit = outcomes
+        .iter()
+        .filter(|o| {
+            rows.iter().any(|r| {
+                r.test == o.test
+                    && r.fn_after_fy == "0"
+                    && r.special_opts == "-"
+                    && r.fy_exit == o.first.to_string()
+            })
+        })
+        .count();
+    let exit_counted = rows
+        .iter()
+        .filter(|r| r.fn_after_fy == "0" && r.special_opts == "-")
+        .count();
+    eprintln!("corpus repair: first exit code as e2fsck -fy's on {same_exit}/{exit_counted}");
+    assert!(
+        same_exit >= 174,
+        "exit codes agree with e2fsck -fy on only {same_exit}/{exit_counted} images (was 174)"
+    );
     assert!(
         problems.is_empty(),
         "corpus repair problems:\n{}",
