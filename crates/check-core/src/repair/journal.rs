@@ -645,15 +645,161 @@ fn release<'f>(
     if next != 0 && (next < fs.geo.first_ino || next > fs.sb().s_inodes_count()) {
         return None;
     }
+    let bits = fs.geo.cluster_bits;
+    let clusters = |st: &Staging<'f>, io: &mut Io<'f>| -> std::collections::BTreeSet<u64> {
+        super::map::all_blocks_of(st, io, ino)
+            .map(|v| v.into_iter().map(|b| b >> bits).collect())
+            .unwrap_or_default()
+    };
+    let before = clusters(st, io);
     if inode.i_links_count() == 0 {
+        // Deleted: its blocks and the inode itself are free from now on,
+        // in the bitmaps and counts too, as e2fsck releases them.
+        let dir = inode.file_type() == Some(ext4_layout::inode::FileType::Directory);
         let r = st.inode(io, ino).ok()?;
         put_le_u32(r, off::DTIME, now());
+        put_le_u32(r, off::BLOCKS, 0);
+        put_le_u16(r, off::BLOCKS_HIGH, 0);
+        let freed: Vec<u64> = before.into_iter().collect();
+        account(fs, st, io, &freed, &[], Some((ino, dir)));
     } else {
         truncate(fs, maps, st, io, ino, inode.size()).ok()?;
         let r = st.inode(io, ino).ok()?;
         put_le_u32(r, off::DTIME, 0);
+        let after = clusters(st, io);
+        let freed: Vec<u64> = before.difference(&after).copied().collect();
+        let taken: Vec<u64> = after.difference(&before).copied().collect();
+        account(fs, st, io, &freed, &taken, None);
+        let _ = super::map::recount_i_blocks(st, io, ino);
     }
     Some(next)
+}
+
+/// Brings the bitmaps and free counts up to date with clusters freed and
+/// taken, and an inode freed (`(ino, is_dir)`), as e2fsck's allocation
+/// statistics do when it releases an orphan. Groups whose bitmaps are
+/// not initialised are left alone (nothing of theirs was in use).
+fn account<'f>(
+    fs: &'f Fs,
+    st: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    freed: &[u64],
+    taken: &[u64],
+    inode: Option<(u32, bool)>,
+) {
+    let geo = &fs.geo;
+    let bs = fs.block_size();
+    let seed = geo.csum_seed;
+    let csum = fs.metadata_csum();
+    let large = geo.desc_size >= 64;
+    let cpg = u64::from(geo.clusters_per_group);
+    let first = geo.first_data_block >> geo.cluster_bits;
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let split = |d: &[u8], lo: usize, hi: usize| -> u32 {
+        u32::from(le_u16(d, lo))
+            | if large {
+                u32::from(le_u16(d, hi)) << 16
+            } else {
+                0
+            }
+    };
+    let put_split = |d: &mut [u8], lo: usize, hi: usize, v: u32| {
+        put_le_u16(d, lo, v as u16);
+        if large {
+            put_le_u16(d, hi, (v >> 16) as u16);
+        }
+    };
+    let mut sb_blocks_delta: i64 = 0;
+    for (&c, free) in freed
+        .iter()
+        .map(|c| (c, true))
+        .chain(taken.iter().map(|c| (c, false)))
+        .collect::<Vec<_>>()
+        .iter()
+    {
+        let Some(rel) = c.checked_sub(first) else {
+            continue;
+        };
+        let g = (rel / cpg) as u32;
+        let bit = (rel % cpg) as usize;
+        if g >= geo.group_count {
+            continue;
+        }
+        let (bb, flags) = {
+            let d = st.gd(g);
+            (
+                ext4_layout::group_desc::GroupDesc::over(d).block_bitmap(),
+                le_u16(d, 0x12),
+            )
+        };
+        if flags & ext4_layout::group_desc::BG_BLOCK_UNINIT != 0 || bb == 0 {
+            continue;
+        }
+        let Ok(b) = st.block(io, bb, Kind::Plain) else {
+            continue;
+        };
+        let was = b[bit / 8] & (1 << (bit % 8)) != 0;
+        if *free == was {
+            if *free {
+                b[bit / 8] &= !(1 << (bit % 8));
+            } else {
+                b[bit / 8] |= 1 << (bit % 8);
+            }
+            let bmap = b[..(cpg as usize).div_ceil(8).min(bs)].to_vec();
+            let d = st.gd_mut(g);
+            let n = split(d, 0x0C, 0x2C);
+            put_split(
+                d,
+                0x0C,
+                0x2C,
+                if *free { n + 1 } else { n.saturating_sub(1) },
+            );
+            if csum {
+                ext4_layout::edit::set_bitmap_checksum(d, false, seed, &bmap);
+            }
+            sb_blocks_delta += if *free { ratio as i64 } else { -(ratio as i64) };
+        }
+    }
+    if sb_blocks_delta != 0 {
+        let sb = st.sb_mut();
+        let cur = u64::from(le_u32(sb, 0x0C)) | (u64::from(le_u32(sb, 0x158)) << 32);
+        let v = (cur as i64 + sb_blocks_delta).max(0) as u64;
+        put_le_u32(sb, 0x0C, v as u32);
+        put_le_u32(sb, 0x158, (v >> 32) as u32);
+    }
+    if let Some((ino, dir)) = inode {
+        let ipg = geo.inodes_per_group;
+        let g = (ino - 1) / ipg;
+        let bit = ((ino - 1) % ipg) as usize;
+        let (ib, flags) = {
+            let d = st.gd(g);
+            (
+                ext4_layout::group_desc::GroupDesc::over(d).inode_bitmap(),
+                le_u16(d, 0x12),
+            )
+        };
+        if flags & ext4_layout::group_desc::BG_INODE_UNINIT == 0 && ib != 0 {
+            if let Ok(b) = st.block(io, ib, Kind::Plain) {
+                if b[bit / 8] & (1 << (bit % 8)) != 0 {
+                    b[bit / 8] &= !(1 << (bit % 8));
+                    let imap = b[..(ipg as usize).div_ceil(8).min(bs)].to_vec();
+                    let d = st.gd_mut(g);
+                    let n = split(d, 0x0E, 0x2E);
+                    put_split(d, 0x0E, 0x2E, n + 1);
+                    if dir {
+                        let nd = split(d, 0x10, 0x30);
+                        put_split(d, 0x10, 0x30, nd.saturating_sub(1));
+                    }
+                    if csum {
+                        ext4_layout::edit::set_bitmap_checksum(d, true, seed, &imap);
+                    }
+                    let sb = st.sb_mut();
+                    let f = le_u32(sb, 0x10);
+                    put_le_u32(sb, 0x10, f + 1);
+                }
+            }
+        }
+    }
 }
 
 /// Drops every block of an inode past its size.
