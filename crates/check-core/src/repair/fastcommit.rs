@@ -5,6 +5,7 @@
 //! last tail tag whose transaction id and checksum match; replay then
 //! applies its tags in order, as e2fsck does after a regular replay.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use ext4_layout::bytes::{le_u16, le_u32, put_le_u16, put_le_u32};
@@ -222,6 +223,23 @@ pub fn apply<'f>(
             }
         }
     }
+    // What the ranges' inodes held before, to bring the bitmaps up to date
+    // afterwards (as e2fsck marks them while it replays).
+    let bits = fs.geo.cluster_bits;
+    let clusters_of = |stage: &Staging<'f>, io: &mut Io<'f>, ino: u32| -> BTreeSet<u64> {
+        super::map::all_blocks_of(stage, io, ino)
+            .map(|v| v.into_iter().map(|b| b >> bits).collect())
+            .unwrap_or_default()
+    };
+    let mut before: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+    for c in log {
+        if let Change::AddRange { ino, .. } | Change::DelRange { ino, .. } = c {
+            if !before.contains_key(ino) {
+                let b = clusters_of(stage, io, *ino);
+                before.insert(*ino, b);
+            }
+        }
+    }
     let mut cached: Option<(u32, Vec<LeafExtent>)> = None;
     let mut applied = 0;
     for c in log {
@@ -265,6 +283,36 @@ pub fn apply<'f>(
     }
     if let Some((i, list)) = cached.take() {
         flush(stage, io, i, &list)?;
+    }
+    // Bitmaps: clusters the ranges freed and took, inodes in use or not.
+    let mut freed = BTreeSet::new();
+    let mut taken = BTreeSet::new();
+    for (&ino, old) in &before {
+        let now = clusters_of(stage, io, ino);
+        freed.extend(old.difference(&now).copied());
+        taken.extend(now.difference(old).copied());
+    }
+    let both: Vec<u64> = freed.intersection(&taken).copied().collect();
+    for c in both {
+        freed.remove(&c);
+        taken.remove(&c);
+    }
+    let freed: Vec<u64> = freed.into_iter().collect();
+    let taken: Vec<u64> = taken.into_iter().collect();
+    super::journal::account(fs, stage, io, &freed, &taken, None);
+    let inodes: BTreeSet<u32> = log
+        .iter()
+        .filter_map(|c| match c {
+            Change::Inode { ino, .. } => Some(*ino),
+            _ => None,
+        })
+        .collect();
+    for ino in inodes {
+        if let Ok(r) = stage.inode_copy(io, ino) {
+            let links = le_u16(&r, off::LINKS);
+            let dir = le_u16(&r, off::MODE) & 0xF000 == 0x4000;
+            super::journal::account(fs, stage, io, &[], &[], Some((ino, dir, links == 0)));
+        }
     }
     Ok(applied)
 }

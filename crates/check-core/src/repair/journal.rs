@@ -661,7 +661,7 @@ fn release<'f>(
         put_le_u32(r, off::BLOCKS, 0);
         put_le_u16(r, off::BLOCKS_HIGH, 0);
         let freed: Vec<u64> = before.into_iter().collect();
-        account(fs, st, io, &freed, &[], Some((ino, dir)));
+        account(fs, st, io, &freed, &[], Some((ino, dir, true)));
     } else {
         truncate(fs, maps, st, io, ino, inode.size()).ok()?;
         let r = st.inode(io, ino).ok()?;
@@ -676,16 +676,17 @@ fn release<'f>(
 }
 
 /// Brings the bitmaps and free counts up to date with clusters freed and
-/// taken, and an inode freed (`(ino, is_dir)`), as e2fsck's allocation
-/// statistics do when it releases an orphan. Groups whose bitmaps are
+/// taken, and an inode freed or taken (`(ino, is_dir, freed)`), as
+/// e2fsck's allocation statistics do when it releases an orphan or
+/// replays a fast commit. Groups whose bitmaps are
 /// not initialised are left alone (nothing of theirs was in use).
-fn account<'f>(
+pub(super) fn account<'f>(
     fs: &'f Fs,
     st: &mut Staging<'f>,
     io: &mut Io<'f>,
     freed: &[u64],
     taken: &[u64],
-    inode: Option<(u32, bool)>,
+    inode: Option<(u32, bool, bool)>,
 ) {
     let geo = &fs.geo;
     let bs = fs.block_size();
@@ -767,7 +768,7 @@ fn account<'f>(
         put_le_u32(sb, 0x0C, v as u32);
         put_le_u32(sb, 0x158, (v >> 32) as u32);
     }
-    if let Some((ino, dir)) = inode {
+    if let Some((ino, dir, free)) = inode {
         let ipg = geo.inodes_per_group;
         let g = (ino - 1) / ipg;
         let bit = ((ino - 1) % ipg) as usize;
@@ -780,22 +781,37 @@ fn account<'f>(
         };
         if flags & ext4_layout::group_desc::BG_INODE_UNINIT == 0 && ib != 0 {
             if let Ok(b) = st.block(io, ib, Kind::Plain) {
-                if b[bit / 8] & (1 << (bit % 8)) != 0 {
-                    b[bit / 8] &= !(1 << (bit % 8));
+                let was = b[bit / 8] & (1 << (bit % 8)) != 0;
+                if was == free {
+                    if free {
+                        b[bit / 8] &= !(1 << (bit % 8));
+                    } else {
+                        b[bit / 8] |= 1 << (bit % 8);
+                    }
                     let imap = b[..(ipg as usize).div_ceil(8).min(bs)].to_vec();
                     let d = st.gd_mut(g);
                     let n = split(d, 0x0E, 0x2E);
-                    put_split(d, 0x0E, 0x2E, n + 1);
+                    put_split(
+                        d,
+                        0x0E,
+                        0x2E,
+                        if free { n + 1 } else { n.saturating_sub(1) },
+                    );
                     if dir {
                         let nd = split(d, 0x10, 0x30);
-                        put_split(d, 0x10, 0x30, nd.saturating_sub(1));
+                        put_split(
+                            d,
+                            0x10,
+                            0x30,
+                            if free { nd.saturating_sub(1) } else { nd + 1 },
+                        );
                     }
                     if csum {
                         ext4_layout::edit::set_bitmap_checksum(d, true, seed, &imap);
                     }
                     let sb = st.sb_mut();
                     let f = le_u32(sb, 0x10);
-                    put_le_u32(sb, 0x10, f + 1);
+                    put_le_u32(sb, 0x10, if free { f + 1 } else { f.saturating_sub(1) });
                 }
             }
         }
