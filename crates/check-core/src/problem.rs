@@ -177,6 +177,10 @@ codes! {
     /// superblock's copy of the journal inode's block map is written.
     JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice,
         "the superblock's backup of the journal inode's block map was missing or stale";
+    /// journal-moved-hidden (e2fsck PR_0_MOVE_JOURNAL). Repair only: a
+    /// journal that is a visible file moves to the hidden journal inode.
+    JournalMovedToHidden = 0x000028, "journal-moved-hidden", Super, Notice,
+        "the journal is a visible file (inode {ino}); it moves to the hidden journal inode";
     /// journal-replay-stopped (no e2fsck problem code: its "journal
     /// checksum error found"). Repair only: recovery stopped at a damaged
     /// transaction; what came before it was replayed.

@@ -21,7 +21,7 @@ fn dir_blocks<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> io::Result<
 }
 
 /// Looks a name up in a directory: the inode it names.
-fn lookup<'f>(
+pub(super) fn lookup<'f>(
     stage: &Staging<'f>,
     io: &mut Io<'f>,
     dir: u32,

@@ -243,7 +243,76 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
     }
     orphans(dev, fx, &mut pre)?;
     backup_journal_map(dev, fx, &mut pre)?;
+    move_visible_journal(dev, fx, &mut pre)?;
     Ok(pre)
+}
+
+/// A journal that is a visible file in the root directory (as old ext3
+/// tools made it) moves to the hidden journal inode, as e2fsck does: its
+/// entry goes, inode 8 takes its fields, the old inode is freed.
+fn move_visible_journal(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    pre: &mut PrePass,
+) -> Result<(), String> {
+    const JOURNAL_INO: u32 = 8;
+    let fs = open(dev)?;
+    let inum = fs.sb().s_journal_inum();
+    if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == 0 || inum == JOURNAL_INO {
+        return Ok(());
+    }
+    let mut io = Io::new(&fs);
+    let maps = crate::ctx::Maps::new(&fs);
+    let mut st = Staging::new(&fs, &maps, false);
+    let Ok(raw) = st.inode_copy(&mut io, inum) else {
+        return Ok(());
+    };
+    let Some(inode) = Inode::new(&raw) else {
+        return Ok(());
+    };
+    // Extent blocks carry checksums seeded by the inode number: a moved
+    // tree would need them all rewritten, so such a journal stays.
+    let tree = super::map::tree_blocks_of(&st, &mut io, inum).unwrap_or_default();
+    if inode.i_links_count() != 1 || (fs.metadata_csum() && !tree.is_empty()) {
+        return Ok(());
+    }
+    let mut found = None;
+    for name in [
+        &b".journal"[..],
+        b"journal",
+        b".journal.dat",
+        b"journal.dat",
+    ] {
+        if let Ok(Some(i)) = super::connect::lookup(&st, &mut io, 2, name) {
+            if i == inum {
+                found = Some(name);
+                break;
+            }
+        }
+    }
+    let Some(name) = found else {
+        return Ok(());
+    };
+    super::connect::remove_entry(&mut st, &mut io, 2, name).map_err(|e| e.to_string())?;
+    {
+        let r = st.inode(&mut io, JOURNAL_INO).map_err(|e| e.to_string())?;
+        r.copy_from_slice(&raw);
+    }
+    {
+        let r = st.inode(&mut io, inum).map_err(|e| e.to_string())?;
+        put_le_u16(r, off::LINKS, 0);
+        put_le_u32(r, off::DTIME, now());
+    }
+    put_le_u32(st.sb_mut(), 0xE0, JOURNAL_INO);
+    account(&fs, &mut st, &mut io, &[], &[], Some((inum, false, true)));
+    pre.notes.push(format!(
+        "The journal moved from /{} to the hidden journal inode.",
+        String::from_utf8_lossy(name)
+    ));
+    let mut f = Finding::new(Code::JournalMovedToHidden).ino(inum);
+    f.fixed = true;
+    pre.fixed.push(f);
+    commit(fx, st, &mut io, pre)
 }
 
 /// Writes the superblock's backup of the journal inode's block map when
