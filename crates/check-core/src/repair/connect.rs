@@ -122,13 +122,7 @@ pub fn add_entry<'f>(
     }
     super::map::map_block(stage, io, dir, next, blk)?;
     super::map::recount_i_blocks(stage, io, dir)?;
-    let r = stage.inode(io, dir)?;
-    let size = u64::from(le_u32(r, off::SIZE)) | (u64::from(le_u32(r, off::SIZE_HIGH)) << 32);
-    let want = (next + 1) * bs as u64;
-    if size < want {
-        put_le_u32(r, off::SIZE, want as u32);
-        put_le_u32(r, off::SIZE_HIGH, (want >> 32) as u32);
-    }
+    super::inodes::grow_size(stage.inode(io, dir)?, (next + 1) * bs as u64);
     Ok(())
 }
 
@@ -181,23 +175,22 @@ fn make_dir<'f>(
     }
     put_le_u16(r, off::LINKS, 2);
     put_le_u32(r, off::BLOCKS, (bs / 512) as u32 * fs.geo.cluster_ratio);
+    if isz > 128 {
+        put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
+    }
     if fs.geo.ro_compat.contains(RoCompatFeatures::BIGALLOC) {
         // Block maps cannot address clusters: one extent. (Elsewhere new
         // directories are block-mapped, as e2fsck makes them.)
         put_le_u32(r, off::FLAGS, flags::EXTENTS);
-        let root = &mut r[off::BLOCK..off::BLOCK + 24];
-        put_le_u16(root, 0, 0xF30A);
-        put_le_u16(root, 2, 1);
-        put_le_u16(root, 4, 4);
-        put_le_u32(root, 12, 0);
-        put_le_u16(root, 16, 1);
-        put_le_u16(root, 18, (blk >> 32) as u16);
-        put_le_u32(root, 20, blk as u32);
+        let leaf = crate::pass1::LeafExtent {
+            lblk: 0,
+            pblk: blk,
+            len: 1,
+            uninit: false,
+        };
+        super::blocks::write_extent_tree(stage, io, ino, &[leaf])?;
     } else {
         put_le_u32(r, off::BLOCK, blk as u32);
-    }
-    if isz > 128 {
-        put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
     }
     Ok(())
 }
@@ -316,17 +309,7 @@ fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &m
             put_le_u16(raw, off::LINKS, links + 1);
         }
     }
-    let maps = &st.maps;
-    let (blocks, inodes) = stage.allocated();
-    let bits = st.fs.geo.cluster_bits;
-    for b in blocks {
-        maps.block_found.test_and_set(b >> bits);
-    }
-    for ino in inodes {
-        maps.inode_used.test_and_set(u64::from(ino - 1));
-        maps.inode_dir.test_and_set(u64::from(ino - 1));
-    }
-    let _ = super::rebuild::rebuild_group_summaries(stage, io, maps);
+    let _ = super::rebuild::rebuild_with_allocations(st, stage, io);
 }
 
 /// Clears the entry `name` of a directory.

@@ -658,13 +658,7 @@ fn fill_holes<'f>(
         super::map::map_block(stage, io, ino, lblk, b)?;
     }
     if let Some(&last) = holes.iter().next_back() {
-        let r = stage.inode(io, ino)?;
-        let size = u64::from(le_u32(r, off::SIZE)) | (u64::from(le_u32(r, off::SIZE_HIGH)) << 32);
-        let want = (last + 1) * bs;
-        if size < want {
-            put_le_u32(r, off::SIZE, want as u32);
-            put_le_u32(r, off::SIZE_HIGH, (want >> 32) as u32);
-        }
+        super::inodes::grow_size(stage.inode(io, ino)?, (last + 1) * bs);
     }
     Ok(())
 }

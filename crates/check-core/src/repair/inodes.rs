@@ -58,14 +58,38 @@ pub fn set_feature(stage: &mut Staging<'_>, word: usize, bits: u32) {
     put_le_u32(sb, word, v);
 }
 
+/// Clears bits in a superblock feature word.
+pub fn clear_feature(stage: &mut Staging<'_>, word: usize, bits: u32) {
+    let sb = stage.sb_mut();
+    let v = le_u32(sb, word) & !bits;
+    put_le_u32(sb, word, v);
+}
+
+/// Drops a group descriptor's uninit flags and unused-inode mark.
+pub fn clear_uninit(d: &mut [u8], large: bool) {
+    let fl = le_u16(d, 0x12)
+        & !(ext4_layout::group_desc::BG_INODE_UNINIT | ext4_layout::group_desc::BG_BLOCK_UNINIT);
+    put_le_u16(d, 0x12, fl);
+    super::rebuild::put_split(d, 0x1C, 0x32, 0, large);
+}
+
 fn set_flags(raw: &mut [u8], set: u32, clear: u32) {
     let v = (le_u32(raw, off::FLAGS) | set) & !clear;
     put_le_u32(raw, off::FLAGS, v);
 }
 
-fn set_size(raw: &mut [u8], v: u64) {
+/// Sets an inode's size.
+pub fn set_size(raw: &mut [u8], v: u64) {
     put_le_u32(raw, off::SIZE, v as u32);
     put_le_u32(raw, off::SIZE_HIGH, (v >> 32) as u32);
+}
+
+/// Raises an inode's size to `want` if it is smaller.
+pub fn grow_size(raw: &mut [u8], want: u64) {
+    let size = u64::from(le_u32(raw, off::SIZE)) | (u64::from(le_u32(raw, off::SIZE_HIGH)) << 32);
+    if size < want {
+        set_size(raw, want);
+    }
 }
 
 /// e2fsck's "clear inode": no links, deleted now, no flags; reserved
@@ -272,11 +296,12 @@ pub fn fix_super<'a, 'f>(
                 continue;
             }
             Code::FirstMetaBgTooBig => {
-                let sb = stage.sb_mut();
-                let v =
-                    le_u32(sb, sbf::INCOMPAT) & !ext4_layout::features::IncompatFeatures::META_BG.0;
-                put_le_u32(sb, sbf::INCOMPAT, v);
-                put_le_u32(sb, 0x104, 0);
+                clear_feature(
+                    stage,
+                    sbf::INCOMPAT,
+                    ext4_layout::features::IncompatFeatures::META_BG.0,
+                );
+                put_le_u32(stage.sb_mut(), 0x104, 0);
                 fixed.push(f);
                 continue;
             }
@@ -299,32 +324,10 @@ pub fn fix_super<'a, 'f>(
             // As e2fsck: a descriptor whose checksum is wrong cannot be
             // trusted to say what is unused, so its uninit flags and
             // unused-inode mark go (writing it recomputes the checksum).
-            Code::GroupDescChecksum => {
+            // So are uninit flags without descriptor checksums.
+            Code::GroupDescChecksum | Code::GroupUninitWithoutCsum => {
                 let large = st.fs.geo.desc_size >= 64;
-                let d = stage.gd_mut(g);
-                let fl = le_u16(d, 0x12)
-                    & !(ext4_layout::group_desc::BG_INODE_UNINIT
-                        | ext4_layout::group_desc::BG_BLOCK_UNINIT);
-                put_le_u16(d, 0x12, fl);
-                put_le_u16(d, 0x1C, 0);
-                if large {
-                    put_le_u16(d, 0x32, 0);
-                }
-                true
-            }
-            // Uninit flags without descriptor checksums cannot be
-            // trusted: they go, with the unused-inode mark.
-            Code::GroupUninitWithoutCsum => {
-                let large = st.fs.geo.desc_size >= 64;
-                let d = stage.gd_mut(g);
-                let fl = le_u16(d, 0x12)
-                    & !(ext4_layout::group_desc::BG_INODE_UNINIT
-                        | ext4_layout::group_desc::BG_BLOCK_UNINIT);
-                put_le_u16(d, 0x12, fl);
-                put_le_u16(d, 0x1C, 0);
-                if large {
-                    put_le_u16(d, 0x32, 0);
-                }
+                clear_uninit(stage.gd_mut(g), large);
                 true
             }
             Code::BlockBitmapNotInGroup => relocate(st, stage, io, g, Meta::BlockBitmap),

@@ -7,7 +7,7 @@ use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::flags;
 use ext4_layout::journal::{blocktype, JBD2_MAGIC};
 
-use super::inodes::{now, off, sbf};
+use super::inodes::{now, off, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
 use crate::engine::CheckState;
 use crate::io::Io;
@@ -90,8 +90,7 @@ pub fn create<'f>(
         r.fill(0);
         put_le_u16(r, off::MODE, 0o100_600);
         put_le_u16(r, off::LINKS, 1);
-        put_le_u32(r, off::SIZE, size as u32);
-        put_le_u32(r, off::SIZE_HIGH, (size >> 32) as u32);
+        set_size(r, size);
         let t = now();
         for o in [0x08, 0x0C, 0x10] {
             put_le_u32(r, o, t);
@@ -145,21 +144,16 @@ pub fn create<'f>(
         .map_err(|e| e.to_string())?[off::BLOCK..off::BLOCK + 60]
         .to_vec();
     {
+        set_feature(stage, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
         let sb = stage.sb_mut();
-        let c = ext4_layout::bytes::le_u32(sb, sbf::COMPAT) | CompatFeatures::HAS_JOURNAL.0;
-        put_le_u32(sb, sbf::COMPAT, c);
         put_le_u32(sb, 0xE0, JOURNAL_INO);
         sb[0x10C..0x10C + 60].copy_from_slice(&iblock);
         put_le_u32(sb, 0x10C + 60, (size >> 32) as u32);
         put_le_u32(sb, 0x10C + 64, size as u32);
         sb[0xFD] = 1;
     }
-    // In use from now on, for the rebuild of the group summaries.
-    let bits = geo.cluster_bits;
-    let (blocks, _) = stage.allocated();
-    for b in blocks {
-        st.maps.block_found.test_and_set(b >> bits);
-    }
+    // The journal inode is in use from now on (its blocks come from the
+    // allocator, which the rebuild of the group summaries counts).
     st.maps.inode_used.test_and_set(u64::from(JOURNAL_INO - 1));
     Ok(n)
 }

@@ -28,7 +28,7 @@ pub mod stage;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ext4_layout::bytes::{le_u16, le_u32};
+use ext4_layout::bytes::le_u32;
 use ext4_layout::features::CompatFeatures;
 use fixer::safety::MountPolicy;
 use pipeline::{open_device, IoMode};
@@ -591,20 +591,7 @@ fn preen_ok(code: Code) -> bool {
             | Code::ZeroLenInode
             | Code::BadRefCount
             | Code::EaInodeRefCount
-            | Code::BlockBitmapDiff
-            | Code::InodeBitmapDiff
-            | Code::BlockUninit
-            | Code::InodeUninit
-            | Code::FreeBlocksGroup
-            | Code::FreeInodesGroup
-            | Code::DirsCountGroup
-            | Code::FreeBlocksTotal
-            | Code::FreeInodesTotal
-            | Code::InodeBmapPadding
-            | Code::BlockBmapPadding
-            | Code::InodeBitmapCsum
-            | Code::BlockBitmapCsum
-    )
+    ) || rebuilt_by_pass5(code)
 }
 
 /// The pass a finding's fix belongs to (1B goes with 1).
@@ -671,23 +658,9 @@ fn plan_round<'a, 'f>(
                         fixed.push(f);
                     }
                 }
-                // What this round allocated is in use (blocks for quota
-                // files or lost+found, a new lost+found).
-                let bits = st.fs.geo.cluster_bits;
-                let (blocks, inodes) = stage.allocated();
-                for b in blocks {
-                    st.maps.block_found.test_and_set(b >> bits);
-                }
-                for ino in inodes {
-                    let dir = stage
-                        .inode_copy(io, ino)
-                        .is_ok_and(|r| le_u16(&r, 0) & 0xF000 == 0x4000);
-                    st.maps.inode_used.test_and_set(u64::from(ino - 1));
-                    if dir {
-                        st.maps.inode_dir.test_and_set(u64::from(ino - 1));
-                    }
-                }
-                if rebuild::rebuild_group_summaries(stage, io, &st.maps).is_ok() {
+                // What this round allocated (quota file, lost+found or
+                // journal blocks, a new lost+found) counts as in use.
+                if rebuild::rebuild_with_allocations(st, stage, io).is_ok() {
                     fixed.extend(mine.iter().copied().filter(|f| rebuilt_by_pass5(f.code)));
                 }
             }

@@ -9,7 +9,7 @@ use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::{flags, Inode};
 
-use super::inodes::{now, off, sbf};
+use super::inodes::{clear_feature, now, off, sbf, set_size};
 use super::stage::{Kind, Staging};
 use crate::engine::CheckState;
 use crate::fs::Fs;
@@ -131,12 +131,6 @@ fn forget_blocks<'f>(st: &'f CheckState, stage: &Staging<'f>, io: &mut Io<'f>, i
     }
 }
 
-fn clear_sb_bits(stage: &mut Staging<'_>, word: usize, bits: u32) {
-    let sb = stage.sb_mut();
-    let v = le_u32(sb, word) & !bits;
-    put_le_u32(sb, word, v);
-}
-
 /// A new, empty orphan file in inode `ino` (extent-mapped; `None` when
 /// the file system has no extents or no room).
 fn recreate<'f>(
@@ -175,9 +169,7 @@ fn recreate<'f>(
         r.fill(0);
         put_le_u16(r, off::MODE, 0o100_600);
         put_le_u16(r, off::LINKS, 1);
-        let size = n * bs;
-        put_le_u32(r, off::SIZE, size as u32);
-        put_le_u32(r, off::SIZE_HIGH, (size >> 32) as u32);
+        set_size(r, n * bs);
         let t = now();
         for o in [0x08, 0x0C, 0x10] {
             put_le_u32(r, o, t);
@@ -237,8 +229,8 @@ pub fn fix<'a, 'f>(
             }
             st.maps.inode_used.test_and_clear(u64::from(ino - 1));
         }
-        clear_sb_bits(stage, sbf::COMPAT, CompatFeatures::ORPHAN_FILE.0);
-        clear_sb_bits(stage, sbf::RO_COMPAT, present);
+        clear_feature(stage, sbf::COMPAT, CompatFeatures::ORPHAN_FILE.0);
+        clear_feature(stage, sbf::RO_COMPAT, present);
         true
     } else if has(Code::OrphanFileCorrupted) || has(Code::OrphanBlockDirty) {
         let csum = fs.metadata_csum().then_some(fs.geo.csum_seed);
@@ -248,7 +240,7 @@ pub fn fix<'a, 'f>(
                 for b in blocks {
                     write_clean(stage, csum, ino, gen, b);
                 }
-                clear_sb_bits(stage, sbf::RO_COMPAT, present);
+                clear_feature(stage, sbf::RO_COMPAT, present);
                 true
             }
             // Holes or a wrong size: a new file.
@@ -257,13 +249,13 @@ pub fn fix<'a, 'f>(
                     && ino <= fs.geo.inodes_count
                     && recreate(st, stage, io, ino).is_some();
                 if ok {
-                    clear_sb_bits(stage, sbf::RO_COMPAT, present);
+                    clear_feature(stage, sbf::RO_COMPAT, present);
                 }
                 ok
             }
         }
     } else {
-        clear_sb_bits(stage, sbf::RO_COMPAT, present);
+        clear_feature(stage, sbf::RO_COMPAT, present);
         true
     };
     if done {

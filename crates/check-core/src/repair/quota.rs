@@ -16,7 +16,6 @@ use std::io;
 use ext4_layout::bytes::{le_u32, le_u64, put_le_u16, put_le_u32, put_le_u64};
 use ext4_layout::inode::Inode;
 
-use super::inodes::off;
 use super::stage::{Kind, Staging};
 use crate::engine::CheckState;
 use crate::io::Io;
@@ -279,8 +278,7 @@ pub fn rewrite<'f>(
     super::map::recount_i_blocks(stage, io, ino)?;
     let size = (content.len() as u64).max(old_size);
     let r = stage.inode(io, ino)?;
-    put_le_u32(r, off::SIZE, size as u32);
-    put_le_u32(r, off::SIZE_HIGH, (size >> 32) as u32);
+    super::inodes::set_size(r, size);
     Ok(())
 }
 

@@ -4,13 +4,38 @@
 
 use std::io;
 
-use ext4_layout::bytes::put_le_u16;
+use ext4_layout::bytes::{le_u16, put_le_u16};
 use ext4_layout::edit;
 use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
 use super::stage::{Kind, Staging};
 use crate::ctx::Maps;
 use crate::io::Io;
+
+/// Marks what this round allocated (blocks, and inodes with whether they
+/// are directories) in use in the check's maps, then rewrites the group
+/// summaries from them.
+pub fn rebuild_with_allocations<'f>(
+    st: &'f crate::engine::CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+) -> io::Result<()> {
+    let bits = st.fs.geo.cluster_bits;
+    let (blocks, inodes) = stage.allocated();
+    for b in blocks {
+        st.maps.block_found.test_and_set(b >> bits);
+    }
+    for ino in inodes {
+        let dir = stage
+            .inode_copy(io, ino)
+            .is_ok_and(|r| le_u16(&r, 0) & 0xF000 == 0x4000);
+        st.maps.inode_used.test_and_set(u64::from(ino - 1));
+        if dir {
+            st.maps.inode_dir.test_and_set(u64::from(ino - 1));
+        }
+    }
+    rebuild_group_summaries(stage, io, &st.maps)
+}
 
 /// Rewrites the bitmaps and counts of every group and the superblock.
 pub fn rebuild_group_summaries(
@@ -115,8 +140,19 @@ pub fn rebuild_group_summaries(
     Ok(())
 }
 
+/// Reads a value split into low and high 16-bit halves (the high half
+/// only in 64-byte descriptors).
+pub fn get_split(d: &[u8], lo: usize, hi: usize, large: bool) -> u32 {
+    u32::from(le_u16(d, lo))
+        | if large {
+            u32::from(le_u16(d, hi)) << 16
+        } else {
+            0
+        }
+}
+
 /// Stores a value split into low and high 16-bit halves.
-fn put_split(d: &mut [u8], lo: usize, hi: usize, v: u32, large: bool) {
+pub fn put_split(d: &mut [u8], lo: usize, hi: usize, v: u32, large: bool) {
     put_le_u16(d, lo, v as u16);
     if large {
         put_le_u16(d, hi, (v >> 16) as u16);

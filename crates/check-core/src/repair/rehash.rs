@@ -254,12 +254,7 @@ pub fn rebuild<'f>(
     let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
     let fl = le_u32(r, off::FLAGS) | flags::INDEX;
     put_le_u32(r, off::FLAGS, fl);
-    let size = u64::from(le_u32(r, off::SIZE)) | (u64::from(le_u32(r, off::SIZE_HIGH)) << 32);
-    let want_size = (needed * bs) as u64;
-    if size < want_size {
-        put_le_u32(r, off::SIZE, want_size as u32);
-        put_le_u32(r, off::SIZE_HIGH, (want_size >> 32) as u32);
-    }
+    super::inodes::grow_size(r, (needed * bs) as u64);
     if needed > blocks.len() {
         super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
     }
