@@ -10,7 +10,7 @@ use ext4_layout::bytes::{be_u32, be_u64, le_u16, le_u32, put_be_u32, put_le_u16,
 use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
-use ext4_layout::journal::descriptor::{DescriptorBlock, TagFlags};
+use ext4_layout::journal::descriptor::{BlockTag, DescriptorBlock, TagFlags};
 use ext4_layout::journal::revoke::RevokeBlock;
 use ext4_layout::journal::superblock::{JournalFeatures, JournalSuperblock};
 use ext4_layout::journal::{blocktype, BlockHeader, JBD2_MAGIC};
@@ -508,103 +508,64 @@ fn replay(
     let end = end.unwrap_or(id);
     let mut writes: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     if error.is_none() {
-        // REVOKE.
+        // REVOKE: the newest transaction that revoked each block.
         let mut revoked: BTreeMap<u64, u32> = BTreeMap::new();
-        let mut id = sequence;
-        let mut blk = start;
-        while !tid_ge(id, end) {
-            if let Err(e) = read(io, blk, &mut buf) {
-                error = Some(e);
-                break;
-            }
-            blk = wrap(blk + 1);
-            let Some(h) = BlockHeader::parse(&buf) else {
-                break;
-            };
-            if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
-                break;
-            }
-            match h.h_blocktype {
-                blocktype::DESCRIPTOR => {
-                    let n = DescriptorBlock::new(&buf, feat).tags().count() as u64;
-                    for _ in 0..n {
-                        blk = wrap(blk + 1);
+        let walked = walk_log(io, &read, &wrap, start, sequence, end, feat, bs, |_, b| {
+            if let LogBlock::Revoke { id, block } = b {
+                let r = RevokeBlock::new(block, feat);
+                if r.r_count() as usize > bs - tail {
+                    return Err("a revoke block has a bad count".into());
+                }
+                for b in r.records() {
+                    let e = revoked.entry(b).or_insert(id);
+                    if tid_gt(id, *e) {
+                        *e = id;
                     }
                 }
-                blocktype::COMMIT => id = id.wrapping_add(1),
-                blocktype::REVOKE => {
-                    let r = RevokeBlock::new(&buf, feat);
-                    if r.r_count() as usize > bs - tail {
-                        error = Some("a revoke block has a bad count".into());
-                        break;
-                    }
-                    for b in r.records() {
-                        let e = revoked.entry(b).or_insert(id);
-                        if tid_gt(id, *e) {
-                            *e = id;
-                        }
-                    }
-                }
-                _ => break,
             }
-        }
-        // REPLAY.
+            Ok(())
+        });
+        error = walked.err();
+        // REPLAY: every tagged block not revoked by a later transaction.
         if error.is_none() {
-            let mut id = sequence;
-            let mut blk = start;
             let mut data = vec![0u8; bs];
-            while !tid_ge(id, end) {
-                if let Err(e) = read(io, blk, &mut buf) {
-                    error = Some(e);
-                    break;
-                }
-                blk = wrap(blk + 1);
-                let Some(h) = BlockHeader::parse(&buf) else {
-                    break;
+            let mut tag_error = None;
+            let walked = walk_log(io, &read, &wrap, start, sequence, end, feat, bs, |io, b| {
+                let LogBlock::Descriptor { id, tags } = b else {
+                    return Ok(());
                 };
-                if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
-                    break;
-                }
-                match h.h_blocktype {
-                    blocktype::DESCRIPTOR => {
-                        let tags: Vec<_> = DescriptorBlock::new(&buf, feat).tags().collect();
-                        for tag in tags {
-                            let lb = blk;
-                            blk = wrap(blk + 1);
-                            if read(io, lb, &mut data).is_err() {
-                                error = Some(format!("journal block {lb} cannot be read"));
-                                continue;
-                            }
-                            if revoked.get(&tag.blocknr).is_some_and(|&r| !tid_gt(id, r)) {
-                                continue;
-                            }
-                            if csum {
-                                let mut c = crc32c_raw(seed, &id.to_be_bytes());
-                                c = crc32c_raw(c, &data);
-                                let ok = if v3 {
-                                    c == tag.checksum
-                                } else {
-                                    c & 0xFFFF == tag.checksum & 0xFFFF
-                                };
-                                if !ok {
-                                    error = Some(format!("journal block {lb} has a bad checksum"));
-                                    continue;
-                                }
-                            }
-                            let mut out = data.clone();
-                            if tag.flags.has(TagFlags::ESCAPE) {
-                                put_be_u32(&mut out, 0, JBD2_MAGIC);
-                            }
-                            if tag.blocknr < fs.geo.blocks_count {
-                                writes.insert(tag.blocknr, out);
-                            }
+                for (tag, lb) in tags {
+                    if read(io, lb, &mut data).is_err() {
+                        tag_error = Some(format!("journal block {lb} cannot be read"));
+                        continue;
+                    }
+                    if revoked.get(&tag.blocknr).is_some_and(|&r| !tid_gt(id, r)) {
+                        continue;
+                    }
+                    if csum {
+                        let mut c = crc32c_raw(seed, &id.to_be_bytes());
+                        c = crc32c_raw(c, &data);
+                        let ok = if v3 {
+                            c == tag.checksum
+                        } else {
+                            c & 0xFFFF == tag.checksum & 0xFFFF
+                        };
+                        if !ok {
+                            tag_error = Some(format!("journal block {lb} has a bad checksum"));
+                            continue;
                         }
                     }
-                    blocktype::COMMIT => id = id.wrapping_add(1),
-                    blocktype::REVOKE => {}
-                    _ => break,
+                    let mut out = data.clone();
+                    if tag.flags.has(TagFlags::ESCAPE) {
+                        put_be_u32(&mut out, 0, JBD2_MAGIC);
+                    }
+                    if tag.blocknr < fs.geo.blocks_count {
+                        writes.insert(tag.blocknr, out);
+                    }
                 }
-            }
+                Ok(())
+            });
+            error = walked.err().or(tag_error);
         }
     }
     // The fast commit log continues the last transaction replayed.
@@ -645,6 +606,65 @@ fn replay(
         Some(e) => format!("The journal was recovered only in part ({e}); {n} blocks replayed."),
     };
     Ok((said, fc_log, error))
+}
+
+/// One block of the log, as the revoke and replay passes see it.
+enum LogBlock<'b> {
+    /// A descriptor block of transaction `id`: its tags, each with the
+    /// log block that holds its data.
+    Descriptor { id: u32, tags: Vec<(BlockTag, u64)> },
+    /// A revoke block of transaction `id`.
+    Revoke { id: u32, block: &'b [u8] },
+}
+
+/// Walks the log's transactions from log block `start` (transaction
+/// `sequence`) up to transaction `end`, handing `each` every descriptor
+/// and revoke block. It stops at the first block that is not of the
+/// expected transaction; a read that fails or an error from `each` stops
+/// it with that error.
+#[allow(clippy::too_many_arguments)]
+fn walk_log<'f, R, W>(
+    io: &mut Io<'f>,
+    read: &R,
+    wrap: &W,
+    start: u64,
+    sequence: u32,
+    end: u32,
+    feat: JournalFeatures,
+    bs: usize,
+    mut each: impl FnMut(&mut Io<'f>, LogBlock<'_>) -> Result<(), String>,
+) -> Result<(), String>
+where
+    R: Fn(&mut Io<'f>, u64, &mut [u8]) -> Result<(), String>,
+    W: Fn(u64) -> u64,
+{
+    let mut buf = vec![0u8; bs];
+    let mut id = sequence;
+    let mut blk = start;
+    while !tid_ge(id, end) {
+        read(io, blk, &mut buf)?;
+        blk = wrap(blk + 1);
+        let Some(h) = BlockHeader::parse(&buf) else {
+            break;
+        };
+        if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
+            break;
+        }
+        match h.h_blocktype {
+            blocktype::DESCRIPTOR => {
+                let mut tags = Vec::new();
+                for tag in DescriptorBlock::new(&buf, feat).tags() {
+                    tags.push((tag, blk));
+                    blk = wrap(blk + 1);
+                }
+                each(io, LogBlock::Descriptor { id, tags })?;
+            }
+            blocktype::COMMIT => id = id.wrapping_add(1),
+            blocktype::REVOKE => each(io, LogBlock::Revoke { id, block: &buf })?,
+            _ => break,
+        }
+    }
+    Ok(())
 }
 
 /// Releases the orphans: those on the orphan list, then those the orphan
@@ -765,20 +785,7 @@ pub(super) fn account<'f>(
     let cpg = u64::from(geo.clusters_per_group);
     let first = geo.first_data_block >> geo.cluster_bits;
     let ratio = u64::from(geo.cluster_ratio.max(1));
-    let split = |d: &[u8], lo: usize, hi: usize| -> u32 {
-        u32::from(le_u16(d, lo))
-            | if large {
-                u32::from(le_u16(d, hi)) << 16
-            } else {
-                0
-            }
-    };
-    let put_split = |d: &mut [u8], lo: usize, hi: usize, v: u32| {
-        put_le_u16(d, lo, v as u16);
-        if large {
-            put_le_u16(d, hi, (v >> 16) as u16);
-        }
-    };
+    use super::rebuild::{get_split, put_split};
     let mut sb_blocks_delta: i64 = 0;
     for (&c, free) in freed
         .iter()
@@ -817,12 +824,13 @@ pub(super) fn account<'f>(
             }
             let bmap = b[..(cpg as usize).div_ceil(8).min(bs)].to_vec();
             let d = st.gd_mut(g);
-            let n = split(d, 0x0C, 0x2C);
+            let n = get_split(d, 0x0C, 0x2C, large);
             put_split(
                 d,
                 0x0C,
                 0x2C,
                 if *free { n + 1 } else { n.saturating_sub(1) },
+                large,
             );
             if csum {
                 ext4_layout::edit::set_bitmap_checksum(d, false, seed, &bmap);
@@ -859,20 +867,22 @@ pub(super) fn account<'f>(
                     }
                     let imap = b[..(ipg as usize).div_ceil(8).min(bs)].to_vec();
                     let d = st.gd_mut(g);
-                    let n = split(d, 0x0E, 0x2E);
+                    let n = get_split(d, 0x0E, 0x2E, large);
                     put_split(
                         d,
                         0x0E,
                         0x2E,
                         if free { n + 1 } else { n.saturating_sub(1) },
+                        large,
                     );
                     if dir {
-                        let nd = split(d, 0x10, 0x30);
+                        let nd = get_split(d, 0x10, 0x30, large);
                         put_split(
                             d,
                             0x10,
                             0x30,
                             if free { nd.saturating_sub(1) } else { nd + 1 },
+                            large,
                         );
                     }
                     if csum {
