@@ -512,7 +512,9 @@ pub fn fix_pass4<'a, 'f>(
                         && stage
                             .inode(io, ino)
                             .map(|raw| {
-                                if le_u16(raw, off::MODE) & 0xF000 != 0x4000 {
+                                if FileType::from_mode(le_u16(raw, off::MODE))
+                                    != Some(FileType::Directory)
+                                {
                                     put_le_u16(raw, off::LINKS, 1);
                                 }
                             })

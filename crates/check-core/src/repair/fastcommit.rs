@@ -11,7 +11,7 @@ use std::io;
 use ext4_layout::bytes::{le_u16, le_u32, put_le_u16, put_le_u32};
 use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::IncompatFeatures;
-use ext4_layout::inode::flags;
+use ext4_layout::inode::{flags, FileType};
 
 use super::inodes::off;
 use super::stage::Staging;
@@ -310,7 +310,7 @@ pub fn apply<'f>(
     for ino in inodes {
         if let Ok(r) = stage.inode_copy(io, ino) {
             let links = le_u16(&r, off::LINKS);
-            let dir = le_u16(&r, off::MODE) & 0xF000 == 0x4000;
+            let dir = FileType::from_mode(le_u16(&r, off::MODE)) == Some(FileType::Directory);
             super::journal::account(fs, stage, io, &[], &[], Some((ino, dir, links == 0)));
         }
     }
@@ -351,16 +351,9 @@ fn link<'f>(
     name: &[u8],
 ) -> io::Result<()> {
     let mode = le_u16(&stage.inode_copy(io, ino)?, off::MODE);
-    let ft = match mode & 0xF000 {
-        0x8000 => 1,
-        0x4000 => 2,
-        0x2000 => 3,
-        0x6000 => 4,
-        0x1000 => 5,
-        0xC000 => 6,
-        0xA000 => 7,
-        _ => return Err(io::Error::other("unknown file type")),
-    };
+    let ft = FileType::from_mode(mode)
+        .ok_or_else(|| io::Error::other("unknown file type"))?
+        .dirent_code();
     let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
         ft
     } else {

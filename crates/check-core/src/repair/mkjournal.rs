@@ -11,7 +11,6 @@ use super::inodes::{now, off, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
 use crate::engine::CheckState;
 use crate::io::Io;
-use crate::pass1::LeafExtent;
 
 /// The journal inode.
 const JOURNAL_INO: u32 = 8;
@@ -54,32 +53,9 @@ pub fn create<'f>(
         return Err("bigalloc without extents".into());
     }
     let goal = geo.blocks_count / 2;
-    let mut runs: Vec<LeafExtent> = Vec::new();
-    if let Some(b) = stage.alloc_run(goal, n) {
-        runs.push(LeafExtent {
-            lblk: 0,
-            pblk: b,
-            len: n,
-            uninit: false,
-        });
-    } else {
-        let mut got = 0;
-        let mut g = goal;
-        while got < n {
-            let b = stage.alloc_block(g).ok_or("no room for the journal")?;
-            match runs.last_mut() {
-                Some(r) if r.pblk + r.len == b => r.len += 1,
-                _ => runs.push(LeafExtent {
-                    lblk: got,
-                    pblk: b,
-                    len: 1,
-                    uninit: false,
-                }),
-            }
-            g = b + 1;
-            got += 1;
-        }
-    }
+    let runs = stage
+        .alloc_extents(goal, n)
+        .ok_or("no room for the journal")?;
     // The inode.
     let isz = geo.inode_size as usize;
     let size = n * bs as u64;

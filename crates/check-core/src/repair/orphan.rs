@@ -14,7 +14,6 @@ use super::stage::{Kind, Staging};
 use crate::engine::CheckState;
 use crate::fs::Fs;
 use crate::io::Io;
-use crate::pass1::LeafExtent;
 use crate::problem::{Code, Finding};
 
 /// The magic number at the end of every orphan file block.
@@ -145,23 +144,7 @@ fn recreate<'f>(
     }
     forget_blocks(st, stage, io, ino);
     let n = default_blocks(fs);
-    let mut leaves: Vec<LeafExtent> = Vec::new();
-    let mut goal = 0;
-    let mut got = 0u64;
-    while got < n {
-        let b = stage.alloc_block(goal)?;
-        match leaves.last_mut() {
-            Some(l) if l.pblk + l.len == b => l.len += 1,
-            _ => leaves.push(LeafExtent {
-                lblk: got,
-                pblk: b,
-                len: 1,
-                uninit: false,
-            }),
-        }
-        goal = b + 1;
-        got += 1;
-    }
+    let leaves = stage.alloc_extents(0, n)?;
     let bs = fs.block_size() as u64;
     let isz = fs.geo.inode_size as usize;
     {

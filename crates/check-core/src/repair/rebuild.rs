@@ -7,6 +7,7 @@ use std::io;
 use ext4_layout::bytes::{le_u16, put_le_u16};
 use ext4_layout::edit;
 use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4_layout::inode::FileType;
 
 use super::stage::{Kind, Staging};
 use crate::ctx::Maps;
@@ -28,7 +29,7 @@ pub fn rebuild_with_allocations<'f>(
     for ino in inodes {
         let dir = stage
             .inode_copy(io, ino)
-            .is_ok_and(|r| le_u16(&r, 0) & 0xF000 == 0x4000);
+            .is_ok_and(|r| FileType::from_mode(le_u16(&r, 0)) == Some(FileType::Directory));
         st.maps.inode_used.test_and_set(u64::from(ino - 1));
         if dir {
             st.maps.inode_dir.test_and_set(u64::from(ino - 1));

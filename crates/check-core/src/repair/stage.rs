@@ -79,6 +79,36 @@ impl<'f> Staging<'f> {
         self.alloc.run_in(lo, hi, n)
     }
 
+    /// `n` free blocks as extents from logical block 0: one run at or
+    /// after `goal` when there is one, else block by block.
+    pub fn alloc_extents(&mut self, goal: u64, n: u64) -> Option<Vec<crate::pass1::LeafExtent>> {
+        use crate::pass1::LeafExtent;
+        if let Some(b) = self.alloc_run(goal, n) {
+            return Some(vec![LeafExtent {
+                lblk: 0,
+                pblk: b,
+                len: n,
+                uninit: false,
+            }]);
+        }
+        let mut runs: Vec<LeafExtent> = Vec::new();
+        let mut g = goal;
+        for got in 0..n {
+            let b = self.alloc_block(g)?;
+            match runs.last_mut() {
+                Some(r) if r.pblk + r.len == b => r.len += 1,
+                _ => runs.push(LeafExtent {
+                    lblk: got,
+                    pblk: b,
+                    len: 1,
+                    uninit: false,
+                }),
+            }
+            g = b + 1;
+        }
+        Some(runs)
+    }
+
     /// A run of `n` free blocks, the first at or after `goal`.
     pub fn alloc_run(&mut self, goal: u64, n: u64) -> Option<u64> {
         self.alloc.run(goal, n)
