@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u64};
+use ext4_layout::bytes::le_u32;
 use ext4_layout::features::{CompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
 
@@ -143,60 +143,6 @@ pub fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
     out
 }
 
-const QUOTA_MAGICS: [u32; 3] = [0xd9c0_1f11, 0xd9c0_1927, 0xd9c0_3f14];
-const QT_BLK: usize = 1024;
-
-/// Reads every non-empty dquot of a v2 quota file: id → (space, inodes).
-fn read_quota_file(data: &[u8], qtype: usize) -> Option<BTreeMap<u32, QuotaUse>> {
-    if le_u32(data, 0) != QUOTA_MAGICS[qtype] {
-        return None;
-    }
-    let version = le_u32(data, 4);
-    let entry_size = match version {
-        0 => 48,
-        1 => 72,
-        _ => return None,
-    };
-    let mut out = BTreeMap::new();
-    let mut seen_data = std::collections::BTreeSet::new();
-    let mut stack = vec![(1u32, 0u32)];
-    let nblocks = (data.len() / QT_BLK) as u32;
-    while let Some((blk, depth)) = stack.pop() {
-        if blk == 0 || blk >= nblocks {
-            continue;
-        }
-        let b = &data[blk as usize * QT_BLK..(blk as usize + 1) * QT_BLK];
-        if depth < 4 {
-            for i in (0..256).rev() {
-                let r = le_u32(b, i * 4);
-                if r != 0 {
-                    stack.push((r, depth + 1));
-                }
-            }
-            continue;
-        }
-        if !seen_data.insert(blk) {
-            continue;
-        }
-        let per = (QT_BLK - 16) / entry_size;
-        for i in 0..per {
-            let e = &b[16 + i * entry_size..16 + (i + 1) * entry_size];
-            if e.iter().all(|&x| x == 0) {
-                continue;
-            }
-            let id = le_u32(e, 0);
-            let (inodes, space) = if version == 1 {
-                (le_u64(e, 24), le_u64(e, 48))
-            } else {
-                (u64::from(le_u32(e, 12)), le_u64(e, 24))
-            };
-            out.insert(id, QuotaUse { space, inodes });
-        }
-    }
-    let _ = le_u16(data, 0);
-    Some(out)
-}
-
 /// Compares the usage pass 1 computed with each quota file.
 pub fn check_quota(
     fs: &Fs,
@@ -233,7 +179,13 @@ pub fn check_quota(
         } else {
             Inode::new(&ib)
                 .and_then(|i| read_file(io, &i))
-                .and_then(|d| read_quota_file(&d, t))
+                .and_then(|d| crate::quota_file::read_quota_tree(&d, t))
+                .map(|q| {
+                    q.entries
+                        .into_iter()
+                        .map(|(id, (u, _))| (id, u))
+                        .collect::<BTreeMap<u32, QuotaUse>>()
+                })
         };
         let consistent = match disk {
             None => false,

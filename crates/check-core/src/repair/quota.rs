@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use ext4_layout::bytes::{le_u32, le_u64, put_le_u16, put_le_u32, put_le_u64};
+use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32, put_le_u64};
 use ext4_layout::inode::Inode;
 
 use super::stage::{Kind, Staging};
@@ -22,114 +22,17 @@ use crate::io::Io;
 use crate::pass1::QuotaUse;
 use crate::problem::Finding;
 
-const QT_BLK: usize = 1024;
-const MAGICS: [u32; 3] = [0xd9c0_1f11, 0xd9c0_1927, 0xd9c0_3f14];
-const ENTRY_V1: usize = 72;
-const ENTRY_V0: usize = 48;
-const DATA_HEADER: usize = 16;
+use crate::quota_file::{read_quota_tree, QuotaTree, DATA_HEADER, DEPTH, ENTRY_V1, MAGICS, QT_BLK};
+
 const PER_BLOCK: usize = (QT_BLK - DATA_HEADER) / ENTRY_V1;
-const DEPTH: u32 = 4;
 /// The grace period a new quota file gets (seven days, as quotatools).
 const DEFAULT_GRACE: u32 = 7 * 24 * 3600;
 /// Quota files larger than this are not read back (their limits are lost).
 const MAX_OLD: u64 = 64 << 20;
 
-/// What an entry keeps besides the usage.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Limits {
-    ihard: u64,
-    isoft: u64,
-    bhard: u64,
-    bsoft: u64,
-    btime: u64,
-    itime: u64,
-}
-
-/// What is kept of the old file.
-#[derive(Debug, Default)]
-struct Old {
-    bgrace: u32,
-    igrace: u32,
-    flags: u32,
-    /// Each id's usage as the file had it, and its limits.
-    entries: BTreeMap<u32, (QuotaUse, Limits)>,
-}
-
-/// Reads what can be read of an old quota file of type `qtype`.
-fn parse_old(data: &[u8], qtype: usize) -> Option<Old> {
-    if data.len() < 2 * QT_BLK || le_u32(data, 0) != MAGICS[qtype] {
-        return None;
-    }
-    let entry = match le_u32(data, 4) {
-        0 => ENTRY_V0,
-        1 => ENTRY_V1,
-        _ => return None,
-    };
-    let mut old = Old {
-        bgrace: le_u32(data, 8),
-        igrace: le_u32(data, 12),
-        flags: le_u32(data, 16),
-        entries: BTreeMap::new(),
-    };
-    let nblocks = (data.len() / QT_BLK) as u32;
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![(1u32, 0u32)];
-    while let Some((blk, depth)) = stack.pop() {
-        if blk == 0 || blk >= nblocks || !seen.insert((blk, depth)) {
-            continue;
-        }
-        let b = &data[blk as usize * QT_BLK..(blk as usize + 1) * QT_BLK];
-        if depth < DEPTH {
-            for i in 0..QT_BLK / 4 {
-                let r = le_u32(b, i * 4);
-                if r != 0 {
-                    stack.push((r, depth + 1));
-                }
-            }
-            continue;
-        }
-        for e in b[DATA_HEADER..].chunks_exact(entry) {
-            if e.iter().all(|&x| x == 0) {
-                continue;
-            }
-            let (u, l) = if entry == ENTRY_V1 {
-                let u = QuotaUse {
-                    inodes: le_u64(e, 24),
-                    space: le_u64(e, 48),
-                };
-                let l = Limits {
-                    ihard: le_u64(e, 8),
-                    isoft: le_u64(e, 16),
-                    bhard: le_u64(e, 32),
-                    bsoft: le_u64(e, 40),
-                    btime: le_u64(e, 56),
-                    itime: le_u64(e, 64),
-                };
-                (u, l)
-            } else {
-                let u = QuotaUse {
-                    inodes: u64::from(le_u32(e, 12)),
-                    space: le_u64(e, 24),
-                };
-                let l = Limits {
-                    ihard: u64::from(le_u32(e, 4)),
-                    isoft: u64::from(le_u32(e, 8)),
-                    bhard: u64::from(le_u32(e, 16)),
-                    bsoft: u64::from(le_u32(e, 20)),
-                    btime: le_u64(e, 32),
-                    itime: le_u64(e, 40),
-                };
-                (u, l)
-            };
-            old.entries.insert(le_u32(e, 0), (u, l));
-        }
-    }
-    Some(old)
-}
-
 /// The bytes of a new quota file of type `qtype` holding `usage`, with
 /// what `old` kept.
-fn build(qtype: usize, old: Option<&Old>, usage: &BTreeMap<u32, QuotaUse>) -> Vec<u8> {
+fn build(qtype: usize, old: Option<&QuotaTree>, usage: &BTreeMap<u32, QuotaUse>) -> Vec<u8> {
     let mut ids: BTreeSet<u32> = usage.keys().copied().collect();
     if let Some(o) = old {
         ids.extend(o.entries.keys().copied());
@@ -240,7 +143,7 @@ pub fn rewrite<'f>(
             let n = (old_size - at).min(bs as u64) as usize;
             data[at as usize..at as usize + n].copy_from_slice(&buf[..n]);
         }
-        parse_old(&data, qtype)
+        read_quota_tree(&data, qtype)
     } else {
         None
     };
@@ -298,6 +201,7 @@ pub fn fix<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, f: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quota_file::Limits;
 
     fn usage(v: &[(u32, u64, u64)]) -> BTreeMap<u32, QuotaUse> {
         v.iter()
@@ -307,7 +211,7 @@ mod tests {
 
     /// Reads a file back: id -> (usage, limits).
     fn read_back(data: &[u8], qtype: usize) -> BTreeMap<u32, (QuotaUse, Limits)> {
-        parse_old(data, qtype).expect("parses").entries
+        read_quota_tree(data, qtype).expect("parses").entries
     }
 
     #[test]
@@ -332,7 +236,7 @@ mod tests {
 
     #[test]
     fn limits_and_grace_times_are_kept() {
-        let mut old = Old {
+        let mut old = QuotaTree {
             bgrace: 3600,
             igrace: 7200,
             flags: 0,
@@ -376,11 +280,11 @@ mod tests {
 
     #[test]
     fn garbage_is_not_read_as_a_quota_file() {
-        assert!(parse_old(&[0u8; 4096], 0).is_none());
+        assert!(read_quota_tree(&[0u8; 4096], 0).is_none());
         let mut d = build(0, None, &usage(&[(1, 1, 1)]));
         // A tree pointing at itself is walked once per level.
         put_le_u32(&mut d, QT_BLK, 1);
-        assert!(parse_old(&d, 0).is_some());
-        assert!(parse_old(&d, 1).is_none(), "wrong type");
+        assert!(read_quota_tree(&d, 0).is_some());
+        assert!(read_quota_tree(&d, 1).is_none(), "wrong type");
     }
 }
