@@ -4,7 +4,7 @@
 use std::io;
 
 use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
-use ext4_layout::dirent::{decode_rec_len, encode_rec_len, DIR_TAIL_SIZE};
+use ext4_layout::dirent::{decode_rec_len, encode_rec_len, rec_len_for, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::{flags, FileType, Inode};
 
@@ -20,6 +20,46 @@ fn dir_blocks<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> io::Result<
     super::map::blocks_of(stage, io, dir)
 }
 
+/// Where a name sits in a directory.
+struct Found {
+    /// The block holding the entry.
+    pblk: u64,
+    /// The entry's offset in it.
+    at: usize,
+    /// The inode it names.
+    ino: u32,
+    /// The block's bytes.
+    block: Vec<u8>,
+}
+
+/// Finds `name` in directory `dir`.
+fn find_entry<'f>(
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    name: &[u8],
+) -> io::Result<Option<Found>> {
+    let fs = stage.fs();
+    let bs = fs.block_size();
+    let filetype = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
+    let mut buf = vec![0u8; bs];
+    for (_, pblk) in dir_blocks(stage, io, dir)? {
+        stage.read(io, pblk, &mut buf)?;
+        let hit = DirWalk::new(&buf, bs, filetype)
+            .find(|w| w.entry.inode() != 0 && w.entry.name() == name)
+            .map(|w| (w.offset, w.entry.inode()));
+        if let Some((at, ino)) = hit {
+            return Ok(Some(Found {
+                pblk,
+                at,
+                ino,
+                block: buf,
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// Looks a name up in a directory: the inode it names.
 pub(super) fn lookup<'f>(
     stage: &Staging<'f>,
@@ -27,29 +67,7 @@ pub(super) fn lookup<'f>(
     dir: u32,
     name: &[u8],
 ) -> io::Result<Option<u32>> {
-    let bs = stage.fs().block_size();
-    let mut buf = vec![0u8; bs];
-    for (_, pblk) in dir_blocks(stage, io, dir)? {
-        stage.read(io, pblk, &mut buf)?;
-        let mut at = 0;
-        while at + 8 <= bs {
-            let rl = decode_rec_len(le_u16(&buf, at + 4), bs);
-            if rl < 8 || at + rl > bs {
-                break;
-            }
-            let e = le_u32(&buf, at);
-            let nl = usize::from(le_u8(&buf, at + 6));
-            if e != 0 && buf.get(at + 8..at + 8 + nl) == Some(name) {
-                return Ok(Some(e));
-            }
-            at += rl;
-        }
-    }
-    Ok(None)
-}
-
-fn min_rec(nl: usize) -> usize {
-    (8 + nl + 3) & !3
+    Ok(find_entry(stage, io, dir, name)?.map(|f| f.ino))
 }
 
 /// Adds an entry `name` -> `target` to directory `dir`, in the first
@@ -66,7 +84,7 @@ pub fn add_entry<'f>(
     let bs = fs.block_size();
     let csum = fs.metadata_csum();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
-    let need = min_rec(name.len());
+    let need = rec_len_for(name.len());
     let blocks = dir_blocks(stage, io, dir)?;
     for &(_, pblk) in &blocks {
         let mut b = vec![0u8; bs];
@@ -79,7 +97,7 @@ pub fn add_entry<'f>(
             }
             let e = le_u32(&b, at);
             let nl = usize::from(le_u8(&b, at + 6));
-            let used = if e == 0 { 0 } else { min_rec(nl) };
+            let used = if e == 0 { 0 } else { rec_len_for(nl) };
             if rl >= used + need {
                 let (slot, slot_len) = if e == 0 {
                     (at, rl)
@@ -319,26 +337,11 @@ pub fn remove_entry<'f>(
     dir: u32,
     name: &[u8],
 ) -> io::Result<()> {
-    let bs = stage.fs().block_size();
-    for (_, pblk) in dir_blocks(stage, io, dir)? {
-        let mut b = vec![0u8; bs];
-        stage.read(io, pblk, &mut b)?;
-        let mut at = 0;
-        while at + 8 <= bs {
-            let rl = decode_rec_len(le_u16(&b, at + 4), bs);
-            if rl < 8 || at + rl > bs {
-                break;
-            }
-            let nl = usize::from(le_u8(&b, at + 6));
-            if le_u32(&b, at) != 0 && b.get(at + 8..at + 8 + nl) == Some(name) {
-                put_le_u32(&mut b, at, 0);
-                stage
-                    .block(io, pblk, Kind::DirLeaf(dir))?
-                    .copy_from_slice(&b);
-                return Ok(());
-            }
-            at += rl;
-        }
+    if let Some(mut f) = find_entry(stage, io, dir, name)? {
+        put_le_u32(&mut f.block, f.at, 0);
+        stage
+            .block(io, f.pblk, Kind::DirLeaf(dir))?
+            .copy_from_slice(&f.block);
     }
     Ok(())
 }

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
-use ext4_layout::dirent::{decode_rec_len, encode_rec_len, write_tail, DIR_TAIL_SIZE};
+use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
+use ext4_layout::dirent::{encode_rec_len, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures};
 use ext4_layout::inode::{flags, Inode};
@@ -27,7 +27,7 @@ struct Entry {
 
 impl Entry {
     fn size(&self) -> usize {
-        (8 + self.name.len() + 3) & !3
+        rec_len_for(self.name.len())
     }
 }
 
@@ -88,34 +88,29 @@ pub fn rebuild<'f>(
         stage
             .read(io, p, &mut buf)
             .map_err(|_| "unreadable block")?;
-        let mut at = 0;
-        let mut k = 0;
-        while at + 8 <= bs {
-            let rl = decode_rec_len(le_u16(&buf, at + 4), bs);
-            if rl < 8 || at + rl > bs {
-                return Err("a damaged block");
+        let mut walk = DirWalk::new(&buf, bs, filetype);
+        for (k, w) in walk.by_ref().enumerate() {
+            let e = w.entry;
+            let (ino, name) = (e.inode(), e.name());
+            if ino == 0 || e.raw_type_byte() == 0xDE {
+                continue;
             }
-            let ino = le_u32(&buf, at);
-            let nl = usize::from(le_u8(&buf, at + 6));
-            let ft = le_u8(&buf, at + 7);
-            if ino != 0 && ft != 0xDE && 8 + nl <= rl {
-                let name = buf[at + 8..at + 8 + nl].to_vec();
-                if l == 0 && k == 0 && name == b"." {
-                } else if l == 0 && k == 1 && name == b".." {
-                    parent = Some(ino);
-                } else {
-                    let h = dirhash(&name, hv, &seed).ok_or("no hash")?;
-                    entries.push(Entry {
-                        hash: h.major & !1,
-                        minor: h.minor,
-                        ino,
-                        ft,
-                        name,
-                    });
-                }
+            if l == 0 && k == 0 && name == b"." {
+            } else if l == 0 && k == 1 && name == b".." {
+                parent = Some(ino);
+            } else {
+                let h = dirhash(name, hv, &seed).ok_or("no hash")?;
+                entries.push(Entry {
+                    hash: h.major & !1,
+                    minor: h.minor,
+                    ino,
+                    ft: e.raw_type_byte(),
+                    name: name.to_vec(),
+                });
             }
-            at += rl;
-            k += 1;
+        }
+        if walk.stopped_at().is_some() {
+            return Err("a damaged block");
         }
     }
     let parent = parent.ok_or("no '..'")?;
