@@ -22,7 +22,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{code, file_tree, have, run, tool, Scratch};
+use common::{code, file_tree, have_all, mke2fs, run, tool, Scratch};
 
 fn lost_found_listing(img: &Path) -> String {
     let out = tool(
@@ -34,8 +34,7 @@ fn lost_found_listing(img: &Path) -> String {
 
 #[test]
 fn a_repair_creates_a_missing_lost_found() {
-    if !(have("debugfs") && have("e2fsck")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck"]) {
         return;
     }
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
@@ -68,8 +67,7 @@ fn a_repair_creates_a_missing_lost_found() {
 
 #[test]
 fn a_file_named_lost_found_is_reconnected_not_lost() {
-    if !(have("debugfs") && have("e2fsck")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck"]) {
         return;
     }
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
@@ -121,8 +119,7 @@ fn inode_size(img: &Path, ino: u32) -> u64 {
 
 #[test]
 fn quota_files_are_rewritten_with_the_usage_found() {
-    if !(have("debugfs") && have("e2fsck") && have("mke2fs")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
         return;
     }
     let scratch = Scratch::new("quota");
@@ -133,30 +130,20 @@ fn quota_files_are_rewritten_with_the_usage_found() {
     }
     let img = scratch.path("q.img");
     let p = img.to_str().expect("path");
-    let made = tool(
-        "mke2fs",
-        &[
-            "-q",
-            "-F",
-            "-b",
-            "1024",
-            "-I",
-            "256",
-            "-O",
-            "extent,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize,quota,project",
-            "-E",
-            "quotatype=usrquota:grpquota:prjquota",
-            "-d",
-            tree.to_str().expect("path"),
-            p,
-            "16M",
-        ],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    mke2fs(&[
+        "-b",
+        "1024",
+        "-I",
+        "256",
+        "-O",
+        "extent,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize,quota,project",
+        "-E",
+        "quotatype=usrquota:grpquota:prjquota",
+        "-d",
+        tree.to_str().expect("path"),
+        p,
+        "16M",
+    ]);
     // Owners spread over every level of the quota tree: the user quota
     // file must grow.
     let cmds = scratch.path("cmds");
@@ -194,30 +181,19 @@ fn quota_files_are_rewritten_with_the_usage_found() {
 
 #[test]
 fn orphan_file_problems_are_repaired() {
-    if !(have("debugfs") && have("e2fsck") && have("mke2fs")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
         return;
     }
     let scratch = Scratch::new("orphan-file");
     let base = scratch.path("base.img");
-    let made = tool(
-        "mke2fs",
-        &[
-            "-q",
-            "-F",
-            "-I",
-            "256",
-            "-O",
-            "has_journal,extent,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize,orphan_file",
-            base.to_str().expect("path"),
-            "64M",
-        ],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    mke2fs(&[
+        "-I",
+        "256",
+        "-O",
+        "has_journal,extent,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize,orphan_file",
+        base.to_str().expect("path"),
+        "64M",
+    ]);
     let orphan_ino = {
         let out = tool("dumpe2fs", &["-h", base.to_str().expect("path")]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -270,8 +246,7 @@ fn orphan_file_problems_are_repaired() {
 
 #[test]
 fn inode_fixes_found_by_pass_1_go_to_the_fixer_at_once_and_can_be_undone() {
-    if !(have("debugfs") && have("e2fsck") && have("e2undo")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck", "e2undo"]) {
         return;
     }
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
@@ -320,8 +295,7 @@ fn inode_fixes_found_by_pass_1_go_to_the_fixer_at_once_and_can_be_undone() {
 
 #[test]
 fn a_descriptor_with_a_bad_checksum_loses_its_uninit_flags() {
-    if !(have("debugfs") && have("e2fsck")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck"]) {
         return;
     }
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
@@ -348,8 +322,7 @@ fn a_descriptor_with_a_bad_checksum_loses_its_uninit_flags() {
 
 #[test]
 fn an_unusable_journal_is_replaced_by_a_new_one() {
-    if !(have("debugfs") && have("e2fsck") && have("mke2fs") && have("dumpe2fs")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck", "mke2fs", "dumpe2fs"]) {
         return;
     }
     let scratch = Scratch::new("mkjournal");
@@ -372,17 +345,9 @@ fn an_unusable_journal_is_replaced_by_a_new_one() {
     ] {
         let img = scratch.path(&format!("{name}.img"));
         let p = img.to_str().expect("path");
-        let made = tool(
-            "mke2fs",
-            &[
-                "-q", "-F", "-b", bsize, "-I", "256", "-O", features, p, "32M",
-            ],
-        );
-        assert!(
-            made.status.success(),
-            "{}",
-            String::from_utf8_lossy(&made.stderr)
-        );
+        mke2fs(&[
+            "-q", "-F", "-b", bsize, "-I", "256", "-O", features, p, "32M",
+        ]);
         // The journal inode stops being a regular file and the
         // superblock's backup of its map is gone: it is unusable.
         for cmd in ["sif <8> mode 0", "ssv jnl_backup_type 0"] {
@@ -433,8 +398,7 @@ fn an_unusable_journal_is_replaced_by_a_new_one() {
 
 #[test]
 fn a_dropped_hash_index_is_rebuilt() {
-    if !(have("debugfs") && have("e2fsck") && have("mke2fs")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
         return;
     }
     let scratch = Scratch::new("rehash");
@@ -445,28 +409,18 @@ fn a_dropped_hash_index_is_rebuilt() {
     }
     let img = scratch.path("h.img");
     let p = img.to_str().expect("path");
-    let made = tool(
-        "mke2fs",
-        &[
-            "-q",
-            "-F",
-            "-b",
-            "1024",
-            "-I",
-            "256",
-            "-O",
-            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
-            "-d",
-            scratch.path("tree").to_str().expect("path"),
-            p,
-            "64M",
-        ],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    mke2fs(&[
+        "-b",
+        "1024",
+        "-I",
+        "256",
+        "-O",
+        "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        "-d",
+        scratch.path("tree").to_str().expect("path"),
+        p,
+        "64M",
+    ]);
     // Index the directory, then break its root: an unknown hash version.
     tool("e2fsck", &["-fyD", p]);
     let stat = |img: &str| {
@@ -506,33 +460,22 @@ fn a_dropped_hash_index_is_rebuilt() {
 
 #[test]
 fn a_corrupt_primary_superblock_is_rewritten_from_the_backup() {
-    if !(have("e2fsck") && have("dumpe2fs") && have("mke2fs")) {
-        eprintln!("e2fsprogs is missing: skipping");
+    if !have_all(&["e2fsck", "dumpe2fs", "mke2fs"]) {
         return;
     }
     let scratch = Scratch::new("primary-sb");
     let img = scratch.path("s.img");
     // Two groups of 1 KiB blocks: a backup superblock at block 8193.
-    let made = tool(
-        "mke2fs",
-        &[
-            "-q",
-            "-F",
-            "-b",
-            "1024",
-            "-I",
-            "256",
-            "-O",
-            "has_journal,extent,filetype,sparse_super,metadata_csum,64bit,dir_nlink,extra_isize",
-            img.to_str().expect("path"),
-            "16M",
-        ],
-    );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    mke2fs(&[
+        "-b",
+        "1024",
+        "-I",
+        "256",
+        "-O",
+        "has_journal,extent,filetype,sparse_super,metadata_csum,64bit,dir_nlink,extra_isize",
+        img.to_str().expect("path"),
+        "16M",
+    ]);
     let mut data = std::fs::read(&img).expect("image");
     // s_inode_size (superblock offset 0x58) of 0 makes the primary unusable.
     data[1024 + 0x58] = 0;

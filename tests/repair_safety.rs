@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{code, file_tree, fixture_images, gunzip, have, run, shared, tool, Scratch};
+use common::{code, file_tree, fixture_images, gunzip, have, mke2fs, run, shared, tool, Scratch};
 
 fn sha(p: &Path) -> u64 {
     // FNV-1a over the whole image: enough to tell two images apart.
@@ -257,20 +257,14 @@ fn a_journal_written_by_the_kernel_is_recovered() {
     }
     let scratch = Scratch::new("journal");
     let img = scratch.path("j.img");
-    let out = tool(
-        "mke2fs",
-        &[
-            "-q",
-            "-F",
-            "-I",
-            "256",
-            "-O",
-            "has_journal,extent,64bit,flex_bg,metadata_csum,dir_index,filetype,sparse_super,large_file,huge_file,dir_nlink,extra_isize",
-            img.to_str().expect("path"),
-            "32M",
-        ],
-    );
-    assert!(out.status.success());
+    mke2fs(&[
+        "-I",
+        "256",
+        "-O",
+        "has_journal,extent,64bit,flex_bg,metadata_csum,dir_index,filetype,sparse_super,large_file,huge_file,dir_nlink,extra_isize",
+        img.to_str().expect("path"),
+        "32M",
+    ]);
     let mnt = scratch.path("mnt");
     if mount(&img, &mnt).is_none() {
         eprintln!("cannot mount a loop device here: skipping");
@@ -316,20 +310,14 @@ fn fast_commits_written_by_the_kernel_are_replayed() {
     }
     let scratch = Scratch::new("fastcommit");
     let img = scratch.path("fc.img");
-    let out = tool(
-        "mke2fs",
-        &[
-            "-q",
-            "-F",
-            "-I",
-            "256",
-            "-O",
-            "has_journal,fast_commit,extent,64bit,flex_bg,metadata_csum,dir_index,filetype,sparse_super,large_file,huge_file,dir_nlink,extra_isize",
-            img.to_str().expect("path"),
-            "32M",
-        ],
-    );
-    assert!(out.status.success());
+    mke2fs(&[
+        "-I",
+        "256",
+        "-O",
+        "has_journal,fast_commit,extent,64bit,flex_bg,metadata_csum,dir_index,filetype,sparse_super,large_file,huge_file,dir_nlink,extra_isize",
+        img.to_str().expect("path"),
+        "32M",
+    ]);
     let mnt = scratch.path("mnt");
     // A long commit interval: what fsync writes goes to fast commits.
     if mount_with(&img, &mnt, "loop,commit=300").is_none() {
@@ -379,18 +367,12 @@ fn a_mounted_file_system_is_not_repaired() {
     }
     let scratch = Scratch::new("mounted");
     let img = scratch.path("m.img");
-    let out = tool(
-        "mke2fs",
-        &[
-            "-q",
-            "-F",
-            "-O",
-            "has_journal,extent",
-            img.to_str().expect("path"),
-            "8M",
-        ],
-    );
-    assert!(out.status.success());
+    mke2fs(&[
+        "-O",
+        "has_journal,extent",
+        img.to_str().expect("path"),
+        "8M",
+    ]);
     let mnt = scratch.path("mnt");
     if mount(&img, &mnt).is_none() {
         eprintln!("cannot mount a loop device here: skipping");

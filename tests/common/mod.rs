@@ -384,3 +384,27 @@ pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMa
     let _ = std::fs::remove_dir_all(&shm);
     Some(out)
 }
+
+/// Whether every named tool is installed; when one is missing the test
+/// says it is skipping.
+pub fn have_all(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
+    if !missing.is_empty() {
+        eprintln!("{} missing: skipping", missing.join(", "));
+    }
+    missing.is_empty()
+}
+
+/// Runs `mke2fs -q -F` with `args` and fails the test if it does not
+/// succeed.
+pub fn mke2fs(args: &[&str]) {
+    let mut all = vec!["-q", "-F"];
+    all.extend_from_slice(args);
+    let out = tool("mke2fs", &all);
+    assert!(
+        out.status.success(),
+        "mke2fs {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
