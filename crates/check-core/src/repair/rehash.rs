@@ -3,7 +3,7 @@
 //! hash and laid out over the directory's blocks after a new root (and,
 //! for a large directory, one level of index nodes).
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
 use ext4_layout::dirent::{encode_rec_len, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
@@ -288,15 +288,13 @@ fn spread(entries: &[Entry], n: usize, room: usize) -> Option<Vec<Vec<usize>>> {
 /// The directories this repair dropped the index of, still directories
 /// and not indexed now: the ones to rebuild.
 pub fn dropped(before: &[u32], now_indexed: &[u32], is_dir: impl Fn(u32) -> bool) -> Vec<u32> {
-    let now: BTreeMap<u32, ()> = now_indexed.iter().map(|&d| (d, ())).collect();
-    let mut v: Vec<u32> = before
+    let now: BTreeSet<u32> = now_indexed.iter().copied().collect();
+    let gone: BTreeSet<u32> = before
         .iter()
         .copied()
-        .filter(|d| !now.contains_key(d) && is_dir(*d))
+        .filter(|d| !now.contains(d) && is_dir(*d))
         .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
+    gone.into_iter().collect()
 }
 
 #[cfg(test)]
