@@ -48,6 +48,10 @@ pub(crate) struct UringReader {
     ring: IoUring,
     file: Arc<File>,
     size: u64,
+    /// The file refused RWF_NOWAIT once: reads skip the cached try.
+    nowait_refused: bool,
+    /// No ring could be made after a failure: every read uses pread.
+    broken: bool,
 }
 
 impl UringReader {
@@ -56,6 +60,8 @@ impl UringReader {
             ring: IoUring::new(RING_ENTRIES)?,
             file,
             size,
+            nowait_refused: false,
+            broken: false,
         })
     }
 
@@ -65,19 +71,33 @@ impl UringReader {
     /// the others at once (POSIX_FADV_WILLNEED), so the device sees one
     /// deep queue, and they are read again normally.
     fn run_chunk(&mut self, reqs: &mut [ReadReq<'_>], done: &mut dyn FnMut(usize, &ReadReq<'_>)) {
+        if self.nowait_refused {
+            self.submit_and_reap(reqs, None, 0, done);
+            return;
+        }
         let mut missing = vec![false; reqs.len()];
+        let mut refused = false;
         self.submit_and_reap(reqs, None, libc::RWF_NOWAIT, &mut |i, r| {
-            if matches!(&r.result, Err(e) if e.raw_os_error() == Some(libc::EAGAIN)) {
-                missing[i] = true;
-            } else {
-                done(i, r);
+            match &r.result {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => missing[i] = true,
+                // A file system that does not take RWF_NOWAIT (tmpfs on
+                // some kernels, FUSE, ...) answers EOPNOTSUPP or EINVAL;
+                // the read is simply made again without the flag.
+                Err(e) if refuses_flag(e) => {
+                    missing[i] = true;
+                    refused = true;
+                }
+                _ => done(i, r),
             }
         });
+        if refused {
+            self.nowait_refused = true;
+        }
         let n = missing.iter().filter(|&&m| m).count();
         if n == 0 {
             return;
         }
-        if n > 1 {
+        if n > 1 && !refused {
             for (r, _) in reqs.iter().zip(&missing).filter(|(_, &m)| m) {
                 if let (Ok(off), Ok(len)) = (i64::try_from(r.offset), i64::try_from(r.buf.len())) {
                     let _ = nix::fcntl::posix_fadvise(
@@ -94,7 +114,9 @@ impl UringReader {
 
     /// Submits the reads of `reqs` (those flagged in `only`, if given)
     /// with `rw_flags` and waits for all of them, calling `done` as each
-    /// completes.
+    /// completes. A read the ring refuses or fails is made again with
+    /// pread, so the ring's limits never fail the check; only the pread
+    /// result of that request counts.
     fn submit_and_reap(
         &mut self,
         reqs: &mut [ReadReq<'_>],
@@ -102,6 +124,7 @@ impl UringReader {
         rw_flags: i32,
         done: &mut dyn FnMut(usize, &ReadReq<'_>),
     ) {
+        let nowait = rw_flags & libc::RWF_NOWAIT != 0;
         let fd = types::Fd(self.file.as_raw_fd());
         let mut queued = 0usize;
         let mut pending = vec![false; reqs.len()];
@@ -122,8 +145,9 @@ impl UringReader {
                 .build()
                 .user_data(i as u64);
             // SAFETY: the buffer belongs to `reqs`, which outlives this
-            // function, and we wait for every queued read before returning,
-            // so the kernel never writes into memory we no longer own.
+            // function, and every queued read is waited for before this
+            // function returns (see `wait_all`), so the kernel never
+            // writes into memory we no longer own.
             let pushed = unsafe { self.ring.submission().push(&sqe) };
             if pushed.is_err() {
                 r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
@@ -139,14 +163,22 @@ impl UringReader {
             // Wait for one completion at a time so that the caller can
             // work on what has arrived while the rest is in flight.
             if let Err(e) = self.ring.submit_and_wait(1) {
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
+                let transient = matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                );
+                if !transient {
+                    // The ring cannot be entered (a seccomp filter, a
+                    // revoked permission): wait out what the kernel
+                    // already holds, then finish the rest with pread.
+                    self.abandon_ring(reqs, &mut pending, queued - finished, done);
+                    return;
                 }
-                // The ring failed: wait for nothing more from it and finish
-                // the outstanding requests with pread. The kernel may still
-                // hold the buffers, so drain completions first.
-                self.drain_after_error(reqs, &pending, queued - finished, done);
-                return;
+                // Interrupted, or the kernel is short of resources: the
+                // reads already queued still complete.
+                if self.ring.completion().is_empty() {
+                    std::thread::yield_now();
+                }
             }
             completed.clear();
             completed.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
@@ -158,10 +190,17 @@ impl UringReader {
                 };
                 pending[i] = false;
                 r.result = if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
+                    let e = io::Error::from_raw_os_error(-res);
+                    if nowait {
+                        Err(e)
+                    } else {
+                        // Refused (EOPNOTSUPP, EINVAL, EPERM...) or failed:
+                        // pread decides.
+                        read_exact_at(&self.file, r.buf, r.offset, self.size)
+                    }
                 } else if res as usize == r.buf.len() {
                     Ok(())
-                } else if rw_flags & libc::RWF_NOWAIT != 0 {
+                } else if nowait {
                     // Partly cached: read it again normally.
                     Err(io::Error::from_raw_os_error(libc::EAGAIN))
                 } else {
@@ -174,35 +213,78 @@ impl UringReader {
                         self.size,
                     )
                 };
-                r.cached = rw_flags & libc::RWF_NOWAIT != 0 && r.result.is_ok();
+                r.cached = nowait && r.result.is_ok();
                 done(i, r);
             }
         }
     }
 
-    fn drain_after_error(
+    /// The ring failed while reads were queued. Every read the kernel has
+    /// taken is waited for (its completion lands in the shared queue
+    /// whether or not the ring can be entered again); entries it never
+    /// took are dropped with the ring, which is replaced. Only then are
+    /// the buffers reused, for pread.
+    fn abandon_ring(
         &mut self,
         reqs: &mut [ReadReq<'_>],
-        pending: &[bool],
-        mut outstanding: usize,
+        pending: &mut [bool],
+        outstanding: usize,
         done: &mut dyn FnMut(usize, &ReadReq<'_>),
     ) {
-        let mut spins = 0;
-        while outstanding > 0 && spins < 1000 {
-            let n = self.ring.completion().count();
-            outstanding = outstanding.saturating_sub(n);
-            if n == 0 {
-                let _ = self.ring.submit_and_wait(1);
-                spins += 1;
+        let mut sq = self.ring.submission();
+        sq.sync();
+        let never_taken = sq.len();
+        drop(sq);
+        let mut in_kernel = outstanding.saturating_sub(never_taken);
+        while in_kernel > 0 {
+            let mut got = 0;
+            for c in self.ring.completion() {
+                got += 1;
+                if let Some(p) = pending.get_mut(c.user_data() as usize) {
+                    if *p {
+                        *p = false;
+                        if let Some(r) = reqs.get_mut(c.user_data() as usize) {
+                            r.result = if c.result() >= 0 && c.result() as usize == r.buf.len() {
+                                Ok(())
+                            } else {
+                                read_exact_at(&self.file, r.buf, r.offset, self.size)
+                            };
+                            done(c.user_data() as usize, r);
+                        }
+                    }
+                }
             }
+            in_kernel = in_kernel.saturating_sub(got);
+            if got == 0 && in_kernel > 0 {
+                // Entering the ring failed; a short sleep is a system call
+                // on whose return the kernel posts finished reads.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        // The entries the kernel never took die with the old ring, so
+        // no read can land in the buffers after this point.
+        if let Ok(fresh) = IoUring::new(RING_ENTRIES) {
+            self.ring = fresh;
+        } else {
+            self.broken = true;
         }
         for (i, r) in reqs.iter_mut().enumerate() {
             if pending[i] {
+                pending[i] = false;
                 r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
                 done(i, r);
             }
         }
     }
+}
+
+/// Errors by which a file system or a seccomp filter refuses a read
+/// flag or io_uring itself, rather than failing the read.
+fn refuses_flag(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::EPERM) | Some(libc::ENOSYS)
+    )
 }
 
 impl crate::Reader for UringReader {
@@ -216,6 +298,13 @@ impl crate::Reader for UringReader {
         reqs: &mut [ReadReq<'_>],
         done: &mut dyn FnMut(usize, &ReadReq<'_>),
     ) {
+        if self.broken {
+            for (i, r) in reqs.iter_mut().enumerate() {
+                r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
+                done(i, r);
+            }
+            return;
+        }
         let step = RING_ENTRIES as usize;
         for (k, chunk) in reqs.chunks_mut(step).enumerate() {
             self.run_chunk(chunk, &mut |i, r| done(k * step + i, r));

@@ -12,8 +12,8 @@ fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(31) ^ (i >> 12)) as u8
 }
 
-fn image(tag: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("pipeline-readers-{tag}-{}", std::process::id()));
+fn image(dir: &std::path::Path, tag: &str) -> PathBuf {
+    let p = dir.join(format!("pipeline-readers-{tag}-{}", std::process::id()));
     let mut f = std::fs::File::create(&p).expect("create");
     let data: Vec<u8> = (0..SIZE).map(pattern).collect();
     f.write_all(&data).expect("write");
@@ -34,7 +34,11 @@ fn evict(path: &PathBuf) {
 }
 
 fn check_mode(mode: IoMode, tag: &str) {
-    let path = image(tag);
+    check_mode_in(&std::env::temp_dir(), mode, tag);
+}
+
+fn check_mode_in(dir: &std::path::Path, mode: IoMode, tag: &str) {
+    let path = image(dir, tag);
     let dev = match open_device(&path, mode) {
         Ok(d) => d,
         Err(e) => {
@@ -97,4 +101,18 @@ fn pread_path_reads_the_right_bytes() {
 #[test]
 fn uring_path_reads_the_right_bytes() {
     check_mode(IoMode::Uring, "uring");
+}
+
+/// tmpfs refuses RWF_NOWAIT on some kernels (EOPNOTSUPP): the io_uring
+/// path must fall back per request instead of failing the reads.
+#[test]
+fn both_paths_read_images_on_tmpfs() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("skipping: no /dev/shm on this machine");
+        return;
+    }
+    check_mode_in(shm, IoMode::Pread, "shm-pread");
+    check_mode_in(shm, IoMode::Uring, "shm-uring");
+    check_mode_in(shm, IoMode::Auto, "shm-auto");
 }
