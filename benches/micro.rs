@@ -19,7 +19,7 @@ use check_core::io::Io;
 use check_core::pass1::{self, Pass1};
 use check_core::pass2::{self, P2Acc, P2Ctx};
 use check_core::Maps;
-use pipeline::{open_device, IoMode};
+use pipeline::{open_device, IoMode, Target};
 
 fn image() -> PathBuf {
     std::env::var_os("EXT4CHK_BENCH_IMAGE")
@@ -28,7 +28,7 @@ fn image() -> PathBuf {
 }
 
 fn open() -> Fs {
-    let dev = open_device(&image(), IoMode::Pread).expect("bench image opens");
+    let dev = open_device(&Target::whole(image()), IoMode::Pread).expect("bench image opens");
     open_fs(Arc::new(dev), OpenOptions { read_only: true })
         .unwrap_or_else(|_| panic!("{} is not a usable file system", image().display()))
         .fs

@@ -260,7 +260,7 @@ fn inode_fixes_found_by_pass_1_go_to_the_fixer_at_once_and_can_be_undone() {
     }
     let damaged = std::fs::read(&img).expect("image");
     let undo = scratch.path("s.undo");
-    let out = run(&["-v", "-y", "--undo", undo.to_str().expect("path"), p]);
+    let out = run(&["-d", "-y", "--undo", undo.to_str().expect("path"), p]);
     let text = String::from_utf8_lossy(&out.stdout);
     let diag = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 1, "{text}{diag}");
@@ -287,7 +287,7 @@ fn inode_fixes_found_by_pass_1_go_to_the_fixer_at_once_and_can_be_undone() {
     );
     // Preening never writes before it knows it may fix everything, so it
     // does not send fixes from the workers; it still repairs these.
-    let out = run(&["-v", "-p", p]);
+    let out = run(&["-d", "-p", p]);
     assert_eq!(code(&out), 1);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("pass 1's workers"));
     assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);

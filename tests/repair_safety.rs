@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{code, file_tree, fixture_images, gunzip, have, mke2fs, run, shared, tool, Scratch};
+use common::{
+    code, file_tree, fixture_images, gunzip, have, mke2fs, run, run_as, shared, tool, Scratch,
+};
 
 fn sha(p: &Path) -> u64 {
     // FNV-1a over the whole image: enough to tell two images apart.
@@ -433,13 +435,30 @@ fn preen_fixes_only_what_is_safe() {
         "debugfs",
         &["-w", "-R", "unlink /data", b.to_str().expect("path")],
     );
-    let before = sha(&b);
+    let before = std::fs::read(&b).expect("image");
     let out = run(&["-p", b.to_str().expect("path")]);
     assert_eq!(code(&out), 4, "as e2fsck -p: exit 4 exactly");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--repair"));
-    assert_eq!(
-        sha(&b),
-        before,
-        "preen changed an image it would not repair"
+    // As e2fsck's preen halt: nothing is repaired, and the superblock is
+    // marked as having errors (s_state 0x3A, s_wtime 0x30 and the
+    // checksum 0x3FC change), so the next boot's check is not skipped.
+    let after = std::fs::read(&b).expect("image");
+    let sb = 1024usize;
+    let allowed = [0x30..0x34, 0x3A..0x3C, 0x274..0x275, 0x3FC..0x400];
+    for (i, (x, y)) in before.iter().zip(&after).enumerate() {
+        let ok = i >= sb && allowed.iter().any(|r| r.contains(&(i - sb)));
+        assert!(
+            x == y || ok,
+            "preen changed byte {i} of an image it would not repair"
+        );
+    }
+    assert_eq!(after[sb + 0x3A] & 2, 2, "the error state is recorded");
+    let out = run_as("fsck.ext4", &["-p", b.to_str().expect("path")]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("contains a file system with errors, check forced"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
+    assert_eq!(code(&out), 4);
 }

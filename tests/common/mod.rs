@@ -20,6 +20,22 @@ pub fn run(args: &[&str]) -> Output {
         .expect("ext4chk runs")
 }
 
+/// Runs ext4chk under another name (through a symlink in a scratch
+/// directory), as `fsck.ext4` or `e2fsck`.
+pub fn run_as(name: &str, args: &[&str]) -> Output {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("as-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let link = dir.join(name);
+    if std::fs::symlink_metadata(&link).is_err() {
+        let _ = std::os::unix::fs::symlink(bin(), &link);
+    }
+    Command::new(&link)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("ext4chk runs")
+}
+
 /// The exit code of a finished process (signals count as 128 + n).
 pub fn code(o: &Output) -> i32 {
     use std::os::unix::process::ExitStatusExt;

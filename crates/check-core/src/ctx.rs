@@ -16,6 +16,8 @@ pub struct CheckOptions {
     pub auto_threads: bool,
     /// Run the workers at idle priority (`--nice`).
     pub idle_priority: bool,
+    /// Check from this superblock instead of the primary (`-b`).
+    pub superblock: Option<crate::fs::SbLoc>,
 }
 
 impl Default for CheckOptions {
@@ -24,6 +26,7 @@ impl Default for CheckOptions {
             threads: 1,
             auto_threads: false,
             idle_priority: false,
+            superblock: None,
         }
     }
 }

@@ -63,7 +63,13 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
         device: dev.path().display().to_string(),
         ..Default::default()
     };
-    let opened = match open_fs(dev, OpenOptions { read_only: true }) {
+    let opened = match open_fs(
+        dev,
+        OpenOptions {
+            read_only: true,
+            superblock: opts.superblock,
+        },
+    ) {
         Ok(o) => o,
         Err(fail) => {
             report.notes = fail.notes;
@@ -286,10 +292,28 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
             symlinks: st.symlinks,
             fast_symlinks: st.fast_symlinks,
             links: counted.iter().map(|&c| u64::from(c)).sum(),
+            extra_links: counted
+                .iter()
+                .map(|&c| u64::from(c.saturating_sub(1)))
+                .sum(),
+            fragmented_files: st.fragmented,
+            fragmented_dirs: st.fragmented_dir,
+            ind_dind_tind: [st.ind, st.dind, st.tind],
+            extent_depth: {
+                let used = st
+                    .extent_depth
+                    .iter()
+                    .rposition(|&n| n > 0)
+                    .map_or(0, |i| i + 1);
+                st.extent_depth[..used].to_vec()
+            },
+            bad_blocks: bad_blocks.len() as u64,
+            large_files: st.large_files,
         });
     }
     tl.mark("the rest");
     report.diagnostics.push(tl.summary());
+    report.phases = tl.phases.iter().map(|&(w, t)| (w.to_string(), t)).collect();
     report.finish();
     drop(p2cx);
     let state = CheckState {

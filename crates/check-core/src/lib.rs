@@ -4,6 +4,7 @@
 pub mod bitmap;
 pub mod blockiter;
 pub mod ctx;
+pub mod due;
 pub mod engine;
 pub mod fs;
 pub mod inode_checks;

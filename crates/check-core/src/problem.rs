@@ -110,6 +110,13 @@ codes! {
     /// superblock-primary-bad (no e2fsck equivalent).
     SuperblockUsedBackup = 0x000000, "superblock-primary-bad", Super, Notice,
         "the primary superblock is unusable ({str}); the backup at block {blk} was used";
+    /// superblock-from-backup (no e2fsck equivalent: its -b option).
+    SuperblockFromBackup = 0x000000, "superblock-from-backup", Super, Notice,
+        "the superblock at block {blk} was used, as asked; a repair writes it and its group descriptors to the primary place";
+    /// state-not-clean (no e2fsck problem code: e2fsck marks the file
+    /// system valid at the end of every repair).
+    StateNotClean = 0x000000, "state-not-clean", Super, Notice,
+        "the file system was not marked clean (not cleanly unmounted, or checked from a backup superblock)";
     /// descriptors-primary-bad (e2fsck PR_0_CHECK_DESC_FAILED).
     DescriptorsUsedBackup = 0x000045, "descriptors-primary-bad", Super, Notice,
         "the primary group descriptors are unusable ({str}); the backup at block {blk} was used";

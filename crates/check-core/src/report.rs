@@ -52,6 +52,21 @@ pub struct Summary {
     pub fast_symlinks: u64,
     /// Links (directory entries other than '.' and '..').
     pub links: u64,
+    /// References beyond each inode's first one (e2fsck's link count).
+    pub extra_links: u64,
+    /// Regular files whose blocks are not contiguous.
+    pub fragmented_files: u64,
+    /// Directories whose blocks are not contiguous.
+    pub fragmented_dirs: u64,
+    /// Block-mapped inodes with an indirect, double indirect and triple
+    /// indirect block.
+    pub ind_dind_tind: [u64; 3],
+    /// Extent-mapped inodes by tree depth.
+    pub extent_depth: Vec<u64>,
+    /// Blocks on the bad-block list.
+    pub bad_blocks: u64,
+    /// Regular files of 2 GiB or more.
+    pub large_files: u64,
 }
 
 /// Everything a check produced.
@@ -86,6 +101,13 @@ pub struct Report {
     /// stderr, never part of the text or JSON report, which depend only
     /// on the file system.
     pub diagnostics: Vec<String>,
+    /// The check was skipped: the file system is clean and not due (only
+    /// when asked to skip, as e2fsck does without -f).
+    pub skipped: Option<crate::due::Skipped>,
+    /// Why a check that could have been skipped was made.
+    pub forced: Option<crate::due::Reason>,
+    /// Wall time of each phase of the last check, in seconds (for `-tt`).
+    pub phases: Vec<(String, f64)>,
 }
 
 impl Report {
@@ -107,6 +129,15 @@ impl Report {
     pub fn exit_code(&self) -> i32 {
         if self.preen_halt.is_some() {
             return exit::UNCORRECTED;
+        }
+        if self.skipped.is_some() && self.aborted.is_none() {
+            // As e2fsck: a skipped file system exits 0, even after its
+            // journal was replayed and its orphans released.
+            return if self.cancelled {
+                exit::CANCELLED
+            } else {
+                exit::OK
+            };
         }
         let mut code = exit::OK;
         if self.has_uncorrected_errors() {

@@ -69,6 +69,9 @@ pub struct Fixer {
 
 struct State {
     dev: Arc<File>,
+    /// Where the file system starts on the device.
+    base: u64,
+    /// The file system's window of the device, in bytes.
     size: u64,
     undo: Option<UndoLog>,
     stats: FixerStats,
@@ -81,12 +84,14 @@ struct State {
 }
 
 impl Fixer {
-    /// Starts the fixer thread on a device opened for writing, of `size`
-    /// bytes, with an optional undo file.
-    pub fn start(dev: Arc<File>, size: u64, undo: Option<UndoLog>) -> Fixer {
+    /// Starts the fixer thread on a device opened for writing, with an
+    /// optional undo file. The file system is the `size` bytes that start
+    /// `base` bytes into the device; write offsets are relative to it.
+    pub fn start(dev: Arc<File>, base: u64, size: u64, undo: Option<UndoLog>) -> Fixer {
         let (tx, rx) = bounded::<Cmd>(4);
         let mut st = State {
             dev,
+            base,
             size,
             undo,
             stats: FixerStats::default(),
@@ -236,7 +241,7 @@ fn apply(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError> {
         u.sync(&st.dev)?;
     }
     for w in &rest {
-        st.dev.write_all_at(&w.data, w.offset)?;
+        st.dev.write_all_at(&w.data, st.base + w.offset)?;
         st.stats.writes += 1;
         st.stats.bytes += w.data.len() as u64;
         if touches_super(w) {
@@ -266,7 +271,7 @@ mod tests {
                 .open(&p)
                 .unwrap(),
         );
-        let fx = Fixer::start(f, 8192, None);
+        let fx = Fixer::start(f, 0, 8192, None);
         fx.commit(vec![
             Write {
                 offset: 4096,
@@ -304,7 +309,7 @@ mod tests {
                 .open(&p)
                 .unwrap(),
         );
-        let fx = Fixer::start(f, 1 << 20, None);
+        let fx = Fixer::start(f, 0, 1 << 20, None);
         // More than one batch's worth, from several threads at once.
         std::thread::scope(|s| {
             for t in 0..4u64 {

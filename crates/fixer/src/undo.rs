@@ -32,6 +32,8 @@ const MAGIC: &[u8; 8] = b"E2UNDO02";
 const KEY_MAGIC: u32 = 0xCADE_CADE;
 const HEADER_LEN: usize = 512;
 const STATE_FINISHED: u32 = 1;
+/// Header `f_compat` bit: `fs_offset` says where the file system starts.
+const COMPAT_FS_OFFSET: u32 = 1;
 /// Undo block holding the superblock copy.
 const SUPER_AT: u64 = 1;
 /// Undo block holding the first key block.
@@ -40,6 +42,9 @@ const KEYS_AT: u64 = 2;
 /// An open undo file.
 pub struct UndoLog {
     file: File,
+    /// Where the file system starts on the device (a partition inside a
+    /// disk image); recorded in the header for e2undo.
+    base: u64,
     /// Undo block size (= the file system's block size).
     u: u64,
     /// Chunks (device offset / U) already saved.
@@ -55,11 +60,11 @@ pub struct UndoLog {
 }
 
 impl UndoLog {
-    /// Creates a new undo file for `dev`, whose file system has blocks of
-    /// `block_size` bytes, and writes its (empty) index at once. An
-    /// existing non-empty file is refused, so an earlier undo file is
-    /// never lost.
-    pub fn create(path: &Path, block_size: u32, dev: &File) -> io::Result<Self> {
+    /// Creates a new undo file for the file system that starts `base`
+    /// bytes into `dev` and has blocks of `block_size` bytes, and writes
+    /// its (empty) index at once. An existing non-empty file is refused,
+    /// so an earlier undo file is never lost.
+    pub fn create(path: &Path, block_size: u32, dev: &File, base: u64) -> io::Result<Self> {
         if !(1024..=1 << 20).contains(&block_size) || !block_size.is_power_of_two() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -85,6 +90,7 @@ impl UndoLog {
         file.write_all_at(&vec![0u8; 3 * block_size as usize], 0)?;
         let mut log = UndoLog {
             file,
+            base,
             u,
             saved: HashSet::new(),
             key_block: vec![0u8; block_size as usize],
@@ -107,7 +113,8 @@ impl UndoLog {
     }
 
     /// Saves the current content of every chunk of `[offset, offset +
-    /// len)` on `dev` not saved before. Call before writing that range.
+    /// len)` of the file system (`dev_size` bytes long) not saved before.
+    /// Call before writing that range.
     pub fn save(&mut self, dev: &File, dev_size: u64, offset: u64, len: u64) -> io::Result<()> {
         if len == 0 {
             return Ok(());
@@ -124,7 +131,7 @@ impl UndoLog {
             }
             let n = (dev_size - at).min(self.u) as usize;
             let mut data = vec![0u8; n];
-            dev.read_exact_at(&mut data, at)?;
+            dev.read_exact_at(&mut data, self.base + at)?;
             self.append(c, &data, dev)?;
         }
         Ok(())
@@ -181,7 +188,7 @@ impl UndoLog {
         }
         let mut sb = vec![0u8; 1024];
         // A device too small for a superblock leaves the copy zeroed.
-        let _ = dev.read_exact_at(&mut sb, 1024);
+        let _ = dev.read_exact_at(&mut sb, self.base + 1024);
         let sb_crc = crc32c_raw(!0, &sb);
         // Invert s_magic so the copy is never taken for a file system.
         sb[0x38] = !sb[0x38];
@@ -195,6 +202,11 @@ impl UndoLog {
         h[36..40].copy_from_slice(&(self.u as u32).to_le_bytes());
         h[40..44].copy_from_slice(&sb_crc.to_le_bytes());
         h[44..48].copy_from_slice(&self.state.to_le_bytes());
+        if self.base != 0 {
+            // f_compat's FS_OFFSET bit: e2undo then writes at fs_offset.
+            h[48..52].copy_from_slice(&COMPAT_FS_OFFSET.to_le_bytes());
+            h[56..64].copy_from_slice(&self.base.to_le_bytes());
+        }
         let crc = crc32c_raw(!0, &h[..508]);
         h[508..512].copy_from_slice(&crc.to_le_bytes());
         self.file.write_all_at(&h, 0)?;
@@ -242,7 +254,7 @@ mod tests {
         let dev_bytes: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&devp, &dev_bytes).unwrap();
         let dev = File::open(&devp).unwrap();
-        let mut u = UndoLog::create(&undop, 1024, &dev).unwrap();
+        let mut u = UndoLog::create(&undop, 1024, &dev, 0).unwrap();
         // Blocks 5 and 6 merge into one key; block 9 is a second key;
         // saving block 5 again adds nothing.
         u.save(&dev, 65536, 5 * 1024, 2048).unwrap();
@@ -278,7 +290,7 @@ mod tests {
         let p = std::env::temp_dir().join(format!("undo-exists-{}", std::process::id()));
         std::fs::write(&p, b"keep me").unwrap();
         let dev = File::open("/dev/null").unwrap();
-        assert!(UndoLog::create(&p, 4096, &dev).is_err());
+        assert!(UndoLog::create(&p, 4096, &dev, 0).is_err());
         assert_eq!(std::fs::read(&p).unwrap(), b"keep me");
         let _ = std::fs::remove_file(&p);
     }

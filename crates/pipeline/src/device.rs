@@ -54,6 +54,68 @@ pub enum OpenError {
     /// io_uring was required but is not available.
     #[error("io_uring is not available: {0}")]
     UringUnavailable(io::Error),
+    /// The offset lies past the end of the device.
+    #[error("{path}: offset {offset} is past the end of the device ({size} bytes)")]
+    OffsetPastEnd {
+        /// The path.
+        path: PathBuf,
+        /// The offset asked for.
+        offset: u64,
+        /// The device's size.
+        size: u64,
+    },
+}
+
+/// Where a file system lives: a file or block device, and the window of
+/// it that holds the file system (all of it, or a partition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The image file or block device.
+    pub path: PathBuf,
+    /// Where the file system starts, in bytes.
+    pub offset: u64,
+    /// How many bytes it may use; `None` for the rest of the device.
+    pub len: Option<u64>,
+}
+
+/// Why a device specification was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    /// An option after `?` that is not known.
+    #[error("unknown device option '{0}' (only offset=BYTES is known)")]
+    UnknownOption(String),
+    /// `offset=` without a number.
+    #[error("invalid offset '{0}': expected a number of bytes")]
+    BadOffset(String),
+}
+
+impl Target {
+    /// The whole of `path`.
+    pub fn whole(path: impl Into<PathBuf>) -> Target {
+        Target {
+            path: path.into(),
+            offset: 0,
+            len: None,
+        }
+    }
+
+    /// Parses e2fsprogs' device syntax: `PATH`, or `PATH?offset=BYTES`
+    /// (options after `?`, separated by `&`).
+    pub fn parse(spec: &str) -> Result<Target, SpecError> {
+        let Some((path, opts)) = spec.split_once('?') else {
+            return Ok(Target::whole(spec));
+        };
+        let mut t = Target::whole(path);
+        for opt in opts.split('&').filter(|o| !o.is_empty()) {
+            match opt.split_once('=') {
+                Some(("offset", v)) => {
+                    t.offset = v.parse().map_err(|_| SpecError::BadOffset(v.to_string()))?;
+                }
+                _ => return Err(SpecError::UnknownOption(opt.to_string())),
+            }
+        }
+        Ok(t)
+    }
 }
 
 /// One read of a batch: fill `buf` from byte `offset`.
@@ -106,9 +168,13 @@ pub trait Reader: Send {
     }
 }
 
-/// An opened device: its size and a way to make readers.
+/// An opened device: its size and a way to make readers. Offsets are
+/// relative to the start of the file system's window of the device.
 pub struct Device {
     file: Arc<File>,
+    /// Where the window starts on the device.
+    base: u64,
+    /// The window's length.
     size: u64,
     kind: DeviceKind,
     uring: bool,
@@ -116,9 +182,14 @@ pub struct Device {
 }
 
 impl Device {
-    /// The device's size in bytes.
+    /// The size of the file system's window of the device, in bytes.
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// Where the window starts on the device, in bytes.
+    pub fn base(&self) -> u64 {
+        self.base
     }
 
     /// Whether it is a file or a block device.
@@ -143,11 +214,19 @@ impl Device {
     /// Makes a reader for one worker.
     pub fn reader(&self) -> Box<dyn Reader> {
         if self.uring {
-            if let Ok(r) = crate::uring::UringReader::new(self.file.clone(), self.size) {
+            if let Ok(r) = crate::uring::UringReader::new(self.window()) {
                 return Box::new(r);
             }
         }
-        Box::new(crate::pread::PreadReader::new(self.file.clone(), self.size))
+        Box::new(crate::pread::PreadReader::new(self.window()))
+    }
+
+    fn window(&self) -> crate::pread::Window {
+        crate::pread::Window {
+            file: self.file.clone(),
+            base: self.base,
+            size: self.size,
+        }
     }
 
     /// Asks the kernel to start reading `len` bytes at `offset` into the
@@ -157,7 +236,7 @@ impl Device {
         if self.kind != DeviceKind::File || len == 0 {
             return;
         }
-        let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        let (Ok(off), Ok(len)) = (i64::try_from(self.base + offset), i64::try_from(len)) else {
             return;
         };
         let _ = nix::fcntl::posix_fadvise(
@@ -170,12 +249,13 @@ impl Device {
 
     /// A one-off read through pread (for start-up reads such as the superblock).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        crate::pread::read_exact_at(&self.file, buf, offset, self.size)
+        self.window().read_exact_at(buf, offset)
     }
 }
 
-/// Opens `path` read-only and picks the I/O path.
-pub fn open_device(path: &Path, mode: IoMode) -> Result<Device, OpenError> {
+/// Opens the target read-only and picks the I/O path.
+pub fn open_device(target: &Target, mode: IoMode) -> Result<Device, OpenError> {
+    let path = target.path.as_path();
     let file = File::open(path).map_err(|source| OpenError::Open {
         path: path.to_path_buf(),
         source,
@@ -197,6 +277,17 @@ pub fn open_device(path: &Path, mode: IoMode) -> Result<Device, OpenError> {
         return Err(OpenError::NotAFileOrDevice {
             path: path.to_path_buf(),
         });
+    };
+    if target.offset > size {
+        return Err(OpenError::OffsetPastEnd {
+            path: path.to_path_buf(),
+            offset: target.offset,
+            size,
+        });
+    }
+    let size = match target.len {
+        Some(l) => l.min(size - target.offset),
+        None => size - target.offset,
     };
     if kind == DeviceKind::File {
         // The checker's reads are small and scattered (directory blocks
@@ -221,6 +312,7 @@ pub fn open_device(path: &Path, mode: IoMode) -> Result<Device, OpenError> {
     };
     Ok(Device {
         file,
+        base: target.offset,
         size,
         kind,
         uring,

@@ -10,4 +10,6 @@ mod pread;
 pub mod stages;
 mod uring;
 
-pub use device::{open_device, Device, DeviceKind, IoMode, OpenError, ReadReq, Reader};
+pub use device::{
+    open_device, Device, DeviceKind, IoMode, OpenError, ReadReq, Reader, SpecError, Target,
+};

@@ -8,8 +8,36 @@ use std::sync::Arc;
 
 use crate::ReadReq;
 
-/// Reads `buf.len()` bytes at `offset`, failing cleanly past `size`.
-pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64, size: u64) -> io::Result<()> {
+/// The file system's window of a device: `size` bytes from `base`.
+#[derive(Clone)]
+pub(crate) struct Window {
+    pub(crate) file: Arc<File>,
+    pub(crate) base: u64,
+    pub(crate) size: u64,
+}
+
+impl Window {
+    /// Reads `buf.len()` bytes at window offset `offset`.
+    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        read_exact_at(&self.file, buf, offset, self.size, self.base)
+    }
+
+    /// Whether `len` bytes at `offset` lie inside the window.
+    pub(crate) fn holds(&self, offset: u64, len: usize) -> bool {
+        offset
+            .checked_add(len as u64)
+            .is_some_and(|e| e <= self.size)
+    }
+
+    /// The device offset of a window offset.
+    pub(crate) fn dev_offset(&self, offset: u64) -> u64 {
+        self.base + offset
+    }
+}
+
+/// Reads `buf.len()` bytes at `offset` (relative to `base`), failing
+/// cleanly past `size`.
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64, size: u64, base: u64) -> io::Result<()> {
     let end = offset
         .checked_add(buf.len() as u64)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read offset overflows"))?;
@@ -22,18 +50,17 @@ pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64, size: u64)
             ),
         ));
     }
-    file.read_exact_at(buf, offset)
+    file.read_exact_at(buf, base + offset)
 }
 
 /// A reader that issues one pread per request.
 pub(crate) struct PreadReader {
-    file: Arc<File>,
-    size: u64,
+    w: Window,
 }
 
 impl PreadReader {
-    pub(crate) fn new(file: Arc<File>, size: u64) -> Self {
-        PreadReader { file, size }
+    pub(crate) fn new(w: Window) -> Self {
+        PreadReader { w }
     }
 }
 
@@ -66,7 +93,7 @@ fn read_cached(file: &File, buf: &mut [u8], offset: u64) -> io::Result<bool> {
 
 impl crate::Reader for PreadReader {
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        read_exact_at(&self.file, buf, offset, self.size)
+        self.w.read_exact_at(buf, offset)
     }
 
     /// Blocks already in the page cache are read at once; the kernel is
@@ -80,11 +107,8 @@ impl crate::Reader for PreadReader {
     ) {
         let mut missing = Vec::new();
         for (i, r) in reqs.iter_mut().enumerate() {
-            let in_range = r
-                .offset
-                .checked_add(r.buf.len() as u64)
-                .is_some_and(|e| e <= self.size);
-            match in_range.then(|| read_cached(&self.file, r.buf, r.offset)) {
+            let in_range = self.w.holds(r.offset, r.buf.len());
+            match in_range.then(|| read_cached(&self.w.file, r.buf, self.w.dev_offset(r.offset))) {
                 Some(Ok(true)) => {
                     r.result = Ok(());
                     r.cached = true;
@@ -100,9 +124,12 @@ impl crate::Reader for PreadReader {
         if missing.len() > 1 {
             for &i in &missing {
                 let r = &reqs[i];
-                if let (Ok(off), Ok(len)) = (i64::try_from(r.offset), i64::try_from(r.buf.len())) {
+                if let (Ok(off), Ok(len)) = (
+                    i64::try_from(self.w.dev_offset(r.offset)),
+                    i64::try_from(r.buf.len()),
+                ) {
                     let _ = nix::fcntl::posix_fadvise(
-                        self.file.as_ref(),
+                        self.w.file.as_ref(),
                         off,
                         len,
                         nix::fcntl::PosixFadviseAdvice::POSIX_FADV_WILLNEED,
@@ -112,7 +139,7 @@ impl crate::Reader for PreadReader {
         }
         for i in missing {
             let r = &mut reqs[i];
-            r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
+            r.result = self.w.read_exact_at(r.buf, r.offset);
             done(i, r);
         }
     }

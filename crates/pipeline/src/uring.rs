@@ -1,14 +1,12 @@
 //! The io_uring path: a ring per worker, batches submitted with one
 //! syscall and reaped together. Short reads are finished with pread.
 
-use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::pread::read_exact_at;
+use crate::pread::Window;
 use crate::ReadReq;
 
 /// Submission queue depth per worker.
@@ -46,8 +44,7 @@ pub(crate) fn probe() -> io::Result<()> {
 
 pub(crate) struct UringReader {
     ring: IoUring,
-    file: Arc<File>,
-    size: u64,
+    w: Window,
     /// The file refused RWF_NOWAIT once: reads skip the cached try.
     nowait_refused: bool,
     /// No ring could be made after a failure: every read uses pread.
@@ -55,11 +52,10 @@ pub(crate) struct UringReader {
 }
 
 impl UringReader {
-    pub(crate) fn new(file: Arc<File>, size: u64) -> io::Result<Self> {
+    pub(crate) fn new(w: Window) -> io::Result<Self> {
         Ok(UringReader {
             ring: IoUring::new(RING_ENTRIES)?,
-            file,
-            size,
+            w,
             nowait_refused: false,
             broken: false,
         })
@@ -99,9 +95,12 @@ impl UringReader {
         }
         if n > 1 && !refused {
             for (r, _) in reqs.iter().zip(&missing).filter(|(_, &m)| m) {
-                if let (Ok(off), Ok(len)) = (i64::try_from(r.offset), i64::try_from(r.buf.len())) {
+                if let (Ok(off), Ok(len)) = (
+                    i64::try_from(self.w.dev_offset(r.offset)),
+                    i64::try_from(r.buf.len()),
+                ) {
                     let _ = nix::fcntl::posix_fadvise(
-                        self.file.as_ref(),
+                        self.w.file.as_ref(),
                         off,
                         len,
                         nix::fcntl::PosixFadviseAdvice::POSIX_FADV_WILLNEED,
@@ -125,22 +124,21 @@ impl UringReader {
         done: &mut dyn FnMut(usize, &ReadReq<'_>),
     ) {
         let nowait = rw_flags & libc::RWF_NOWAIT != 0;
-        let fd = types::Fd(self.file.as_raw_fd());
+        let fd = types::Fd(self.w.file.as_raw_fd());
         let mut queued = 0usize;
         let mut pending = vec![false; reqs.len()];
         for (i, r) in reqs.iter_mut().enumerate() {
             if only.is_some_and(|o| !o[i]) {
                 continue;
             }
-            let end = r.offset.checked_add(r.buf.len() as u64);
-            if end.is_none_or(|e| e > self.size) {
-                r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
+            if !self.w.holds(r.offset, r.buf.len()) {
+                r.result = self.w.read_exact_at(r.buf, r.offset);
                 done(i, r);
                 continue;
             }
             let len = u32::try_from(r.buf.len()).unwrap_or(u32::MAX);
             let sqe = opcode::Read::new(fd, r.buf.as_mut_ptr(), len)
-                .offset(r.offset)
+                .offset(self.w.dev_offset(r.offset))
                 .rw_flags(rw_flags)
                 .build()
                 .user_data(i as u64);
@@ -150,7 +148,7 @@ impl UringReader {
             // writes into memory we no longer own.
             let pushed = unsafe { self.ring.submission().push(&sqe) };
             if pushed.is_err() {
-                r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
+                r.result = self.w.read_exact_at(r.buf, r.offset);
                 done(i, r);
                 continue;
             }
@@ -196,7 +194,7 @@ impl UringReader {
                     } else {
                         // Refused (EOPNOTSUPP, EINVAL, EPERM...) or failed:
                         // pread decides.
-                        read_exact_at(&self.file, r.buf, r.offset, self.size)
+                        self.w.read_exact_at(r.buf, r.offset)
                     }
                 } else if res as usize == r.buf.len() {
                     Ok(())
@@ -206,12 +204,8 @@ impl UringReader {
                 } else {
                     // Short read: finish the rest synchronously.
                     let got = res as usize;
-                    read_exact_at(
-                        &self.file,
-                        &mut r.buf[got..],
-                        r.offset + got as u64,
-                        self.size,
-                    )
+                    self.w
+                        .read_exact_at(&mut r.buf[got..], r.offset + got as u64)
                 };
                 r.cached = nowait && r.result.is_ok();
                 done(i, r);
@@ -247,7 +241,7 @@ impl UringReader {
                             r.result = if c.result() >= 0 && c.result() as usize == r.buf.len() {
                                 Ok(())
                             } else {
-                                read_exact_at(&self.file, r.buf, r.offset, self.size)
+                                self.w.read_exact_at(r.buf, r.offset)
                             };
                             done(c.user_data() as usize, r);
                         }
@@ -271,7 +265,7 @@ impl UringReader {
         for (i, r) in reqs.iter_mut().enumerate() {
             if pending[i] {
                 pending[i] = false;
-                r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
+                r.result = self.w.read_exact_at(r.buf, r.offset);
                 done(i, r);
             }
         }
@@ -290,7 +284,7 @@ fn refuses_flag(e: &io::Error) -> bool {
 impl crate::Reader for UringReader {
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         // A lone read gains nothing from the ring.
-        read_exact_at(&self.file, buf, offset, self.size)
+        self.w.read_exact_at(buf, offset)
     }
 
     fn read_batch_with(
@@ -300,7 +294,7 @@ impl crate::Reader for UringReader {
     ) {
         if self.broken {
             for (i, r) in reqs.iter_mut().enumerate() {
-                r.result = read_exact_at(&self.file, r.buf, r.offset, self.size);
+                r.result = self.w.read_exact_at(r.buf, r.offset);
                 done(i, r);
             }
             return;

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use pipeline::{open_device, IoMode, ReadReq};
+use pipeline::{open_device, IoMode, ReadReq, Target};
 
 const SIZE: usize = 4 << 20;
 
@@ -39,7 +39,7 @@ fn check_mode(mode: IoMode, tag: &str) {
 
 fn check_mode_in(dir: &std::path::Path, mode: IoMode, tag: &str) {
     let path = image(dir, tag);
-    let dev = match open_device(&path, mode) {
+    let dev = match open_device(&Target::whole(&path), mode) {
         Ok(d) => d,
         Err(e) => {
             // io_uring may be disabled where the tests run; pread must not be.

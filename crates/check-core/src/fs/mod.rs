@@ -6,7 +6,7 @@ mod open;
 
 pub use layout::{allowed_range, check_desc, for_each_super_and_bgd, BitSet, DescError};
 
-pub use open::{open_fs, OpenFailure, OpenOptions, Opened};
+pub use open::{open_fs, OpenFailure, OpenOptions, Opened, SbLoc};
 
 use std::io;
 use std::sync::Arc;

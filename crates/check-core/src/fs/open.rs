@@ -21,6 +21,19 @@ use crate::problem::{Code, Finding};
 pub struct OpenOptions {
     /// True for a read-only check (`-n`).
     pub read_only: bool,
+    /// A superblock to use instead of the primary (e2fsck's `-b`).
+    pub superblock: Option<SbLoc>,
+}
+
+/// Where a chosen superblock is: its block number, in blocks of the given
+/// size, or of each size from 1 KiB up to 64 KiB until one holds a
+/// superblock of that block size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SbLoc {
+    /// The block number.
+    pub block: u64,
+    /// The block size it is counted in.
+    pub block_size: Option<u32>,
 }
 
 /// A successfully opened file system and what was noticed on the way.
@@ -354,11 +367,74 @@ fn find_backup(dev: &Device, known: Option<&Parts>) -> Option<(u64, u32)> {
     None
 }
 
+/// Opens the superblock the user chose, and nothing else: no fallback.
+fn open_chosen(dev: &Device, at: SbLoc) -> Result<Parts, OpenFailure> {
+    let sizes: Vec<u32> = match at.block_size {
+        Some(bs) => vec![bs],
+        None => (0..=6).map(|l| 1024u32 << l).collect(),
+    };
+    let mut last = None;
+    for bs in sizes {
+        let Some(byte_off) = at.block.checked_mul(u64::from(bs)) else {
+            last = Some(OpenErr::Corrupt("the block number is too large".into()));
+            continue;
+        };
+        if !(1024..=65536).contains(&bs) || !bs.is_power_of_two() {
+            last = Some(OpenErr::Corrupt(format!("{bs} is not a block size")));
+            continue;
+        }
+        match read_sb(dev, byte_off) {
+            Ok(raw) => {
+                let sb = Superblock::from_array(&raw);
+                if sb.s_magic() != EXT2_MAGIC {
+                    last = Some(OpenErr::BadMagic);
+                    continue;
+                }
+                if sb.block_size() != Some(bs) {
+                    last = Some(OpenErr::Corrupt(format!(
+                        "it is not counted in {bs}-byte blocks"
+                    )));
+                    continue;
+                }
+            }
+            Err(e) => {
+                last = Some(e);
+                continue;
+            }
+        }
+        match try_open(dev, Some((at.block, bs)), false) {
+            Ok(p) => return Ok(p),
+            Err(e) => last = Some(e),
+        }
+    }
+    let why = last.map_or_else(|| "no block size fits".to_string(), |e| e.describe());
+    Err(OpenFailure {
+        exit: 8,
+        message: format!(
+            "{}: block {} does not hold a usable superblock: {why}",
+            dev.path().display(),
+            at.block
+        ),
+        notes: Vec::new(),
+    })
+}
+
 /// Opens the file system, choosing the superblock as e2fsck does.
 pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailure> {
     let mut notes = Vec::new();
     let mut findings = Vec::new();
     let mut ignore_sb_errors = false;
+    let chosen = opts.superblock.filter(|at| {
+        at.block
+            .checked_mul(u64::from(at.block_size.unwrap_or(1024)))
+            != Some(1024)
+    });
+    if let Some(at) = chosen {
+        let parts = open_chosen(&dev, at)?;
+        findings.push(Finding::new(Code::SuperblockFromBackup).blk(parts.sb_block));
+        let fs = parts_to_fs(&dev, parts, true);
+        return finish_open(dev, fs, opts, findings, notes);
+    }
     let parts = loop {
         let attempt = match try_open(&dev, None, ignore_sb_errors) {
             Ok(primary) => {
@@ -439,6 +515,23 @@ pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailur
     };
     let (parts, backup) = parts;
     let fs = parts_to_fs(&dev, parts, backup);
+    if backup {
+        notes.push(format!(
+            "using the backup superblock at block {}",
+            fs.sb_block
+        ));
+    }
+    finish_open(dev, fs, opts, findings, notes)
+}
+
+/// The checks made once a superblock is chosen.
+fn finish_open(
+    dev: Arc<Device>,
+    fs: Fs,
+    opts: OpenOptions,
+    findings: Vec<Finding>,
+    notes: Vec<String>,
+) -> Result<Opened, OpenFailure> {
     // Feature sets the checker cannot handle stop it here, after the file
     // system was recognised (e2fsck exits 12 for these).
     let compat = fs.sb().compat().difference(SUPPORTED_COMPAT);
@@ -472,12 +565,6 @@ pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailur
             ),
             notes,
         });
-    }
-    if backup {
-        notes.push(format!(
-            "using the backup superblock at block {}",
-            fs.sb_block
-        ));
     }
     Ok(Opened {
         fs,

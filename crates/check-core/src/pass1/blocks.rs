@@ -9,7 +9,7 @@ use ext4_layout::inode::{flags, inode_csum_seed, Inode};
 use ext4_layout::superblock::OS_HURD;
 
 use super::inode::{has_valid_blocks, Cur, Worker};
-use super::{DxInfo, QuotaUse};
+use super::{DxInfo, QuotaUse, EXTENT_DEPTH_SLOTS};
 use crate::problem::{Code, Finding};
 use crate::xattr_read;
 
@@ -549,6 +549,8 @@ impl Worker<'_, '_, '_> {
             self.report(Finding::new(Code::ExtentHeaderInvalid).ino(cur.ino));
             return;
         };
+        let depth_slot = usize::from(root.eh_depth()).min(EXTENT_DEPTH_SLOTS - 1);
+        self.out.stats.extent_depth[depth_slot] += 1;
         let max_depth = max_extent_depth(geo.block_size);
         if root.eh_depth() > max_depth {
             self.report(

@@ -721,6 +721,12 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         if let Some(t) = counted {
             self.out.stats.count_type(t);
         }
+        if !inode.has_flag(flags::EXTENTS) && !inode.has_flag(flags::INLINE_DATA) {
+            let st = &mut self.out.stats;
+            st.ind += u64::from(inode.i_block_word(12) != 0);
+            st.dind += u64::from(inode.i_block_word(13) != 0);
+            st.tind += u64::from(inode.i_block_word(14) != 0);
+        }
         true
     }
 }

@@ -163,7 +163,18 @@ pub struct Stats {
     pub large_files: u64,
     /// Directories needing large_dir.
     pub large_dirs: u64,
+    /// Block-mapped inodes with an indirect block.
+    pub ind: u64,
+    /// Block-mapped inodes with a double indirect block.
+    pub dind: u64,
+    /// Block-mapped inodes with a triple indirect block.
+    pub tind: u64,
+    /// Extent-mapped inodes by tree depth (the last slot counts deeper trees too).
+    pub extent_depth: [u64; EXTENT_DEPTH_SLOTS],
 }
+
+/// Depths in the extent depth histogram, as e2fsck's.
+pub const EXTENT_DEPTH_SLOTS: usize = 5;
 
 impl Stats {
     fn add(&mut self, o: &Stats) {
@@ -179,6 +190,12 @@ impl Stats {
         self.fragmented_dir += o.fragmented_dir;
         self.large_files += o.large_files;
         self.large_dirs += o.large_dirs;
+        self.ind += o.ind;
+        self.dind += o.dind;
+        self.tind += o.tind;
+        for (a, b) in self.extent_depth.iter_mut().zip(o.extent_depth) {
+            *a += b;
+        }
     }
 
     fn count_type(&mut self, t: FileType) {

@@ -271,7 +271,7 @@ pub fn fix_super<'a, 'f>(
     for f in mine {
         if matches!(
             f.code,
-            Code::SuperblockUsedBackup | Code::DescriptorsUsedBackup
+            Code::SuperblockUsedBackup | Code::DescriptorsUsedBackup | Code::SuperblockFromBackup
         ) {
             // The check runs on the backup; writing the superblock and the
             // descriptor table puts them back in the primary place (the

@@ -40,9 +40,15 @@ pub struct PrePass {
 const STATE_VALID: u16 = 1;
 
 fn open(dev: &Arc<Device>) -> Result<Fs, String> {
-    open_fs(dev.clone(), OpenOptions { read_only: true })
-        .map(|o| o.fs)
-        .map_err(|f| f.message)
+    open_fs(
+        dev.clone(),
+        OpenOptions {
+            read_only: true,
+            superblock: None,
+        },
+    )
+    .map(|o| o.fs)
+    .map_err(|f| f.message)
 }
 
 fn commit(

@@ -14,6 +14,7 @@ mod blocks;
 mod connect;
 mod dirs;
 mod fastcommit;
+mod finish;
 mod inodes;
 pub use inodes::{inode_local_fix, is_inode_local};
 mod journal;
@@ -23,6 +24,7 @@ pub(crate) mod orphan;
 mod quota;
 mod rebuild;
 mod rehash;
+mod skip;
 pub mod stage;
 
 use std::path::{Path, PathBuf};
@@ -31,7 +33,7 @@ use std::sync::Arc;
 use ext4_layout::bytes::le_u32;
 use ext4_layout::features::CompatFeatures;
 use fixer::safety::MountPolicy;
-use pipeline::{open_device, IoMode};
+use pipeline::{open_device, Device, IoMode, Target};
 
 use crate::ctx::CheckOptions;
 use crate::engine::{check_fixing, check_with_state, CheckState, Checked};
@@ -63,6 +65,11 @@ pub struct RepairOptions {
     pub undo: Option<PathBuf>,
     /// The most check-and-fix rounds before giving up.
     pub max_rounds: usize,
+    /// Skip the check of a file system that is clean and not due, once
+    /// its journal and orphans are dealt with (e2fsck without -f).
+    pub skip_if_clean: Option<crate::due::Clock>,
+    /// With `skip_if_clean`: stop once the journal is replayed.
+    pub journal_only: bool,
 }
 
 /// The outcome of a repair.
@@ -89,8 +96,9 @@ fn fail(device: &Path, why: String, notes: Vec<String>) -> Repaired {
     }
 }
 
-/// Repairs the file system on `path`.
-pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
+/// Repairs the file system at `target`.
+pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
+    let path = target.path.as_path();
     // From here on SIGINT and SIGTERM only ask the repair to stop between
     // two commits.
     let _ = fixer::safety::install_interrupt_handler();
@@ -131,30 +139,36 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         }
         Err(e) => return fail(path, format!("cannot open it for writing: {e}"), Vec::new()),
     };
-    let dev = match open_device(path, opts.io) {
+    let dev = match open_device(target, opts.io) {
         Ok(d) => Arc::new(d),
         Err(e) => return fail(path, e.to_string(), Vec::new()),
     };
     let mut check_opts = opts.check;
-    let (block_size, fs_bytes, on_backup) =
-        match crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions { read_only: true }) {
-            Ok(o) => (
-                o.fs.geo.block_size,
-                o.fs.geo.blocks_count * u64::from(o.fs.geo.block_size),
-                o.fs.backup_in_use,
-            ),
-            Err(_) => {
-                // The file system cannot even be opened: nothing to repair that
-                // a check could vouch for.
-                return Repaired {
-                    report: check_with_state(dev.clone(), check_opts).report,
-                    rounds: 0,
-                };
-            }
-        };
+    let (block_size, fs_bytes, on_backup) = match crate::fs::open_fs(
+        dev.clone(),
+        crate::fs::OpenOptions {
+            read_only: true,
+            superblock: check_opts.superblock,
+        },
+    ) {
+        Ok(o) => (
+            o.fs.geo.block_size,
+            o.fs.geo.blocks_count * u64::from(o.fs.geo.block_size),
+            o.fs.backup_in_use,
+        ),
+        Err(_) => {
+            // The file system cannot even be opened: nothing to repair that
+            // a check could vouch for.
+            return Repaired {
+                report: check_with_state(dev.clone(), check_opts).report,
+                rounds: 0,
+            };
+        }
+    };
     // As e2fsck -p, which does not go looking for backups: a primary
     // superblock that cannot be used stops preen before anything else.
-    if on_backup && opts.mode == Mode::Preen {
+    let chosen_backup = check_opts.superblock.is_some();
+    if on_backup && !chosen_backup && opts.mode == Mode::Preen {
         return fail(
             path,
             "the primary superblock is unusable; run ext4chk --repair without -p, which uses a backup"
@@ -183,7 +197,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         return r;
     }
     let undo = match &opts.undo {
-        Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file) {
+        Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file, dev.base()) {
             Ok(u) => Some(u),
             Err(e) => {
                 return fail(
@@ -204,7 +218,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             path.display()
         ));
     }
-    let fx = fixer::Fixer::start(Arc::new(file), dev.size(), undo);
+    let fx = fixer::Fixer::start(Arc::new(file), dev.base(), dev.size(), undo);
     let mut fixed_all: Vec<Finding> = Vec::new();
     let mut modified = false;
     let mut rounds = 0;
@@ -212,15 +226,65 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     let mut cancelled = false;
     let mut round_times: Vec<String> = Vec::new();
     let mut journal_removed = false;
-    match journal::before_passes(&dev, &fx) {
-        Ok(pre) => {
-            journal_removed = pre.journal_removed;
-            notes.extend(pre.notes);
-            fixed_all.extend(pre.fixed);
-            modified |= pre.modified;
+    if chosen_backup {
+        // As e2fsck -b: the chosen superblock and its descriptors become
+        // the primary ones before anything else, and everything after
+        // works on them.
+        match restore_primary(&dev, &fx, check_opts) {
+            Ok(f) => {
+                fixed_all.push(f);
+                modified = true;
+                check_opts.superblock = None;
+            }
+            Err(why) => stop_reason = Some(why),
         }
-        Err(_) if fixer::safety::interrupted() => cancelled = true,
-        Err(why) => stop_reason = Some(why),
+    }
+    if stop_reason.is_none() {
+        match journal::before_passes(&dev, &fx) {
+            Ok(pre) => {
+                journal_removed = pre.journal_removed;
+                notes.extend(pre.notes);
+                fixed_all.extend(pre.fixed);
+                modified |= pre.modified;
+            }
+            Err(_) if fixer::safety::interrupted() => cancelled = true,
+            Err(why) => stop_reason = Some(why),
+        }
+    }
+    let mut forced = None;
+    if let Some(clock) = opts
+        .skip_if_clean
+        .filter(|_| stop_reason.is_none() && !cancelled)
+    {
+        let decision = if opts.journal_only {
+            Ok(skip::Decision::Skip(crate::due::Skipped {
+                journal_only: true,
+                ..Default::default()
+            }))
+        } else {
+            skip::decide(&dev, &fx, clock)
+        };
+        match decision {
+            Ok(skip::Decision::Skip(s)) => {
+                let stats = fx.finish();
+                if let Err(e) = stats {
+                    notes.push(format!("The fixer failed at the end: {e}"));
+                }
+                let mut report = Report {
+                    device: path.display().to_string(),
+                    notes,
+                    findings: fixed_all,
+                    skipped: Some(s),
+                    modified,
+                    ..Default::default()
+                };
+                report.finish();
+                return Repaired { report, rounds: 0 };
+            }
+            Ok(skip::Decision::Check(r)) => forced = Some(r),
+            // The file system cannot be opened: the check says why.
+            Err(_) => {}
+        }
     }
     // Pass 1's workers send inode-local fixes to the fixer while they
     // check, except when preening (which must know that every problem is
@@ -403,6 +467,20 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
             fixed_all.extend(post.fixed);
         }
     }
+    // The superblock records the check, as e2fsck's last write does.
+    if !cancelled && stop_reason.is_none() && current.report.aborted.is_none() {
+        let outcome = if preen_halt.is_some() {
+            finish::Outcome::PreenHalt
+        } else if current.report.has_uncorrected_errors() {
+            finish::Outcome::Invalid
+        } else {
+            finish::Outcome::Valid
+        };
+        match finish::record_check(&dev, &fx, outcome) {
+            Ok(f) => fixed_all.extend(f),
+            Err(e) => notes.push(format!("The record of the check could not be written: {e}")),
+        }
+    }
     let stats = fx.finish();
     if let Err(e) = &stats {
         notes.push(format!("The fixer failed at the end: {e}"));
@@ -416,6 +494,7 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
     report.cancelled = cancelled;
     report.mounted_root = mounted_root;
     report.preen_halt = preen_halt;
+    report.forced = forced;
     if modified && mounted_root {
         report.notes.push(
             "This is the root file system, mounted read-only, and it was changed: reboot now, before the kernel writes its old view back."
@@ -435,6 +514,41 @@ pub fn repair(path: &Path, opts: &RepairOptions) -> Repaired {
         }
     }
     Repaired { report, rounds }
+}
+
+/// Writes the superblock the user chose (`-b`) and its descriptor table
+/// to the primary place.
+fn restore_primary(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    check_opts: CheckOptions,
+) -> Result<Finding, String> {
+    let opened = crate::fs::open_fs(
+        dev.clone(),
+        crate::fs::OpenOptions {
+            read_only: true,
+            superblock: check_opts.superblock,
+        },
+    )
+    .map_err(|f| f.message)?;
+    let fs = opened.fs;
+    let Some(mut f) = opened
+        .findings
+        .into_iter()
+        .find(|f| f.code == Code::SuperblockFromBackup)
+    else {
+        return Err("the chosen superblock was not used".into());
+    };
+    let maps = crate::ctx::Maps::new(&fs);
+    let mut stage = Staging::new(&fs, &maps, false);
+    let mut io = Io::new(&fs);
+    // s_block_group_nr: the primary belongs to group 0.
+    ext4_layout::bytes::put_le_u16(stage.sb_mut(), 0x5A, 0);
+    let _ = stage.gd_mut(0);
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(|e| format!("the repair stopped: {e}"))?;
+    f.fixed = true;
+    Ok(f)
 }
 
 /// After a check whose pass-1 workers may have sent fixes: waits until
@@ -479,6 +593,7 @@ fn wants_fix(f: &Finding) -> bool {
             f.code,
             Code::InvalidQuotaInode
                 | Code::SuperblockUsedBackup
+                | Code::SuperblockFromBackup
                 | Code::DescriptorsUsedBackup
                 | Code::BadMinExtraIsize
                 | Code::BadWantExtraIsize

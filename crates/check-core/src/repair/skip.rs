@@ -1,0 +1,104 @@
+//! A repair that may skip the check, as e2fsck does without `-f`: once
+//! the journal is replayed and the orphans released, a file system that
+//! is marked clean and not due for a check only has its superblock's free
+//! counts brought in line with the group descriptors.
+
+use std::sync::Arc;
+
+use ext4_layout::bytes::put_le_u32;
+use ext4_layout::superblock::Superblock;
+use pipeline::Device;
+
+use super::stage::Staging;
+use crate::due::{self, Clock, Due, Reason, Skipped};
+use crate::fs::{open_fs, Fs, OpenOptions};
+use crate::io::Io;
+
+/// What the decision came to.
+pub(super) enum Decision {
+    /// Check: not clean, or due.
+    Check(Reason),
+    /// Skipped; the superblock was brought in line.
+    Skip(Skipped),
+}
+
+/// Whether the first backup superblock differs from the primary.
+fn first_backup_differs(fs: &Fs) -> bool {
+    if fs.geo.group_count < 2 || !fs.geo.group_has_super(ext4_layout::Group(1)) {
+        return false;
+    }
+    let blk = u64::from(fs.geo.blocks_per_group) + fs.geo.first_data_block;
+    let mut raw = vec![0u8; 1024];
+    if fs
+        .dev
+        .read_at(&mut raw, blk * u64::from(fs.geo.block_size))
+        .is_err()
+    {
+        return false;
+    }
+    match Superblock::new(&raw) {
+        Some(b) => {
+            b.s_magic() == ext4_layout::superblock::EXT2_MAGIC && due::backup_differs(&fs.sb(), &b)
+        }
+        None => false,
+    }
+}
+
+/// Decides, and for a skipped file system writes the corrected free
+/// counts through the fixer.
+pub(super) fn decide(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    clock: Clock,
+) -> Result<Decision, String> {
+    let opened = open_fs(dev.clone(), OpenOptions::default()).map_err(|f| f.message)?;
+    let fs = opened.fs;
+    if fs.backup_in_use {
+        return Ok(Decision::Check(Reason::Errors));
+    }
+    let verdict = due::check_due(&fs.sb(), clock, first_backup_differs(&fs));
+    let note = match verdict {
+        Due::Now(r) => return Ok(Decision::Check(r)),
+        Due::Skip { note } => note,
+    };
+    let (mut free_inodes, mut free_blocks) = (0u64, 0u64);
+    for g in 0..fs.geo.group_count {
+        let gd = fs.gd(g);
+        free_inodes += u64::from(gd.free_inodes_count());
+        free_blocks += u64::from(gd.free_blocks_count());
+    }
+    free_blocks = free_blocks.saturating_mul(u64::from(fs.geo.cluster_ratio));
+    let sb = fs.sb();
+    let mut skipped = Skipped::from_super(&sb, note);
+    let old_inodes = u64::from(sb.s_free_inodes_count());
+    let old_blocks = sb.free_blocks_count();
+    if old_inodes == free_inodes && old_blocks == free_blocks {
+        return Ok(Decision::Skip(skipped));
+    }
+    let maps = crate::ctx::Maps::new(&fs);
+    let mut stage = Staging::new(&fs, &maps, false);
+    let mut io = Io::new(&fs);
+    let raw = stage.sb_mut();
+    if old_inodes != free_inodes {
+        // s_free_inodes_count
+        put_le_u32(raw, 0x10, free_inodes as u32);
+        skipped.counts_set.push(("inodes", old_inodes, free_inodes));
+    }
+    if old_blocks != free_blocks {
+        // s_free_blocks_count_lo, and _hi with 64bit
+        put_le_u32(raw, 0x0C, free_blocks as u32);
+        if fs
+            .geo
+            .incompat
+            .contains(ext4_layout::features::IncompatFeatures::BIT64)
+        {
+            put_le_u32(raw, 0x158, (free_blocks >> 32) as u32);
+        }
+        skipped.counts_set.push(("blocks", old_blocks, free_blocks));
+    }
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(|e| e.to_string())?;
+    skipped.inodes_used = skipped.inodes_count.saturating_sub(free_inodes);
+    skipped.blocks_used = skipped.blocks_count.saturating_sub(free_blocks);
+    Ok(Decision::Skip(skipped))
+}

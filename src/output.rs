@@ -1,0 +1,219 @@
+//! What a run prints: the report in the chosen format, e2fsck's preen
+//! lines, the `-v` statistics and the `-t` timing.
+
+use check_core::problem::Severity;
+use check_core::{Report, Summary};
+
+use crate::cli::{Format, Invocation, Mode, Personality};
+
+/// Prints the report as the invocation asks.
+pub fn print_report(inv: &Invocation, report: &Report) {
+    match inv.format {
+        Format::Json => print!("{}", report.to_json()),
+        Format::Text => {
+            if inv.personality == Personality::E2fsck && inv.mode == Mode::Preen {
+                print!("{}", preen_text(report));
+            } else {
+                print!("{}", report.to_text());
+            }
+            if inv.verbose {
+                if let Some(s) = &report.summary {
+                    print!("{}", verbose_stats(s));
+                }
+            }
+        }
+    }
+}
+
+/// e2fsck -p's output: each problem on one line after the device name,
+/// then the summary line.
+fn preen_text(r: &Report) -> String {
+    let mut out = String::new();
+    for n in &r.notes {
+        out.push_str(&format!("{}: {n}\n", r.device));
+    }
+    for f in &r.findings {
+        let what = match (f.code.severity(), f.fixed) {
+            (_, true) => "FIXED",
+            (Severity::Error, false) => "NOT FIXED",
+            (Severity::Notice, false) => continue,
+        };
+        out.push_str(&format!("{}: {}  {what}.\n", r.device, f.message()));
+    }
+    if let Some(reason) = &r.aborted {
+        out.push_str(&format!("{}: check stopped: {reason}\n", r.device));
+    }
+    if let Some(s) = &r.summary {
+        out.push_str(&format!(
+            "{}: {}/{} files ({} non-contiguous), {}/{} blocks\n",
+            r.device,
+            s.inodes_used,
+            s.inodes_count,
+            permille(s.non_contiguous, s.inodes_used),
+            s.blocks_used,
+            s.blocks_count
+        ));
+    }
+    out
+}
+
+/// A share of the used inodes as e2fsck prints it: per ten thousand,
+/// rounded half up to one decimal.
+fn permille(part: u64, whole: u64) -> String {
+    let t = (10000 * part)
+        .checked_div(whole)
+        .map_or(0, |x| (x + 5) / 10);
+    format!("{}.{}%", t / 10, t % 10)
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n:12} {}", if n == 1 { one } else { many })
+}
+
+/// e2fsck -v's statistics block.
+pub fn verbose_stats(s: &Summary) -> String {
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    let dir_links = (2 * s.directories).saturating_sub(1);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\n{} ({:.2}%, out of {})\n",
+        plural(s.inodes_used, "inode used", "inodes used"),
+        pct(s.inodes_used, s.inodes_count),
+        s.inodes_count
+    ));
+    out.push_str(&format!(
+        "{} ({})\n",
+        plural(
+            s.fragmented_files,
+            "non-contiguous file",
+            "non-contiguous files"
+        ),
+        permille(s.fragmented_files, s.inodes_used)
+    ));
+    out.push_str(&format!(
+        "{} ({})\n",
+        plural(
+            s.fragmented_dirs,
+            "non-contiguous directory",
+            "non-contiguous directories"
+        ),
+        permille(s.fragmented_dirs, s.inodes_used)
+    ));
+    let [i, d, t] = s.ind_dind_tind;
+    out.push_str(&format!(
+        "             # of inodes with ind/dind/tind blocks: {i}/{d}/{t}\n"
+    ));
+    if !s.extent_depth.is_empty() {
+        let h: Vec<String> = s.extent_depth.iter().map(u64::to_string).collect();
+        out.push_str(&format!(
+            "             Extent depth histogram: {}\n",
+            h.join("/")
+        ));
+    }
+    out.push_str(&format!(
+        "{} ({:.2}%, out of {})\n",
+        plural(s.blocks_used, "block used", "blocks used"),
+        pct(s.blocks_used, s.blocks_count),
+        s.blocks_count
+    ));
+    out.push_str(&format!(
+        "{}\n",
+        plural(s.bad_blocks, "bad block", "bad blocks")
+    ));
+    out.push_str(&format!(
+        "{}\n",
+        plural(s.large_files, "large file", "large files")
+    ));
+    out.push_str(&format!(
+        "\n{}\n",
+        plural(s.regular, "regular file", "regular files")
+    ));
+    out.push_str(&format!(
+        "{}\n",
+        plural(s.directories, "directory", "directories")
+    ));
+    out.push_str(&format!(
+        "{}\n",
+        plural(s.chardev, "character device file", "character device files")
+    ));
+    out.push_str(&format!(
+        "{}\n",
+        plural(s.blockdev, "block device file", "block device files")
+    ));
+    out.push_str(&format!("{}\n", plural(s.fifos, "fifo", "fifos")));
+    out.push_str(&format!(
+        "{}\n",
+        plural(s.extra_links.saturating_sub(dir_links), "link", "links")
+    ));
+    out.push_str(&format!(
+        "{} ({} fast symbolic link{})\n",
+        plural(s.symlinks, "symbolic link", "symbolic links"),
+        s.fast_symlinks,
+        if s.fast_symlinks == 1 { "" } else { "s" }
+    ));
+    out.push_str(&format!("{}\n", plural(s.sockets, "socket", "sockets")));
+    out.push_str("------------\n");
+    out.push_str(&format!(
+        "{}\n",
+        plural(s.links.saturating_sub(dir_links), "file", "files")
+    ));
+    out
+}
+
+/// `-t`: memory, time and I/O of the whole run (and, with `-tt`, the
+/// time of each phase of the last check).
+pub fn timing(report: Option<&Report>, level: u8, started: std::time::Instant) -> String {
+    let mut out = String::new();
+    if level >= 2 {
+        if let Some(r) = report {
+            for (what, secs) in &r.phases {
+                out.push_str(&format!("{what}: time: {secs:5.2}\n"));
+            }
+        }
+    }
+    let (user, sys, maxrss) = rusage();
+    out.push_str(&format!(
+        "Memory used: {maxrss}k, time: {:5.2}/{user:5.2}/{sys:5.2}\n",
+        started.elapsed().as_secs_f64()
+    ));
+    let (read, written) = io_bytes();
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    out.push_str(&format!(
+        "I/O read: {}MB, write: {}MB, rate: {:.2}MB/s\n",
+        read.div_ceil(1 << 20),
+        written.div_ceil(1 << 20),
+        (read + written) as f64 / (1u64 << 20) as f64 / secs
+    ));
+    out
+}
+
+/// User and system seconds, and the peak resident set in KiB.
+fn rusage() -> (f64, f64, i64) {
+    match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            (tv(u.user_time()), tv(u.system_time()), u.max_rss())
+        }
+        Err(_) => (0.0, 0.0, 0),
+    }
+}
+
+/// Bytes this process has read and written (from /proc/self/io).
+fn io_bytes() -> (u64, u64) {
+    let Ok(s) = std::fs::read_to_string("/proc/self/io") else {
+        return (0, 0);
+    };
+    let get = |key: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (get("rchar:"), get("wchar:"))
+}

@@ -1,0 +1,316 @@
+//! One run, from a validated command line to an exit code: find the file
+//! system, decide whether a check is due (as e2fsck), check or repair, and
+//! print the result.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use check_core::due::{self, Clock, Due, Skipped};
+use check_core::fs::{open_fs, OpenOptions, SbLoc};
+use check_core::report::exit;
+use check_core::{CheckOptions, Report};
+use pipeline::{open_device, IoMode, Target};
+
+use crate::cli::{Invocation, Io, Mode, Personality};
+use crate::output;
+
+/// Runs the invocation; returns the exit code.
+pub fn run(inv: &Invocation) -> i32 {
+    let started = Instant::now();
+    let target = match resolve_target(inv) {
+        Ok(t) => t,
+        Err(why) => {
+            eprintln!("{}: {why}", inv.prog);
+            return exit::OPERATIONAL;
+        }
+    };
+    if inv.flush {
+        if let Err(e) = flush(&target.path) {
+            eprintln!(
+                "{}: {}: cannot flush the device's buffers: {e}",
+                inv.prog,
+                target.path.display()
+            );
+            return exit::OPERATIONAL;
+        }
+    }
+    let report = match inv.mode {
+        Mode::Check => check_only(inv, &target),
+        Mode::Preen | Mode::Repair => repair(inv, &target),
+    };
+    let code = finish(inv, &report);
+    if inv.timing > 0 && report.skipped.is_none() {
+        print!("{}", output::timing(Some(&report), inv.timing, started));
+    }
+    code
+}
+
+/// The file system's place: the path, `?offset=`, `--partition`.
+fn resolve_target(inv: &Invocation) -> Result<Target, String> {
+    let target = Target::parse(&inv.device).map_err(|e| format!("{}: {e}", inv.device))?;
+    let meta = std::fs::metadata(&target.path)
+        .map_err(|e| format!("{}: cannot open it: {e}", target.path.display()))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "{}: is a directory, not an image file or block device",
+            target.path.display()
+        ));
+    }
+    Ok(target)
+}
+
+/// `-F`: flush the device's buffers (a block device's buffer cache; an
+/// image file's dirty pages, which are then dropped from the cache).
+fn flush(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let f = std::fs::File::open(path)?;
+    f.sync_all()?;
+    if f.metadata()?.file_type().is_block_device() {
+        nix::ioctl_none!(blkflsbuf, 0x12, 97);
+        use std::os::fd::AsRawFd;
+        // SAFETY: BLKFLSBUF takes no argument; the descriptor is open.
+        unsafe { blkflsbuf(f.as_raw_fd()) }.map_err(std::io::Error::from)?;
+    } else {
+        nix::fcntl::posix_fadvise(
+            &f,
+            0,
+            0,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .map_err(std::io::Error::from)?;
+    }
+    Ok(())
+}
+
+fn io_mode(io: Io) -> IoMode {
+    match io {
+        Io::Auto => IoMode::Auto,
+        Io::Uring => IoMode::Uring,
+        Io::Pread => IoMode::Pread,
+    }
+}
+
+fn check_options(inv: &Invocation) -> CheckOptions {
+    CheckOptions {
+        threads: inv.threads.0,
+        auto_threads: inv.threads.1,
+        idle_priority: inv.nice,
+        superblock: inv.superblock.map(|block| SbLoc {
+            block,
+            block_size: inv.blocksize.filter(|&b| b != 0),
+        }),
+    }
+}
+
+/// Whether e2fsck would check even a clean file system.
+fn forced(inv: &Invocation) -> bool {
+    inv.personality == Personality::Ext4chk
+        || inv.force
+        || inv.bad_blocks.any()
+        || inv.ext.unshare_blocks
+}
+
+fn clock() -> Clock {
+    let now = std::env::var("E2FSCK_TIME")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        });
+    Clock {
+        now,
+        on_battery: due::on_battery(),
+    }
+}
+
+/// A read-only check (`-n`).
+fn check_only(inv: &Invocation, target: &Target) -> Report {
+    let opts = check_options(inv);
+    if let Some(m) = fixer::safety::mounted(&target.path)
+        .ok()
+        .and_then(|m| m.into_iter().next())
+    {
+        eprintln!(
+            "{}: warning: {} is mounted on {}; a check of a mounted file system can report problems that are not there",
+            inv.prog,
+            target.path.display(),
+            m.mount_point
+        );
+    }
+    let dev = match open_device(target, io_mode(inv.io)) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            return Report {
+                device: inv.device.clone(),
+                aborted: Some(e.to_string()),
+                ..Default::default()
+            }
+        }
+    };
+    if inv.debug {
+        eprintln!(
+            "{}: {}: using {} I/O, {} thread(s){}{}",
+            inv.prog,
+            inv.device,
+            dev.io_path(),
+            opts.threads,
+            if opts.auto_threads {
+                " at most, fewer while the machine is busy"
+            } else {
+                ""
+            },
+            if opts.idle_priority {
+                ", idle priority"
+            } else {
+                ""
+            }
+        );
+    }
+    let mut forced_by = None;
+    if !forced(inv) {
+        if let Ok(o) = open_fs(
+            dev.clone(),
+            OpenOptions {
+                read_only: true,
+                superblock: opts.superblock,
+            },
+        ) {
+            let sb = o.fs.sb();
+            if inv.ext.journal_only {
+                return skipped_report(
+                    inv,
+                    Skipped {
+                        journal_only: true,
+                        ..Default::default()
+                    },
+                );
+            }
+            if sb
+                .incompat()
+                .contains(ext4_layout::features::IncompatFeatures::RECOVER)
+            {
+                println!("Warning: skipping journal recovery because doing a read-only filesystem check.");
+            }
+            match due::check_due(&sb, clock(), false) {
+                Due::Skip { note } => return skipped_report(inv, Skipped::from_super(&sb, note)),
+                Due::Now(r) => forced_by = Some(r),
+            }
+        }
+    }
+    let mut report = check_core::check(dev, opts);
+    report.forced = forced_by;
+    report
+}
+
+fn skipped_report(inv: &Invocation, s: Skipped) -> Report {
+    Report {
+        device: inv.device.clone(),
+        skipped: Some(s),
+        ..Default::default()
+    }
+}
+
+/// A repair (`-y`) or preen (`-p`).
+fn repair(inv: &Invocation, target: &Target) -> Report {
+    let opts = check_core::repair::RepairOptions {
+        check: check_options(inv),
+        io: io_mode(inv.io),
+        mode: if inv.mode == Mode::Repair {
+            check_core::repair::Mode::All
+        } else {
+            check_core::repair::Mode::Preen
+        },
+        undo: inv.undo.clone(),
+        max_rounds: 16,
+        skip_if_clean: (!forced(inv)).then(clock),
+        journal_only: inv.ext.journal_only,
+    };
+    if let Some(u) = &inv.undo {
+        if inv.mode != Mode::Check {
+            println!(
+                "Overwriting existing filesystem; this can be undone using the command:\n    e2undo {} {}\n",
+                u.display(),
+                inv.device
+            );
+        }
+    }
+    let r = check_core::repair::repair(target, &opts);
+    if inv.debug {
+        eprintln!("{}: {} check-and-fix round(s)", inv.prog, r.rounds);
+    }
+    r.report
+}
+
+/// The name e2fsck shows for the device: `-N`, else the volume label,
+/// else the path; blanks and colons become underscores.
+pub fn display_name(inv: &Invocation, report: &Report) -> String {
+    let name = inv
+        .device_name
+        .clone()
+        .or_else(|| {
+            (inv.personality == Personality::E2fsck && !report.label.is_empty())
+                .then(|| report.label.clone())
+        })
+        .unwrap_or_else(|| inv.device.clone());
+    name.chars()
+        .map(|c| {
+            if c.is_whitespace() || c == ':' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Prints the outcome and returns the exit code.
+fn finish(inv: &Invocation, report: &Report) -> i32 {
+    let mut report = report.clone();
+    if inv.personality == Personality::E2fsck || inv.device_name.is_some() {
+        report.device = display_name(inv, &report);
+    }
+    if inv.debug {
+        for d in &report.diagnostics {
+            eprintln!("{}: {d}", inv.prog);
+        }
+    }
+    if let Some(s) = &report.skipped {
+        print_skipped(inv, &report, s);
+    } else {
+        if let Some(r) = &report.forced {
+            println!("{} {}, check forced.", report.device, r.describe());
+        }
+        output::print_report(inv, &report);
+    }
+    if let Some(why) = report.aborted.as_ref().or(report.preen_halt.as_ref()) {
+        eprintln!("{}: {}: {why}", inv.prog, report.device);
+    }
+    report.exit_code()
+}
+
+/// e2fsck's lines for a file system it did not check.
+fn print_skipped(inv: &Invocation, r: &Report, s: &Skipped) {
+    if s.journal_only {
+        return;
+    }
+    if inv.mode != Mode::Preen {
+        for (what, was, now) in &s.counts_set {
+            println!("Setting free {what} count to {now} (was {was})");
+        }
+    }
+    match inv.format {
+        crate::cli::Format::Json => print!("{}", r.to_json()),
+        crate::cli::Format::Text => println!(
+            "{}: clean, {}/{} files, {}/{} blocks{}",
+            r.device,
+            s.inodes_used,
+            s.inodes_count,
+            s.blocks_used,
+            s.blocks_count,
+            s.note.as_deref().unwrap_or("")
+        ),
+    }
+}
