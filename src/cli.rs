@@ -498,12 +498,14 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         None => None,
         Some(s) => match s.parse::<u32>() {
             Ok(n) if n >= 1 => Some(n),
-            _ => return Err(Early::err(
-                exit::USAGE,
-                format!(
+            _ => {
+                return Err(Early::err(
+                    exit::USAGE,
+                    format!(
                     "{prog}: invalid --partition value '{s}': expected a partition number from 1"
                 ),
-            )),
+                ))
+            }
         },
     };
     let mode = match mode {

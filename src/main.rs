@@ -4,6 +4,7 @@
 mod cli;
 mod extended;
 mod output;
+mod progress;
 mod run;
 
 use std::io::Write;

@@ -8,12 +8,13 @@ use std::time::Instant;
 
 use check_core::due::{self, Clock, Due, Skipped};
 use check_core::fs::{open_fs, OpenOptions, SbLoc};
+use check_core::progress::Progress;
 use check_core::report::exit;
 use check_core::{CheckOptions, Report};
 use pipeline::{open_device, IoMode, Target};
 
 use crate::cli::{Invocation, Io, Mode, Personality};
-use crate::output;
+use crate::{output, progress};
 
 /// Runs the invocation; returns the exit code.
 pub fn run(inv: &Invocation) -> i32 {
@@ -35,10 +36,14 @@ pub fn run(inv: &Invocation) -> i32 {
             return exit::OPERATIONAL;
         }
     }
+    let display = progress_display(inv, &target);
     let report = match inv.mode {
         Mode::Check => check_only(inv, &target),
         Mode::Preen | Mode::Repair => repair(inv, &target),
     };
+    if let Some(d) = display {
+        d.stop();
+    }
     let code = finish(inv, &report);
     if inv.timing > 0 && report.skipped.is_none() {
         print!("{}", output::timing(Some(&report), inv.timing, started));
@@ -57,7 +62,16 @@ fn resolve_target(inv: &Invocation) -> Result<Target, String> {
             target.path.display()
         ));
     }
-    Ok(target)
+    let Some(n) = inv.partition else {
+        return Ok(target);
+    };
+    let p = pipeline::partition::find_in(&target.path, n)
+        .map_err(|e| format!("{}: {e}", target.path.display()))?;
+    Ok(Target {
+        path: target.path,
+        offset: target.offset + p.offset,
+        len: Some(p.len),
+    })
 }
 
 /// `-F`: flush the device's buffers (a block device's buffer cache; an
@@ -83,6 +97,33 @@ fn flush(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The check's progress counters, for the whole process.
+static PROGRESS: Progress = Progress::new();
+
+/// Starts the progress display the invocation asks for (`-C`, or a bar
+/// on a terminal), named as e2fsck names the device.
+fn progress_display(inv: &Invocation, target: &Target) -> Option<progress::Display> {
+    if inv.progress.is_none() && inv.format == crate::cli::Format::Json {
+        return None;
+    }
+    let label = peek_label(target).unwrap_or_default();
+    let probe = Report {
+        label,
+        ..Default::default()
+    };
+    progress::Display::start(inv.progress, &display_name(inv, &probe), &PROGRESS)
+}
+
+/// The volume label, read straight from the primary superblock.
+fn peek_label(target: &Target) -> Option<String> {
+    let dev = open_device(target, IoMode::Pread).ok()?;
+    let mut sb = vec![0u8; 1024];
+    dev.read_at(&mut sb, 1024).ok()?;
+    let name = ext4_layout::superblock::Superblock::new(&sb)?.s_volume_name();
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Some(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
 fn io_mode(io: Io) -> IoMode {
     match io {
         Io::Auto => IoMode::Auto,
@@ -100,6 +141,7 @@ fn check_options(inv: &Invocation) -> CheckOptions {
             block,
             block_size: inv.blocksize.filter(|&b| b != 0),
         }),
+        progress: Some(&PROGRESS),
     }
 }
 

@@ -18,6 +18,8 @@ pub struct CheckOptions {
     pub idle_priority: bool,
     /// Check from this superblock instead of the primary (`-b`).
     pub superblock: Option<crate::fs::SbLoc>,
+    /// Counters to update for a progress display.
+    pub progress: Option<&'static crate::progress::Progress>,
 }
 
 impl Default for CheckOptions {
@@ -27,6 +29,7 @@ impl Default for CheckOptions {
             auto_threads: false,
             idle_priority: false,
             superblock: None,
+            progress: None,
         }
     }
 }

@@ -171,11 +171,19 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
         batch: 256,
         idle_priority: opts.idle_priority,
     };
+    if let Some(p) = opts.progress {
+        let dirs: u64 = (0..fs.geo.group_count)
+            .map(|g| u64::from(fs.gd(g).used_dirs_count()))
+            .sum();
+        let inodes: u64 = chunks.iter().map(|c| u64::from(c.count)).sum();
+        p.start(u64::from(fs.geo.group_count), inodes, dirs);
+    }
     let job = CheckJob {
         fs: &fs,
         p1: &p1cx,
         p2: &p2cx,
         chunks: &chunks,
+        progress: opts.progress,
     };
     for c in chunks.iter().take(PREFETCH_CHUNKS) {
         let (off, len) = pass1::chunk_extent(&fs, c);
@@ -183,6 +191,9 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
     }
     tl.mark("set-up");
     let (ctxs, stats) = pipeline::stages::run(&job, &chunks, &run_opts);
+    if let Some(p) = opts.progress {
+        p.pass1_over();
+    }
     tl.mark("passes 1 and 2");
     report.diagnostics.push(format!(
         "passes 1-2: {} directory blocks deferred until pass 1 ended; measured cost {:.0} ns per inode, {:.0} ns per directory block; {} stage changes; smallest thread budget {}",
@@ -243,6 +254,9 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
             {
                 report.findings.push(Finding::new(Code::FeatureLargeFiles));
             }
+            if let Some(p) = opts.progress {
+                p.phase(3);
+            }
             let p3 = pass3::run(&fs, &maps, &p2);
             tl.mark("pass 3");
             report.findings.extend(p3.findings);
@@ -254,12 +268,18 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
     }
     let counted: &[u32] = p2out.as_ref().map_or(&[], |p| &p.counted);
     if abort.is_none() {
+        if let Some(p) = opts.progress {
+            p.phase(4);
+        }
         let p4 = pass4::run(&fs, &maps, &p2cx, counted, &p1.ea_inode_refs);
         tl.mark("pass 4");
         report.findings.extend(p4.findings);
         abort = p4.abort;
     }
     if abort.is_none() {
+        if let Some(p) = opts.progress {
+            p.phase(5);
+        }
         report.findings.extend(pass5::run(&fs, &maps));
         tl.mark("pass 5");
         report
@@ -312,6 +332,9 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
         });
     }
     tl.mark("the rest");
+    if let Some(p) = opts.progress {
+        p.phase(6);
+    }
     report.diagnostics.push(tl.summary());
     report.phases = tl.phases.iter().map(|&(w, t)| (w.to_string(), t)).collect();
     report.finish();
@@ -373,6 +396,7 @@ struct CheckJob<'a> {
     p1: &'a pass1::Pass1<'a>,
     p2: &'a pass2::P2Ctx<'a>,
     chunks: &'a [pass1::Chunk],
+    progress: Option<&'a crate::progress::Progress>,
 }
 
 /// One worker's reader, outputs and scratch space.
@@ -422,6 +446,9 @@ impl<'a> pipeline::stages::Job for CheckJob<'a> {
         if self.p2.wants_prefetch() {
             prefetch_dir_blocks(self.fs, &out.dir_work, &mut ctx.ranges);
         }
+        if let Some(p) = self.progress {
+            p.inodes(u64::from(chunk.count), out.dir_work.len() as u64);
+        }
         for w in out.dir_work.drain(..) {
             emit(w);
         }
@@ -436,6 +463,8 @@ impl<'a> pipeline::stages::Job for CheckJob<'a> {
         last: bool,
         defer: &mut dyn FnMut(pass1::DirWork),
     ) {
+        let n = batch.len() as u64;
+        let mut deferred = 0u64;
         pass2::check_batch(
             self.p2,
             &mut ctx.io,
@@ -444,8 +473,14 @@ impl<'a> pipeline::stages::Job for CheckJob<'a> {
             &mut ctx.bufs,
             batch,
             last,
-            defer,
+            &mut |w| {
+                deferred += 1;
+                defer(w);
+            },
         );
+        if let Some(p) = self.progress {
+            p.dir_blocks(n - deferred);
+        }
     }
 }
 

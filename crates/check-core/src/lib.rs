@@ -18,6 +18,7 @@ pub mod pass4;
 pub mod pass5;
 pub mod postpass;
 pub mod problem;
+pub mod progress;
 pub mod quota_file;
 pub mod repair;
 pub mod report;

@@ -6,6 +6,7 @@
 //! get bytes back.
 
 mod device;
+pub mod partition;
 mod pread;
 pub mod stages;
 mod uring;

@@ -1,0 +1,406 @@
+//! Showing a check's progress: e2fsck's `-C FD` protocol (lines of
+//! "PASS CURRENT MAX DEVICE", as systemd-fsck and libblockdev parse
+//! them), its `-C 0` text bar, and, on a terminal without `-C`, a bar with
+//! an estimate of the time left.
+//!
+//! A thread reads the check's counters every few milliseconds; the check
+//! never waits for it.
+
+use std::io::Write;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use check_core::progress::{Progress, Snapshot};
+
+use crate::cli::ProgressTo;
+
+/// Whether `-C -N` lines are on; SIGUSR1 turns them on, SIGUSR2 off (as
+/// fsck(8) hands the display from one check to the next).
+static FD_ENABLED: AtomicBool = AtomicBool::new(true);
+
+extern "C" fn on_usr1(_: libc::c_int) {
+    FD_ENABLED.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_usr2(_: libc::c_int) {
+    FD_ENABLED.store(false, Ordering::SeqCst);
+}
+
+fn install_toggles() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    for (sig, h) in [
+        (Signal::SIGUSR1, on_usr1 as extern "C" fn(libc::c_int)),
+        (Signal::SIGUSR2, on_usr2 as extern "C" fn(libc::c_int)),
+    ] {
+        let act = SigAction::new(SigHandler::Handler(h), SaFlags::SA_RESTART, SigSet::empty());
+        // SAFETY: the handlers only store to an atomic.
+        let _ = unsafe { sigaction(sig, &act) };
+    }
+}
+
+/// e2fsck's share of the whole run at the start of each pass, in percent.
+const PASS_BASE: [f64; 6] = [0.0, 70.0, 90.0, 92.0, 95.0, 100.0];
+
+/// The (current, max) e2fsck reports for a pass, in its units: groups
+/// for passes 1 and 4, directory blocks for pass 2, directories for pass
+/// 3, twice the groups for pass 5.
+fn pass_position(pass: u8, s: &Snapshot, done: bool) -> (u64, u64) {
+    let scale = |num: u64, den: u64, of: u64| {
+        if den == 0 {
+            of
+        } else {
+            ((num.min(den) as u128 * of as u128) / den as u128) as u64
+        }
+    };
+    match pass {
+        1 => (scale(s.inodes_done, s.inodes_total, s.groups), s.groups),
+        2 => (
+            if done {
+                s.dir_blocks_found
+            } else {
+                s.dir_blocks_done.min(s.dir_blocks_found)
+            },
+            s.dir_blocks_found,
+        ),
+        3 => (if done { s.dirs } else { 0 }, s.dirs),
+        4 => (if done { s.groups } else { 0 }, s.groups),
+        _ => (if done { 2 * s.groups } else { 0 }, 2 * s.groups),
+    }
+}
+
+/// e2fsck's overall percentage for a pass position.
+fn percent(pass: u8, cur: u64, max: u64) -> f64 {
+    if pass == 0 {
+        return 0.0;
+    }
+    if pass > 5 || max == 0 {
+        return 100.0;
+    }
+    let i = usize::from(pass);
+    PASS_BASE[i - 1] + (cur as f64 / max as f64) * (PASS_BASE[i] - PASS_BASE[i - 1])
+}
+
+/// The fraction of the run done, for the time estimate: inodes and
+/// directory blocks weighted by what each costs (a directory block about
+/// three inodes), with the directory blocks still to be found estimated
+/// from those found per inode so far; the passes after 2 are a small
+/// fixed share.
+pub fn fraction(s: &Snapshot) -> f64 {
+    const DIR_BLOCK_WEIGHT: f64 = 3.0;
+    const AFTER: f64 = 0.03;
+    if s.phase >= 6 {
+        return 1.0;
+    }
+    if s.phase >= 3 {
+        return (1.0 - AFTER) + AFTER * f64::from(s.phase - 3) / 3.0;
+    }
+    let it = s.inodes_total.max(1) as f64;
+    let id = (s.inodes_done as f64).min(it);
+    let found = s.dir_blocks_found as f64;
+    let dirs_expected = if id > 0.0 { found * it / id } else { found };
+    let total = it + DIR_BLOCK_WEIGHT * dirs_expected.max(found);
+    let done = id + DIR_BLOCK_WEIGHT * (s.dir_blocks_done as f64).min(found);
+    (1.0 - AFTER) * (done / total.max(1.0)).min(1.0)
+}
+
+/// A running display.
+pub struct Display {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Display {
+    /// Starts the display the invocation asks for, if any: `-C`, else a
+    /// bar on a terminal (standard error), else nothing.
+    pub fn start(to: Option<ProgressTo>, name: &str, p: &'static Progress) -> Option<Display> {
+        let mut sink: Box<dyn Sink> = match to {
+            Some(ProgressTo::Fd { fd, enabled }) => {
+                FD_ENABLED.store(enabled, Ordering::SeqCst);
+                install_toggles();
+                // SAFETY: the descriptor was checked to be open; it is
+                // duplicated so closing ours leaves the caller's alone.
+                let dup =
+                    nix::unistd::dup(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok()?;
+                let file = unsafe { std::fs::File::from_raw_fd(dup.into_raw_fd()) };
+                Box::new(FdLines {
+                    out: file,
+                    name: name.to_string(),
+                    last: (0, 0, 0),
+                })
+            }
+            Some(ProgressTo::Bar) => Box::new(TextBar::new(name)),
+            None => {
+                if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    return None;
+                }
+                Box::new(Eta::new(name))
+            }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ext4chk-progress".into())
+            .spawn(move || {
+                let mut pass_shown = 0u8;
+                let mut checks = 0u64;
+                loop {
+                    let ending = stop2.load(Ordering::SeqCst);
+                    let s = p.snapshot();
+                    if s.checks > 0 {
+                        if s.checks != checks && checks != 0 {
+                            // A repair's next check: the display does not
+                            // go back; it holds at the end until done.
+                        } else {
+                            checks = s.checks;
+                            let pass = s.pass().min(6);
+                            // Passes the reader missed end as they end.
+                            while pass_shown < pass && pass_shown < 6 {
+                                if pass_shown >= 1 {
+                                    let (c, m) = pass_position(pass_shown, &s, true);
+                                    sink.show(pass_shown, c, m, &s);
+                                }
+                                pass_shown += 1;
+                                if pass_shown <= 5 {
+                                    let (_, m) = pass_position(pass_shown, &s, false);
+                                    sink.show(pass_shown, 0, m, &s);
+                                }
+                            }
+                            if pass <= 5 {
+                                let (c, m) = pass_position(pass, &s, false);
+                                sink.show(pass, c, m, &s);
+                            }
+                        }
+                    }
+                    if ending {
+                        sink.finish();
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(25));
+                }
+            })
+            .ok()?;
+        Some(Display {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the display (after a last look at the counters).
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+trait Sink: Send {
+    fn show(&mut self, pass: u8, cur: u64, max: u64, s: &Snapshot);
+    fn finish(&mut self);
+}
+
+/// `-C N`: one line per change, "PASS CURRENT MAX NAME".
+struct FdLines {
+    out: std::fs::File,
+    name: String,
+    last: (u8, u64, u64),
+}
+
+impl Sink for FdLines {
+    fn show(&mut self, pass: u8, cur: u64, max: u64, _: &Snapshot) {
+        if (pass, cur, max) == self.last || !FD_ENABLED.load(Ordering::SeqCst) {
+            return;
+        }
+        self.last = (pass, cur, max);
+        let _ = writeln!(self.out, "{pass} {cur} {max} {}", self.name);
+    }
+
+    fn finish(&mut self) {
+        let _ = self.out.flush();
+    }
+}
+
+/// `-C 0`: e2fsck's bar on standard output.
+struct TextBar {
+    label: String,
+    /// `\x01` and `\x02` around each draw when not interactive, for
+    /// logsave to strip.
+    marks: (&'static str, &'static str),
+    spin: usize,
+    last_tenths: i64,
+    last_tick: Option<Instant>,
+}
+
+impl TextBar {
+    fn new(label: &str) -> TextBar {
+        use std::io::IsTerminal;
+        let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        TextBar {
+            label: label.to_string(),
+            marks: if interactive {
+                ("", "")
+            } else {
+                ("\x01", "\x02")
+            },
+            spin: 0,
+            last_tenths: -1,
+            last_tick: None,
+        }
+    }
+
+    fn line(&mut self, pct: f64) -> String {
+        const SPIN: [char; 4] = ['\\', '|', '/', '-'];
+        let width = 8 * (66usize.saturating_sub(self.label.len()) / 8);
+        let filled = ((pct * width as f64 + 50.0) / 100.0) as usize;
+        let filled = filled.min(width);
+        let c = if pct >= 100.0 {
+            '|'
+        } else {
+            SPIN[self.spin % 4]
+        };
+        self.spin += 1;
+        format!(
+            "{}{}: |{}{}{} {:4.1}%   \r{}",
+            self.marks.0,
+            self.label,
+            "=".repeat(filled),
+            " ".repeat(width - filled),
+            c,
+            pct,
+            self.marks.1
+        )
+    }
+}
+
+impl Sink for TextBar {
+    fn show(&mut self, pass: u8, cur: u64, max: u64, _: &Snapshot) {
+        let pct = percent(pass, cur, max);
+        let tenths = (pct * 10.0).round() as i64;
+        if tenths == self.last_tenths {
+            return;
+        }
+        // At most one draw per eighth of a second, but always 0% and 100%.
+        let now = Instant::now();
+        if tenths != 0 && tenths != 1000 {
+            if let Some(t) = self.last_tick {
+                if now.duration_since(t) < Duration::from_millis(125) {
+                    return;
+                }
+            }
+        }
+        self.last_tenths = tenths;
+        self.last_tick = Some(now);
+        let l = self.line(pct);
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(l.as_bytes());
+        let _ = o.flush();
+    }
+
+    fn finish(&mut self) {
+        if self.last_tenths >= 0 {
+            let mut o = std::io::stdout().lock();
+            let _ = write!(o, "{}{}\r{}", self.marks.0, " ".repeat(79), self.marks.1);
+            let _ = o.flush();
+        }
+    }
+}
+
+/// A terminal bar with the time left, on standard error.
+struct Eta {
+    bar: indicatif::ProgressBar,
+}
+
+/// Positions of the terminal bar.
+const ETA_STEPS: u64 = 10_000;
+
+impl Eta {
+    fn new(name: &str) -> Eta {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(ETA_STEPS),
+            indicatif::ProgressDrawTarget::stderr_with_hz(8),
+        );
+        let style = indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {percent:>3}% {msg} (about {eta} left)",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(name.to_string());
+        Eta { bar }
+    }
+}
+
+impl Sink for Eta {
+    fn show(&mut self, pass: u8, _: u64, _: u64, s: &Snapshot) {
+        let msg = match pass {
+            1 | 2 => format!(
+                "passes 1-2: {}/{} inodes, {}/{} directory blocks",
+                s.inodes_done, s.inodes_total, s.dir_blocks_done, s.dir_blocks_found
+            ),
+            p => format!("pass {p}"),
+        };
+        self.bar.set_message(msg);
+        self.bar
+            .set_position((fraction(s) * ETA_STEPS as f64) as u64);
+    }
+
+    fn finish(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e2fsck_percentages() {
+        assert_eq!(percent(1, 0, 10), 0.0);
+        assert_eq!(percent(1, 5, 10), 35.0);
+        assert_eq!(percent(2, 10, 10), 90.0);
+        assert_eq!(percent(5, 8, 8), 100.0);
+        assert_eq!(percent(3, 0, 0), 100.0);
+    }
+
+    #[test]
+    fn the_text_bar_has_e2fsck_s_shape() {
+        let mut b = TextBar {
+            label: "p.img".into(),
+            marks: ("\x01", "\x02"),
+            spin: 1,
+            last_tenths: -1,
+            last_tick: None,
+        };
+        let l = b.line(17.5);
+        assert_eq!(
+            l,
+            format!(
+                "\x01p.img: |{}{}| 17.5%   \r\x02",
+                "=".repeat(10),
+                " ".repeat(46)
+            )
+        );
+    }
+
+    #[test]
+    fn the_fraction_grows_with_the_work() {
+        let mut s = Snapshot {
+            inodes_total: 1000,
+            ..Default::default()
+        };
+        let mut last = -1.0;
+        for i in 0..=10 {
+            s.inodes_done = i * 100;
+            s.dir_blocks_found = i * 20;
+            s.dir_blocks_done = i * 18;
+            let f = fraction(&s);
+            assert!(f > last && f <= 1.0);
+            last = f;
+        }
+        s.phase = 6;
+        assert_eq!(fraction(&s), 1.0);
+    }
+}
