@@ -269,6 +269,14 @@ fn repair(inv: &Invocation, target: &Target) -> Report {
         max_rounds: 16,
         skip_if_clean: (!forced(inv)).then(clock),
         journal_only: inv.ext.journal_only,
+        bad_blocks: inv
+            .bad_blocks
+            .any()
+            .then(|| check_core::repair::badblocks::Change {
+                scan: inv.bad_blocks.scan,
+                keep: inv.bad_blocks.keep,
+                file: inv.bad_blocks.file.clone(),
+            }),
     };
     if let Some(u) = &inv.undo {
         if inv.mode != Mode::Check {

@@ -8,6 +8,7 @@
 mod device;
 pub mod partition;
 mod pread;
+pub mod scan;
 pub mod stages;
 mod uring;
 

@@ -10,6 +10,7 @@
 //! device for writing itself.
 
 mod alloc;
+pub mod badblocks;
 mod blocks;
 mod connect;
 mod dirs;
@@ -70,6 +71,9 @@ pub struct RepairOptions {
     pub skip_if_clean: Option<crate::due::Clock>,
     /// With `skip_if_clean`: stop once the journal is replayed.
     pub journal_only: bool,
+    /// Changes to the bad-block list (`-c`, `-l`, `-L`), made before the
+    /// passes.
+    pub bad_blocks: Option<badblocks::Change>,
 }
 
 /// The outcome of a repair.
@@ -284,6 +288,20 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             Ok(skip::Decision::Check(r)) => forced = Some(r),
             // The file system cannot be opened: the check says why.
             Err(_) => {}
+        }
+    }
+    if let Some(change) = opts
+        .bad_blocks
+        .as_ref()
+        .filter(|_| stop_reason.is_none() && !cancelled)
+    {
+        match update_bad_blocks(&dev, &fx, check_opts, change, path) {
+            Ok((more_notes, fixed)) => {
+                notes.extend(more_notes);
+                fixed_all.extend(fixed);
+                modified = true;
+            }
+            Err(why) => stop_reason = Some(why),
         }
     }
     // Pass 1's workers send inode-local fixes to the fixer while they
@@ -514,6 +532,50 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         }
     }
     Repaired { report, rounds }
+}
+
+/// The bad-block list's update, as its own round before the passes: a
+/// check tells which blocks are in use, the list is rewritten, and the
+/// group summaries follow (pass-5 problems the check found are fixed by
+/// the same rebuild, and reported so).
+fn update_bad_blocks(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    check_opts: CheckOptions,
+    change: &badblocks::Change,
+    path: &Path,
+) -> Result<(Vec<String>, Vec<Finding>), String> {
+    let pre = check_with_state(dev.clone(), check_opts);
+    let Some(st) = pre.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err(
+            "the bad-block list cannot be updated: the check stopped before it could tell which blocks are in use"
+                .into(),
+        );
+    };
+    let mut io = Io::new(&st.fs);
+    let mut stage = Staging::new(&st.fs, &st.maps, true);
+    let done = badblocks::stage_update(
+        st,
+        change,
+        &mut stage,
+        &mut io,
+        &path.display().to_string(),
+        Some(fx),
+    )?;
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(|e| format!("the repair stopped: {e}"))?;
+    let fixed = pre
+        .report
+        .findings
+        .iter()
+        .filter(|f| rebuilt_by_pass5(f.code))
+        .map(|f| {
+            let mut f = f.clone();
+            f.fixed = true;
+            f
+        })
+        .collect();
+    Ok((done.notes, fixed))
 }
 
 /// Writes the superblock the user chose (`-b`) and its descriptor table

@@ -1,0 +1,250 @@
+//! The bad-block list (inode 1): scanned for with `-c`, read from a file
+//! with `-l` (added) or `-L` (replacing), and written back as e2fsck
+//! writes it, before the passes.
+
+use std::path::PathBuf;
+
+use ext4_layout::bytes::{le_u32, put_le_u32};
+use ext4_layout::inode::Inode;
+use pipeline::scan;
+
+use super::inodes::{now, off};
+use super::stage::Staging;
+use crate::engine::CheckState;
+use crate::io::Io;
+
+/// What to do to the bad-block list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// `-c`: 1 reads every block; 2 also writes a pattern to each and puts
+    /// the data back (`-cc`).
+    pub scan: u8,
+    /// `-k`: keep the blocks already listed when scanning.
+    pub keep: bool,
+    /// `-l FILE` (false) or `-L FILE` (true: replace the list).
+    pub file: Option<(PathBuf, bool)>,
+}
+
+impl Change {
+    /// Whether the current list is dropped first (`-L`, or `-c` without `-k`).
+    fn replaces(&self) -> bool {
+        matches!(self.file, Some((_, true))) || (self.scan > 0 && !self.keep)
+    }
+}
+
+/// Reads a list of block numbers as e2fsprogs does: one number at the
+/// start of each line (after blanks); lines that do not start with a
+/// digit are skipped, anything after the number ignored.
+pub fn parse_list(text: &str) -> Result<Vec<u64>, String> {
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        let end = t
+            .bytes()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(t.len());
+        if end == 0 {
+            continue;
+        }
+        let n: u64 = t[..end]
+            .parse()
+            .map_err(|_| format!("'{}' is too large for a block number", &t[..end]))?;
+        if n > u64::from(u32::MAX) {
+            return Err(format!("{n} is too large for a block number"));
+        }
+        v.push(n);
+    }
+    Ok(v)
+}
+
+/// What the update did, for the report.
+pub(super) struct Updated {
+    /// Lines to show (illegal or out-of-range blocks, the update).
+    pub notes: Vec<String>,
+}
+
+/// Works out the new list and stages inode 1, its mapping blocks and the
+/// group summaries; `device` names the device in messages.
+pub(super) fn stage_update<'f>(
+    st: &'f CheckState,
+    change: &Change,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    device: &str,
+    writer: Option<&fixer::Fixer>,
+) -> Result<Updated, String> {
+    let fs = &st.fs;
+    let geo = &fs.geo;
+    let bits = geo.cluster_bits;
+    let mut notes = Vec::new();
+    let in_range = |b: u64| b >= geo.first_data_block && b < geo.blocks_count;
+    // The current list and its mapping blocks.
+    let raw = stage
+        .inode_copy(io, 1)
+        .map_err(|e| format!("cannot read the bad blocks inode: {e}"))?;
+    let mut old_data = Vec::new();
+    let mut old_all = Vec::new();
+    if let Some(inode) = Inode::new(&raw) {
+        crate::blockiter::for_each_block(io, &inode, &mut |b, l| {
+            if !in_range(b) {
+                notes.push(format!(
+                    "Warning: illegal block {b} found in bad block inode.  Cleared."
+                ));
+                return;
+            }
+            old_all.push(b);
+            if l >= 0 {
+                old_data.push(b);
+            }
+        });
+    }
+    let mut list = if change.replaces() {
+        Vec::new()
+    } else {
+        old_data.clone()
+    };
+    if let Some((path, _)) = &change.file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the bad blocks list {}: {e}", path.display()))?;
+        for b in parse_list(&text).map_err(|e| format!("{}: {e}", path.display()))? {
+            if in_range(b) {
+                list.push(b);
+            } else {
+                notes.push(format!("Bad block {b} out of range; ignored."));
+            }
+        }
+    }
+    if change.scan > 0 {
+        list.extend(scan_device(st, change.scan >= 2, writer)?);
+    }
+    list.sort_unstable();
+    list.dedup();
+    notes.push(format!("{device}: Updating bad block inode."));
+    // The old blocks are free again (unless something else claims them),
+    // the new ones in use before any mapping block is allocated.
+    for &b in &old_all {
+        if !st.maps.block_dup.get(b >> bits) {
+            st.maps.block_found.test_and_clear(b >> bits);
+        }
+    }
+    for &b in &list {
+        st.maps.block_found.test_and_set(b >> bits);
+    }
+    {
+        let r = stage.inode(io, 1).map_err(|e| e.to_string())?;
+        r[off::BLOCK..off::BLOCK + 60].fill(0);
+    }
+    for (i, &b) in list.iter().enumerate() {
+        super::map::map_block(stage, io, 1, i as u64, b)
+            .map_err(|e| format!("cannot map bad block {b}: {e}"))?;
+    }
+    let bs = u64::from(geo.block_size);
+    let t = now();
+    let r = stage.inode(io, 1).map_err(|e| e.to_string())?;
+    let size = list.len() as u64 * bs;
+    // As the library: i_blocks counts the bad blocks, not the mapping.
+    super::inodes::set_size(r, size);
+    put_le_u32(r, off::BLOCKS, (list.len() as u64 * (bs / 512)) as u32);
+    put_le_u32(r, 0x08, t); // i_atime
+    put_le_u32(r, 0x10, t); // i_mtime
+    if le_u32(r, 0x0C) == 0 {
+        put_le_u32(r, 0x0C, t); // i_ctime
+    }
+    super::rebuild::rebuild_with_allocations(st, stage, io).map_err(|e| e.to_string())?;
+    Ok(Updated { notes })
+}
+
+/// `-c`: the blocks of the file system that cannot be read; with
+/// `write_test`, also those that do not give back what was written
+/// (each block's data is put back at once, through the fixer).
+fn scan_device(
+    st: &CheckState,
+    write_test: bool,
+    writer: Option<&fixer::Fixer>,
+) -> Result<Vec<u64>, String> {
+    let fs = &st.fs;
+    let bs = u64::from(fs.geo.block_size);
+    let (file, _) = scan::open_for_scan(fs.dev.path()).map_err(|e| e.to_string())?;
+    let base = fs.dev.base();
+    let count = fs.geo.blocks_count.min(fs.dev.size() / bs);
+    let mut bad = scan::unreadable(&file, base, bs, count, &|_| {});
+    if write_test {
+        let fx = writer.ok_or("the read-write test needs a writable device")?;
+        bad.extend(write_test_blocks(st, &file, fx, count, &bad)?);
+        bad.sort_unstable();
+        bad.dedup();
+    }
+    Ok(bad)
+}
+
+/// The non-destructive read-write test: for each run of blocks, the
+/// data is read, its complement written and read back, and the data
+/// written back. The write of the data back does not wait for an
+/// interrupt to be honoured: it always happens.
+fn write_test_blocks(
+    st: &CheckState,
+    file: &std::fs::File,
+    fx: &fixer::Fixer,
+    count: u64,
+    skip: &[u64],
+) -> Result<Vec<u64>, String> {
+    let fs = &st.fs;
+    let bs = u64::from(fs.geo.block_size);
+    let run = ((1u64 << 20) / bs).max(1);
+    let base = fs.dev.base();
+    let mut bad = Vec::new();
+    let mut orig = scan::AlignedBuf::new((run * bs) as usize);
+    let mut back = scan::AlignedBuf::new((run * bs) as usize);
+    let mut b = 0;
+    while b < count {
+        let n = run.min(count - b);
+        let len = (n * bs) as usize;
+        let unreadable = skip.iter().any(|&x| x >= b && x < b + n);
+        if unreadable
+            || scan::read_all(file, &mut orig.as_mut_slice()[..len], base + b * bs).is_err()
+        {
+            b += n;
+            continue;
+        }
+        let pattern: Vec<u8> = orig.as_slice()[..len].iter().map(|x| !x).collect();
+        match fx.commit(vec![fixer::Write {
+            offset: b * bs,
+            data: pattern.clone(),
+        }]) {
+            Ok(()) => {}
+            Err(fixer::CommitError::Interrupted) => return Err("interrupted".into()),
+            Err(e) => return Err(format!("the read-write test could not write: {e}")),
+        }
+        scan::forget_cached(file, base + b * bs, len as u64);
+        let read_back = scan::read_all(file, &mut back.as_mut_slice()[..len], base + b * bs);
+        // The data goes back whatever happened.
+        fx.request(fixer::Write {
+            offset: b * bs,
+            data: orig.as_slice()[..len].to_vec(),
+        })
+        .and_then(|()| fx.barrier().map(|_| ()))
+        .map_err(|e| format!("the read-write test could not put the data back: {e}"))?;
+        for k in 0..n {
+            let lo = (k * bs) as usize;
+            let hi = lo + bs as usize;
+            let ok = read_back.is_ok() && back.as_slice()[lo..hi] == pattern[lo..hi];
+            if !ok {
+                bad.push(b + k);
+            }
+        }
+        b += n;
+    }
+    Ok(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_read_as_e2fsprogs_reads_them() {
+        let v = parse_list("5000\n 5001 x\nfoo\n\n99999\n0\n").unwrap();
+        assert_eq!(v, vec![5000, 5001, 99999, 0]);
+        assert!(parse_list("4294967296\n").is_err());
+    }
+}
