@@ -36,10 +36,18 @@ pub fn run(inv: &Invocation) -> i32 {
             return exit::OPERATIONAL;
         }
     }
+    let journal = match external_journal(inv, &target) {
+        Ok(j) => j,
+        Err(why) => {
+            eprintln!("{}: {why}", inv.prog);
+            // As e2fsck: the file system was recognised, its journal not.
+            return exit::OPERATIONAL | exit::UNCORRECTED;
+        }
+    };
     let display = progress_display(inv, &target);
     let report = match inv.mode {
-        Mode::Check => check_only(inv, &target),
-        Mode::Preen | Mode::Repair => repair(inv, &target),
+        Mode::Check => check_only(inv, &target, journal),
+        Mode::Preen | Mode::Repair => repair(inv, &target, journal),
     };
     if let Some(d) = display {
         d.stop();
@@ -116,9 +124,7 @@ fn progress_display(inv: &Invocation, target: &Target) -> Option<progress::Displ
 
 /// The volume label, read straight from the primary superblock.
 fn peek_label(target: &Target) -> Option<String> {
-    let dev = open_device(target, IoMode::Pread).ok()?;
-    let mut sb = vec![0u8; 1024];
-    dev.read_at(&mut sb, 1024).ok()?;
+    let sb = peek_super(target)?;
     let name = ext4_layout::superblock::Superblock::new(&sb)?.s_volume_name();
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     Some(String::from_utf8_lossy(&name[..end]).into_owned())
@@ -132,7 +138,71 @@ fn io_mode(io: Io) -> IoMode {
     }
 }
 
-fn check_options(inv: &Invocation) -> CheckOptions {
+/// The journal device of a file system whose journal is outside it:
+/// `-j`, else the device udev names by the journal's UUID, else the one
+/// with the device number the superblock records.
+fn external_journal(
+    inv: &Invocation,
+    target: &Target,
+) -> Result<Option<Arc<pipeline::Device>>, String> {
+    let Some((uuid, devno)) = peek_super(target).and_then(|sb| {
+        let s = ext4_layout::superblock::Superblock::new(&sb)?;
+        let u = s.s_journal_uuid();
+        (u != [0; 16]).then(|| (u, s.s_journal_dev()))
+    }) else {
+        return Ok(None);
+    };
+    let path = match &inv.journal {
+        Some(p) => Some(p.clone()),
+        None => find_journal_device(&uuid, devno),
+    };
+    let Some(path) = path else {
+        // The check says it cannot be found, with e2fsck's exit code.
+        return Ok(None);
+    };
+    open_device(&Target::whole(&path), IoMode::Pread)
+        .map(|d| Some(Arc::new(d)))
+        .map_err(|e| format!("{e} (checking the journal of {})", inv.device))
+}
+
+/// Looks for a journal device as blkid would: by UUID under
+/// /dev/disk/by-uuid, then by device number.
+fn find_journal_device(uuid: &[u8; 16], devno: u32) -> Option<std::path::PathBuf> {
+    let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    let text = format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    );
+    let by_uuid = Path::new("/dev/disk/by-uuid").join(&text);
+    if by_uuid.exists() {
+        return Some(by_uuid);
+    }
+    if devno == 0 {
+        return None;
+    }
+    // The old 16-bit encoding and the kernel's new one.
+    let (major, minor) = (
+        (devno >> 8) & 0xfff,
+        (devno & 0xff) | ((devno >> 12) & 0xfff00),
+    );
+    let uevent = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent")).ok()?;
+    let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
+    Some(Path::new("/dev").join(name))
+}
+
+/// The primary superblock's bytes.
+fn peek_super(target: &Target) -> Option<Vec<u8>> {
+    let dev = open_device(target, IoMode::Pread).ok()?;
+    let mut sb = vec![0u8; 1024];
+    dev.read_at(&mut sb, 1024).ok()?;
+    Some(sb)
+}
+
+fn check_options(inv: &Invocation, journal: Option<Arc<pipeline::Device>>) -> CheckOptions {
     CheckOptions {
         threads: inv.threads.0,
         auto_threads: inv.threads.1,
@@ -142,6 +212,7 @@ fn check_options(inv: &Invocation) -> CheckOptions {
             block_size: inv.blocksize.filter(|&b| b != 0),
         }),
         progress: Some(&PROGRESS),
+        external_journal: journal,
     }
 }
 
@@ -169,8 +240,8 @@ fn clock() -> Clock {
 }
 
 /// A read-only check (`-n`).
-fn check_only(inv: &Invocation, target: &Target) -> Report {
-    let opts = check_options(inv);
+fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Device>>) -> Report {
+    let opts = check_options(inv, journal);
     if let Some(m) = fixer::safety::mounted(&target.path)
         .ok()
         .and_then(|m| m.into_iter().next())
@@ -242,7 +313,7 @@ fn check_only(inv: &Invocation, target: &Target) -> Report {
             }
         }
     }
-    let mut report = check_core::check(dev, opts);
+    let mut report = check_core::check(dev, &opts);
     report.forced = forced_by;
     report
 }
@@ -256,9 +327,9 @@ fn skipped_report(inv: &Invocation, s: Skipped) -> Report {
 }
 
 /// A repair (`-y`) or preen (`-p`).
-fn repair(inv: &Invocation, target: &Target) -> Report {
+fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Device>>) -> Report {
     let opts = check_core::repair::RepairOptions {
-        check: check_options(inv),
+        check: check_options(inv, journal),
         io: io_mode(inv.io),
         mode: if inv.mode == Mode::Repair {
             check_core::repair::Mode::All

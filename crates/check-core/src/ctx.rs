@@ -8,7 +8,7 @@ use crate::fs::{BitSet, Fs};
 use crate::problem::{Finding, Pass};
 
 /// Options that change how the checker runs (never what it finds).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CheckOptions {
     /// Worker threads for the parallel passes (at least 1).
     pub threads: usize,
@@ -20,6 +20,9 @@ pub struct CheckOptions {
     pub superblock: Option<crate::fs::SbLoc>,
     /// Counters to update for a progress display.
     pub progress: Option<&'static crate::progress::Progress>,
+    /// The journal device of a file system whose journal is not inside
+    /// it (`-j`).
+    pub external_journal: Option<std::sync::Arc<pipeline::Device>>,
 }
 
 impl Default for CheckOptions {
@@ -30,6 +33,7 @@ impl Default for CheckOptions {
             idle_priority: false,
             superblock: None,
             progress: None,
+            external_journal: None,
         }
     }
 }

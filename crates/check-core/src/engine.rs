@@ -14,7 +14,7 @@ use crate::report::{Report, Summary};
 use crate::{journal, pass1, pass1b, pass2, pass3, pass4, pass5, postpass, super_check};
 
 /// Checks the file system on `dev` without changing anything.
-pub fn check(dev: Arc<Device>, opts: CheckOptions) -> Report {
+pub fn check(dev: Arc<Device>, opts: &CheckOptions) -> Report {
     check_with_state(dev, opts).report
 }
 
@@ -51,14 +51,14 @@ pub struct Checked {
 
 /// Checks the file system on `dev` without changing anything, keeping the
 /// check's state.
-pub fn check_with_state(dev: Arc<Device>, opts: CheckOptions) -> Checked {
+pub fn check_with_state(dev: Arc<Device>, opts: &CheckOptions) -> Checked {
     check_fixing(dev, opts, None)
 }
 
 /// A check that, given a fixer, has pass 1's workers send it the repairs
 /// they can make on the spot (see [`pass1::Pass1::sink`]); the findings
 /// so repaired come back marked fixed. Without one, nothing is written.
-pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::Fixer>) -> Checked {
+pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::Fixer>) -> Checked {
     let mut report = Report {
         device: dev.path().display().to_string(),
         ..Default::default()
@@ -89,7 +89,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: CheckOptions, sink: Option<&fixer::F
     report.label = String::from_utf8_lossy(&label[..end]).into_owned();
     let mut io = Io::new(&fs);
     let mut tl = Timeline::new();
-    let jc = journal::check_journal(&fs, &mut io);
+    let jc = journal::check_journal(&fs, &mut io, opts.external_journal.as_deref());
     report.findings.extend(jc.findings);
     if let Some(why) = jc.fatal {
         report.aborted = Some(why);

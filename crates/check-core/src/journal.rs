@@ -11,6 +11,7 @@ use crate::blockiter::{bmap, journal_extent_ok};
 use crate::fs::Fs;
 use crate::io::Io;
 use crate::problem::{Code, Finding};
+use pipeline::Device;
 
 /// What is wrong with the journal, for a repair to act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,8 +51,16 @@ enum LoadErr {
     ReadError(String),
 }
 
-/// e2fsck's journal checks, answering "no" to every question.
-pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
+/// Where an external journal's superblock is: the block after the one
+/// that holds byte 1024 of the journal device.
+pub fn external_jsb_block(block_size: u32) -> u64 {
+    u64::from(1024 / block_size) + 1
+}
+
+/// e2fsck's journal checks, answering "no" to every question. `external`
+/// is the journal device, for a file system whose journal is not inside
+/// it.
+pub fn check_journal(fs: &Fs, io: &mut Io<'_>, external: Option<&Device>) -> JournalCheck {
     let sb = fs.sb();
     let geo = &fs.geo;
     let mut out = JournalCheck {
@@ -79,13 +88,31 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>) -> JournalCheck {
             out.problem = Some(JournalProblem::RecoverWithoutJournal);
         }
     };
-    if uuid_set {
+    if uuid_set && external.is_none() {
         out.findings.push(Finding::new(Code::ExternalJournal));
-        out.fatal = Some("the file system uses an external journal, which cannot be found".into());
+        out.fatal = Some(
+            "the file system uses an external journal, which cannot be found (name it with -j)"
+                .into(),
+        );
         out.problem = Some(JournalProblem::External);
         return out;
     }
-    let result = load(fs, io);
+    let result = match external.filter(|_| uuid_set) {
+        Some(dev) => match load_external(fs, dev) {
+            Ok(jsb) => Ok(jsb),
+            Err((code, why)) => {
+                let mut f = Finding::new(code);
+                if code == Code::ExternalJournalBadSuper {
+                    f = f.str(why.clone());
+                }
+                out.findings.push(f);
+                out.fatal = Some(why);
+                out.problem = Some(JournalProblem::External);
+                return out;
+            }
+        },
+        None => load(fs, io),
+    };
     match result {
         Ok(jsb) => {
             let j = JournalSuperblock::new(&jsb);
@@ -196,6 +223,53 @@ fn load_inode(fs: &Fs, io: &mut Io<'_>) -> Result<(Vec<u8>, bool, u64), LoadErr>
     Ok((candidate.unwrap_or_default(), tried_backup, first_block))
 }
 
+/// Reads an external journal's superblock after checking that the device
+/// is a journal device of this file system; returns the journal superblock
+/// and its length in blocks.
+pub fn external_superblock(fs: &Fs, dev: &Device) -> Result<(Vec<u8>, u64), (Code, String)> {
+    let bad = |why: &str| (Code::ExternalJournalBadSuper, why.to_string());
+    let mut sb = vec![0u8; 1024];
+    dev.read_at(&mut sb, 1024)
+        .map_err(|e| bad(&format!("it cannot be read: {e}")))?;
+    let Some(jdev) = ext4_layout::superblock::Superblock::new(&sb) else {
+        return Err(bad("it is too short"));
+    };
+    if jdev.s_magic() != ext4_layout::superblock::EXT2_MAGIC
+        || !jdev.incompat().contains(IncompatFeatures::JOURNAL_DEV)
+    {
+        return Err(bad("it is not an external journal device"));
+    }
+    if jdev.s_uuid() != fs.sb().s_journal_uuid() {
+        return Err((
+            Code::ExternalJournalWrongFs,
+            "the external journal does not belong to this file system".into(),
+        ));
+    }
+    if jdev.block_size() != Some(fs.geo.block_size) {
+        return Err(bad("its block size differs from the file system's"));
+    }
+    let bs = fs.block_size();
+    let mut jsb = vec![0u8; bs.max(1024)];
+    let at = external_jsb_block(fs.geo.block_size) * bs as u64;
+    dev.read_at(&mut jsb[..bs], at)
+        .map_err(|e| bad(&format!("its journal superblock cannot be read: {e}")))?;
+    Ok((jsb, jdev.blocks_count().min(u64::from(u32::MAX))))
+}
+
+fn load_external(fs: &Fs, dev: &Device) -> Result<Vec<u8>, (Code, String)> {
+    let (jsb, total) = external_superblock(fs, dev)?;
+    validate_jsb(fs, jsb, total).map_err(|e| {
+        let why = match e {
+            LoadErr::BadInode(w)
+            | LoadErr::Corrupt(w)
+            | LoadErr::Unsupported(w)
+            | LoadErr::MultiFs(w)
+            | LoadErr::ReadError(w) => w,
+        };
+        (Code::ExternalJournalBadSuper, why)
+    })
+}
+
 /// Validates the journal inode (or its superblock backup) and returns the
 /// journal superblock block.
 fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
@@ -204,6 +278,14 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
     let mut jsb = vec![0u8; bs.max(1024)];
     io.read_blocks(first_block, &mut jsb[..bs])
         .map_err(|e| LoadErr::ReadError(format!("cannot read the journal superblock: {e}")))?;
+    let total = Inode::new(&inode_raw).map_or(0, |i| i.size() / bs as u64);
+    validate_jsb(fs, jsb, total)
+}
+
+/// The checks of a journal superblock, wherever the journal is; `total`
+/// is the journal's length in blocks.
+fn validate_jsb(fs: &Fs, jsb: Vec<u8>, total: u64) -> Result<Vec<u8>, LoadErr> {
+    let bs = fs.block_size();
     let Some(j) = JournalSuperblock::new(&jsb) else {
         return Err(LoadErr::Corrupt("short journal superblock".into()));
     };
@@ -267,7 +349,6 @@ fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
             j.s_blocksize()
         )));
     }
-    let total = Inode::new(&inode_raw).map_or(0, |i| i.size() / bs as u64);
     if u64::from(j.s_maxlen()) > total {
         return Err(LoadErr::Corrupt(format!(
             "the journal claims {} blocks but has {total}",

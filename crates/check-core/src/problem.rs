@@ -240,7 +240,13 @@ codes! {
         "the journal recorded error {num}; the file system will be marked as having errors";
     /// external-journal (e2fsck PR_0_CANT_FIND_JOURNAL).
     ExternalJournal = 0x000011, "external-journal", Super, Notice,
-        "the file system uses an external journal, which this checker cannot read";
+        "the file system's external journal cannot be found (name its device with -j)";
+    /// external-journal-bad-super (e2fsck PR_0_EXT_JOURNAL_BAD_SUPER).
+    ExternalJournalBadSuper = 0x000012, "external-journal-bad-super", Super, Notice,
+        "the external journal has a bad superblock ({str})";
+    /// external-journal-wrong-fs (e2fsck PR_0_JOURNAL_BAD_UUID).
+    ExternalJournalWrongFs = 0x000013, "external-journal-wrong-fs", Super, Notice,
+        "the external journal does not belong to this file system";
     /// mmp-invalid (e2fsck PR_0_MMP_INVALID_BLK).
     MmpInvalid = 0x000042, "mmp-invalid", Super, Notice,
         "the multiple-mount protection block is invalid ({str})";

@@ -181,6 +181,17 @@ pub struct Device {
     path: PathBuf,
 }
 
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("path", &self.path)
+            .field("base", &self.base)
+            .field("size", &self.size)
+            .field("io", &self.io_path())
+            .finish()
+    }
+}
+
 impl Device {
     /// The size of the file system's window of the device, in bytes.
     pub fn size(&self) -> u64 {

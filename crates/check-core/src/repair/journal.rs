@@ -90,13 +90,42 @@ fn journal_blocks(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u64>, u64)> {
     Some((blocks, inode.size() / u64::from(fs.geo.block_size)))
 }
 
+/// An external journal: its device, and the fixer that writes to it.
+pub struct External<'a> {
+    /// The journal device.
+    pub dev: &'a Device,
+    /// The writer for the journal device.
+    pub fx: &'a fixer::Fixer,
+}
+
+/// Where the log's blocks are.
+enum Space<'a> {
+    /// In the journal inode: the file system block of each log block.
+    Inode(Vec<u64>),
+    /// On a journal device: log block numbers are its block numbers.
+    External(&'a External<'a>, u64),
+}
+
+impl Space<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Space::Inode(b) => b.len() as u64,
+            Space::External(_, n) => *n,
+        }
+    }
+}
+
 /// Journal problems, recovery and the orphan list, before the passes.
-pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, String> {
+pub fn before_passes(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    external: Option<&External<'_>>,
+) -> Result<PrePass, String> {
     let mut pre = PrePass::default();
     for _ in 0..6 {
         let fs = open(dev)?;
         let mut io = Io::new(&fs);
-        let jc = check_journal(&fs, &mut io);
+        let jc = check_journal(&fs, &mut io, external.map(|e| e.dev));
         let maps_dummy = crate::ctx::Maps::new(&fs);
         let mut st = Staging::new(&fs, &maps_dummy, false);
         let bs = fs.block_size();
@@ -199,7 +228,19 @@ pub fn before_passes(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<PrePass, St
             }
         }
         if has(Code::JournalNeedsRecovery) || has(Code::JournalRecoveryFlagClear) {
-            let (outcome, fc_log, error) = replay(&fs, &mut io, fx)?;
+            let space = match external.filter(|_| fs.sb().s_journal_uuid() != [0; 16]) {
+                Some(e) => {
+                    let (_, n) =
+                        crate::journal::external_superblock(&fs, e.dev).map_err(|(_, why)| why)?;
+                    Space::External(e, n)
+                }
+                None => Space::Inode(
+                    journal_blocks(&fs, &mut io)
+                        .ok_or("the journal cannot be read")?
+                        .0,
+                ),
+            };
+            let (outcome, fc_log, error) = replay(&fs, &mut io, fx, &space)?;
             pre.modified = true;
             pre.notes.push(outcome);
             if let Some(e) = error {
@@ -396,12 +437,23 @@ fn replay(
     fs: &Fs,
     io: &mut Io<'_>,
     fx: &fixer::Fixer,
+    space: &Space<'_>,
 ) -> Result<(String, Vec<super::fastcommit::Change>, Option<String>), String> {
     let bs = fs.block_size();
-    let (blocks, _) = journal_blocks(fs, io).ok_or("the journal cannot be read")?;
-    let b0 = *blocks.first().ok_or("the journal has no blocks")?;
+    // The journal superblock: the first block of the journal inode, or
+    // the block after the device's own superblock.
+    let b0 = match space {
+        Space::Inode(blocks) => *blocks.first().ok_or("the journal has no blocks")?,
+        Space::External(..) => crate::journal::external_jsb_block(fs.geo.block_size),
+    };
     let mut jsb = vec![0u8; bs];
-    io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?;
+    match space {
+        Space::Inode(_) => io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?,
+        Space::External(e, _) => e
+            .dev
+            .read_at(&mut jsb, b0 * bs as u64)
+            .map_err(|e| e.to_string())?,
+    }
     let j = JournalSuperblock::new(&jsb).ok_or("short journal superblock")?;
     let feat = if j.is_v2() {
         j.features()
@@ -413,7 +465,7 @@ fn replay(
     let async_commit = feat.incompat & JournalFeatures::INCOMPAT_ASYNC_COMMIT != 0;
     let seed = crc32c_raw(!0, &j.s_uuid());
     let first = u64::from(be_u32(&jsb, 0x14));
-    let total = u64::from(be_u32(&jsb, 0x10)).min(blocks.len() as u64);
+    let total = u64::from(be_u32(&jsb, 0x10)).min(space.len());
     // With fast commits the log ends where the fast commit area starts.
     let fast_commit = feat.incompat & JournalFeatures::INCOMPAT_FAST_COMMIT != 0;
     let num_fc = if fast_commit {
@@ -429,23 +481,54 @@ fn replay(
     let sequence = be_u32(&jsb, 0x18);
     let tail = if csum { 4 } else { 0 };
     let read = |io: &mut Io<'_>, lb: u64, buf: &mut [u8]| -> Result<(), String> {
-        let p = *blocks
-            .get(lb as usize)
-            .ok_or_else(|| format!("journal block {lb} is past its end"))?;
-        if p == 0 {
-            return Err(format!("journal block {lb} is not mapped"));
+        match space {
+            Space::Inode(blocks) => {
+                let p = *blocks
+                    .get(lb as usize)
+                    .ok_or_else(|| format!("journal block {lb} is past its end"))?;
+                if p == 0 {
+                    return Err(format!("journal block {lb} is not mapped"));
+                }
+                io.read_blocks(p, buf).map_err(|e| e.to_string())
+            }
+            Space::External(e, n) => {
+                if lb >= *n {
+                    return Err(format!("journal block {lb} is past its end"));
+                }
+                e.dev
+                    .read_at(buf, lb * bs as u64)
+                    .map_err(|e| e.to_string())
+            }
         }
-        io.read_blocks(p, buf).map_err(|e| e.to_string())
+    };
+    let write_jsb = |fs_writes: Vec<fixer::Write>, jsb: Vec<u8>| -> Result<(), String> {
+        let at = b0 * bs as u64;
+        match space {
+            Space::Inode(_) => {
+                let mut all = fs_writes;
+                all.push(fixer::Write {
+                    offset: at,
+                    data: jsb,
+                });
+                fx.commit(all).map_err(|e| e.to_string())
+            }
+            Space::External(e, _) => {
+                // The replayed blocks are on the file system for good
+                // before the journal lets go of them.
+                fx.commit(fs_writes).map_err(|e| e.to_string())?;
+                e.fx.commit(vec![fixer::Write {
+                    offset: at,
+                    data: jsb,
+                }])
+                .map_err(|e| e.to_string())
+            }
+        }
     };
     let wrap = |b: u64| if b >= maxlen { b - (maxlen - first) } else { b };
     if start == 0 {
         put_be_u32(&mut jsb, 0x18, sequence.wrapping_add(1));
         set_jsb_checksum(&mut jsb);
-        fx.commit(vec![fixer::Write {
-            offset: b0 * bs as u64,
-            data: jsb,
-        }])
-        .map_err(|e| e.to_string())?;
+        write_jsb(Vec::new(), jsb)?;
         return Ok(("The journal was empty.".into(), Vec::new(), None));
     }
     let mut buf = vec![0u8; bs];
@@ -589,7 +672,7 @@ fn replay(
         fc_log = super::fastcommit::scan(&fc_blocks, end);
     }
     let n = writes.len();
-    let mut list: Vec<fixer::Write> = writes
+    let list: Vec<fixer::Write> = writes
         .into_iter()
         .map(|(b, d)| fixer::Write {
             offset: b * bs as u64,
@@ -602,11 +685,7 @@ fn replay(
         put_be_u32(&mut jsb, 0x18, end.wrapping_add(1));
     }
     set_jsb_checksum(&mut jsb);
-    list.push(fixer::Write {
-        offset: b0 * bs as u64,
-        data: jsb,
-    });
-    fx.commit(list).map_err(|e| e.to_string())?;
+    write_jsb(list, jsb)?;
     let said = match &error {
         None => format!("The journal was recovered: {n} blocks replayed."),
         Some(e) => format!("The journal was recovered only in part ({e}); {n} blocks replayed."),

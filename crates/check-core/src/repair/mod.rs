@@ -147,7 +147,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         Ok(d) => Arc::new(d),
         Err(e) => return fail(path, e.to_string(), Vec::new()),
     };
-    let mut check_opts = opts.check;
+    let mut check_opts = opts.check.clone();
     let (block_size, fs_bytes, on_backup) = match crate::fs::open_fs(
         dev.clone(),
         crate::fs::OpenOptions {
@@ -164,7 +164,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             // The file system cannot even be opened: nothing to repair that
             // a check could vouch for.
             return Repaired {
-                report: check_with_state(dev.clone(), check_opts).report,
+                report: check_with_state(dev.clone(), &check_opts).report,
                 rounds: 0,
             };
         }
@@ -234,7 +234,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         // As e2fsck -b: the chosen superblock and its descriptors become
         // the primary ones before anything else, and everything after
         // works on them.
-        match restore_primary(&dev, &fx, check_opts) {
+        match restore_primary(&dev, &fx, &check_opts) {
             Ok(f) => {
                 fixed_all.push(f);
                 modified = true;
@@ -243,8 +243,26 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             Err(why) => stop_reason = Some(why),
         }
     }
+    // An external journal gets a writer of its own: replay empties it.
+    let jfx = match &check_opts.external_journal {
+        Some(j) => match fixer::safety::open_for_repair(j.path(), !mounted_root) {
+            Ok(f) => Some(fixer::Fixer::start(Arc::new(f), j.base(), j.size(), None)),
+            Err(e) => {
+                stop_reason = Some(format!(
+                    "cannot open the external journal {} for writing: {e}",
+                    j.path().display()
+                ));
+                None
+            }
+        },
+        None => None,
+    };
+    let external = match (&check_opts.external_journal, &jfx) {
+        (Some(dev), Some(fx)) => Some(journal::External { dev, fx }),
+        _ => None,
+    };
     if stop_reason.is_none() {
-        match journal::before_passes(&dev, &fx) {
+        match journal::before_passes(&dev, &fx, external.as_ref()) {
             Ok(pre) => {
                 journal_removed = pre.journal_removed;
                 notes.extend(pre.notes);
@@ -295,7 +313,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         .as_ref()
         .filter(|_| stop_reason.is_none() && !cancelled)
     {
-        match update_bad_blocks(&dev, &fx, check_opts, change, path) {
+        match update_bad_blocks(&dev, &fx, &check_opts, change, path) {
             Ok((more_notes, fixed)) => {
                 notes.extend(more_notes);
                 fixed_all.extend(fixed);
@@ -308,7 +326,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     // check, except when preening (which must know that every problem is
     // one it may fix before it writes anything).
     let sink = (opts.mode != Mode::Preen && stop_reason.is_none() && !cancelled).then_some(&fx);
-    let mut current: Checked = check_fixing(dev.clone(), check_opts, sink);
+    let mut current: Checked = check_fixing(dev.clone(), &check_opts, sink);
     let mut streamed = 0u64;
     if stop_reason.is_none() {
         match settle_streamed(&fx, &mut current, &mut fixed_all) {
@@ -376,7 +394,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
                 "round {rounds}: {streamed} problems fixed by pass 1's workers during the check"
             ));
             let t_check = std::time::Instant::now();
-            current = check_fixing(dev.clone(), check_opts, sink);
+            current = check_fixing(dev.clone(), &check_opts, sink);
             round_times.push(format!(
                 "check after round {rounds}: {:.3} s",
                 t_check.elapsed().as_secs_f64()
@@ -465,7 +483,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         }
         drop(io);
         let t_check = std::time::Instant::now();
-        current = check_fixing(dev.clone(), check_opts, sink);
+        current = check_fixing(dev.clone(), &check_opts, sink);
         match settle_streamed(&fx, &mut current, &mut fixed_all) {
             Ok(n) => streamed = n,
             Err(e) => stop_reason = Some(e),
@@ -502,6 +520,14 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     let stats = fx.finish();
     if let Err(e) = &stats {
         notes.push(format!("The fixer failed at the end: {e}"));
+    }
+    drop(external);
+    if let Some(j) = jfx {
+        if let Err(e) = j.finish() {
+            notes.push(format!(
+                "The external journal's writer failed at the end: {e}"
+            ));
+        }
     }
     let mut report = current.report;
     report.diagnostics.extend(round_times);
@@ -541,11 +567,11 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
 fn update_bad_blocks(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
-    check_opts: CheckOptions,
+    check_opts: &CheckOptions,
     change: &badblocks::Change,
     path: &Path,
 ) -> Result<(Vec<String>, Vec<Finding>), String> {
-    let pre = check_with_state(dev.clone(), check_opts);
+    let pre = check_with_state(dev.clone(), &check_opts);
     let Some(st) = pre.state.as_ref().filter(|s| s.abort.is_none()) else {
         return Err(
             "the bad-block list cannot be updated: the check stopped before it could tell which blocks are in use"
@@ -583,7 +609,7 @@ fn update_bad_blocks(
 fn restore_primary(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
-    check_opts: CheckOptions,
+    check_opts: &CheckOptions,
 ) -> Result<Finding, String> {
     let opened = crate::fs::open_fs(
         dev.clone(),
