@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{code, gunzip, known_list, manifest, par_map, run, shared, Row, Scratch};
+use common::{code, corpus_image, gunzip, known_list, manifest, par_map, run, Row, Scratch};
 
 /// Rows whose oracle is not a verdict: e2fsck crashed, hung, or upstream
 /// checks the image with other options.
@@ -28,24 +28,121 @@ struct Outcome {
     excluded: Option<&'static str>,
 }
 
+/// Where the images are put for the check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// The target directory (the build machine's disk).
+    Disk,
+    /// /dev/shm, as CI pipelines and container builds keep images.
+    Tmpfs,
+    /// A loop device over the image file.
+    Loop,
+}
+
 #[test]
 fn corpus_read_only_verdicts_match_e2fsck() {
-    let rows = manifest();
+    check_corpus(Place::Disk, "auto");
+}
+
+#[test]
+fn corpus_on_tmpfs_through_io_uring() {
+    check_corpus(Place::Tmpfs, "uring");
+}
+
+#[test]
+fn corpus_on_tmpfs_through_pread() {
+    check_corpus(Place::Tmpfs, "pread");
+}
+
+#[test]
+fn corpus_through_loop_devices() {
+    check_corpus(Place::Loop, "auto");
+}
+
+/// A scratch directory on tmpfs, removed on drop.
+struct ShmDir(std::path::PathBuf);
+
+impl Drop for ShmDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Attaches a loop device to `img`; `None` when this machine cannot.
+fn losetup(img: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new(common::find_tool("losetup")?)
+        .args(["-f", "--show", "-r"])
+        .arg(img)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn losetup_detach(dev: &str) {
+    if let Some(l) = common::find_tool("losetup") {
+        let _ = std::process::Command::new(l).args(["-d", dev]).output();
+    }
+}
+
+fn check_corpus(place: Place, io: &str) {
+    let Some(rows) = manifest() else {
+        return;
+    };
+    if place == Place::Tmpfs && !std::path::Path::new("/dev/shm").is_dir() {
+        eprintln!("skipping: no /dev/shm on this machine");
+        return;
+    }
+    if io == "uring" {
+        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.img");
+        let probe = run(&["-n", "--io", "uring", demo.to_str().expect("path")]);
+        if String::from_utf8_lossy(&probe.stderr).contains("io_uring is not available") {
+            eprintln!("skipping: io_uring is not available here");
+            return;
+        }
+    }
+    if place == Place::Loop {
+        let scratch = Scratch::new("loop-probe");
+        let probe = scratch.path("probe.img");
+        std::fs::write(&probe, vec![0u8; 1 << 20]).expect("write");
+        match losetup(&probe) {
+            Some(d) => losetup_detach(&d),
+            None => {
+                eprintln!("skipping: loop devices cannot be attached here (needs root and /dev/loop-control)");
+                return;
+            }
+        }
+    }
     assert!(
         rows.len() > 200,
         "the corpus should have about 209 images, found {}",
         rows.len()
     );
     let scratch = Scratch::new("corpus-ro");
+    let shm = (place == Place::Tmpfs).then(|| {
+        let d = std::path::Path::new("/dev/shm")
+            .join(format!("ext4chk-corpus-{}-{io}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("tmpfs directory");
+        ShmDir(d)
+    });
+    let dir = shm.as_ref().map_or(scratch.0.clone(), |d| d.0.clone());
     let outcomes = par_map(&rows, |r| {
-        let gz = shared()
-            .join("corpus/e2fsprogs")
-            .join(&r.test)
-            .join("image.gz");
-        let img = scratch.path(&format!("{}.img", r.test));
-        gunzip(&gz, &img);
+        let img = dir.join(format!("{}.img", r.test));
+        gunzip(&corpus_image(&r.test), &img);
         let before = std::fs::read(&img).expect("image");
-        let out = run(&["-n", img.to_str().expect("utf-8 path")]);
+        let loopdev = if place == Place::Loop {
+            losetup(&img)
+        } else {
+            None
+        };
+        let target = loopdev
+            .clone()
+            .unwrap_or_else(|| img.to_str().expect("utf-8 path").to_string());
+        let out = run(&["-n", "--io", io, &target]);
+        if let Some(d) = &loopdev {
+            losetup_detach(d);
+        }
         let after = std::fs::read(&img).expect("image");
         let _ = std::fs::remove_file(&img);
         Outcome {
@@ -94,7 +191,7 @@ fn corpus_read_only_verdicts_match_e2fsck() {
         }
     }
     eprintln!(
-        "corpus read-only agreement: {agree}/{total} (excluded {})",
+        "corpus read-only agreement ({place:?}, --io {io}): {agree}/{total} (excluded {})",
         outcomes.len() - total
     );
     assert!(

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{
-    code, file_tree, find_tool, gunzip, have, known_list, manifest, par_map, run, shared, Scratch,
+    code, corpus_image, file_tree, find_tool, gunzip, have, known_list, manifest, par_map, run,
+    Scratch,
 };
 
 /// e2fsck, bounded in time: on a few damaged images it never finishes.
@@ -56,13 +57,12 @@ fn corpus_repairs_leave_clean_file_systems() {
         eprintln!("e2fsprogs is not installed: skipping the corpus repair test");
         return;
     }
-    let rows = manifest();
+    let Some(rows) = manifest() else {
+        return;
+    };
     let scratch = Scratch::new("corpus-rep");
     let outcomes = par_map(&rows, |r| {
-        let gz = shared()
-            .join("corpus/e2fsprogs")
-            .join(&r.test)
-            .join("image.gz");
+        let gz = corpus_image(&r.test);
         let img = scratch.path(&format!("{}.img", r.test));
         gunzip(&gz, &img);
         let first = code(&run(&["-y", img.to_str().expect("path")]));

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    code, file_tree, fixture_images, gunzip, have, mke2fs, run, run_as, shared, tool, Scratch,
+    code, corpus_image, file_tree, fixture_images, gunzip, have, mke2fs, run, run_as, tool, Scratch,
 };
 
 fn sha(p: &Path) -> u64 {
@@ -46,7 +46,7 @@ fn tools_ok() -> bool {
 
 #[test]
 fn undo_file_restores_damaged_corpus_images() {
-    if !tools_ok() {
+    if !tools_ok() || common::manifest().is_none() {
         return;
     }
     let scratch = Scratch::new("undo");
@@ -67,7 +67,7 @@ fn undo_file_restores_damaged_corpus_images() {
         "f_misstable",
     ];
     for t in tests {
-        let gz = shared().join("corpus/e2fsprogs").join(t).join("image.gz");
+        let gz = corpus_image(t);
         let img = scratch.path(&format!("{t}.img"));
         let undo = scratch.path(&format!("{t}.undo"));
         gunzip(&gz, &img);

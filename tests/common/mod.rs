@@ -135,11 +135,30 @@ pub struct Row {
     pub notes: String,
 }
 
-/// Reads the corpus manifest.
-pub fn manifest() -> Vec<Row> {
-    let p = shared().join("corpus/e2fsprogs/MANIFEST.tsv");
-    let text =
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()));
+/// The e2fsprogs corpus folder: `$EXT4CHK_CORPUS`, else
+/// `../shared/corpus` beside the repository.
+pub fn corpus_dir() -> PathBuf {
+    std::env::var_os("EXT4CHK_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| shared().join("corpus"))
+}
+
+/// The gzipped image of a corpus test.
+pub fn corpus_image(test: &str) -> PathBuf {
+    corpus_dir().join("e2fsprogs").join(test).join("image.gz")
+}
+
+/// Reads the corpus manifest; `None` (after saying so in one line) when
+/// the corpus is not there, so that the test skips.
+pub fn manifest() -> Option<Vec<Row>> {
+    let p = corpus_dir().join("e2fsprogs/MANIFEST.tsv");
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        eprintln!(
+            "skipping: the e2fsprogs corpus is not at {} (set EXT4CHK_CORPUS to the folder that holds e2fsprogs/MANIFEST.tsv)",
+            corpus_dir().display()
+        );
+        return None;
+    };
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().expect("header").split('\t').collect();
     let col = |name: &str| {
@@ -169,7 +188,8 @@ pub fn manifest() -> Vec<Row> {
                 notes: f[cno].to_string(),
             }
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// Reads a known-failures list: one test name per line, then a reason
