@@ -416,7 +416,10 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             break;
         }
         if opts.mode == Mode::Preen {
-            if let Some(f) = to_fix.iter().find(|f| !preen_ok(f.code)) {
+            if let Some(f) = to_fix
+                .iter()
+                .find(|f| !preen_ok(f.code) && !entry_cleared(f, &to_fix))
+            {
                 preen_halt = Some(format!(
                     "UNEXPECTED INCONSISTENCY ({}); run ext4chk --repair without -p",
                     f.message()
@@ -795,6 +798,18 @@ fn preen_ok(code: Code) -> bool {
             | Code::BadRefCount
             | Code::EaInodeRefCount
     ) || rebuilt_by_pass5(code)
+}
+
+/// Whether a finding about a directory entry is moot because another
+/// finding clears that entry (e2fsck checks nothing more of an entry it
+/// has just cleared, so preen never meets the rest).
+fn entry_cleared(f: &Finding, all: &[&Finding]) -> bool {
+    matches!(
+        f.code,
+        Code::BadFiletype | Code::SetFiletype | Code::ClearFiletype
+    ) && all
+        .iter()
+        .any(|g| g.code == Code::UnusedInode && g.dir == f.dir && g.ino == f.ino && g.str == f.str)
 }
 
 /// The pass a finding's fix belongs to (1B goes with 1).
