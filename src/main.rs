@@ -2,6 +2,7 @@
 //! `fsck.ext4` (or `e2fsck`), it stands in for e2fsck.
 
 mod cli;
+mod doc;
 mod extended;
 mod output;
 mod progress;
