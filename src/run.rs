@@ -213,6 +213,12 @@ fn check_options(inv: &Invocation, journal: Option<Arc<pipeline::Device>>) -> Ch
         }),
         progress: Some(&PROGRESS),
         external_journal: journal,
+        choices: check_core::Choices {
+            ea_ver: inv.ext.ea_ver,
+            fragcheck: inv.ext.fragcheck,
+            check_encoding: inv.ext.check_encoding,
+            readahead_kb: inv.ext.readahead_kb,
+        },
     }
 }
 

@@ -23,6 +23,34 @@ pub struct CheckOptions {
     /// The journal device of a file system whose journal is not inside
     /// it (`-j`).
     pub external_journal: Option<std::sync::Arc<pipeline::Device>>,
+    /// e2fsck's extended options that change what is checked or shown.
+    pub choices: Choices,
+}
+
+/// e2fsck's `-E` choices that change what a check reports or prints
+/// (unlike the rest of [`CheckOptions`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Choices {
+    /// The version of extended attribute blocks accepted (1 or 2).
+    pub ea_ver: u8,
+    /// List every discontinuity in a file's blocks (`fragcheck`).
+    pub fragcheck: bool,
+    /// Check names in case-folded directories against the encoding.
+    pub check_encoding: bool,
+    /// How far ahead of the workers inode tables are read, in KiB;
+    /// `None` for the default, 0 for none.
+    pub readahead_kb: Option<u64>,
+}
+
+impl Default for Choices {
+    fn default() -> Self {
+        Choices {
+            ea_ver: 2,
+            fragcheck: false,
+            check_encoding: false,
+            readahead_kb: None,
+        }
+    }
 }
 
 impl Default for CheckOptions {
@@ -34,6 +62,7 @@ impl Default for CheckOptions {
             superblock: None,
             progress: None,
             external_journal: None,
+            choices: Choices::default(),
         }
     }
 }

@@ -140,6 +140,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
     let maps = maps;
     let mut p1cx = pass1::Pass1::new(&fs, &maps, &bad_blocks);
     p1cx.sink = sink;
+    p1cx.choices = opts.choices;
     let p1cx = p1cx;
     let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
     let table_abort = p1cx.table_abort();
@@ -178,14 +179,16 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
         let inodes: u64 = chunks.iter().map(|c| u64::from(c.count)).sum();
         p.start(u64::from(fs.geo.group_count), inodes, dirs);
     }
+    let prefetch = prefetch_chunks(&fs, opts.choices.readahead_kb);
     let job = CheckJob {
         fs: &fs,
         p1: &p1cx,
         p2: &p2cx,
         chunks: &chunks,
         progress: opts.progress,
+        prefetch,
     };
-    for c in chunks.iter().take(PREFETCH_CHUNKS) {
+    for c in chunks.iter().take(prefetch) {
         let (off, len) = pass1::chunk_extent(&fs, c);
         fs.dev.prefetch(off, len);
     }
@@ -226,6 +229,8 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
     p1cx.finish(&mut io, &mut p1);
     tl.mark("end of pass 1");
     report.findings.append(&mut p1.findings);
+    p1.frag_lines.sort_by_key(|l| (l.0, l.1));
+    report.pass1_lines = p1.frag_lines.drain(..).map(|l| l.2).collect();
     let mut abort = p1.abort.take();
     if abort.is_none() && resize_unreadable {
         report
@@ -390,6 +395,18 @@ impl Timeline {
 /// How many inode-table chunks are fetched ahead of the workers.
 const PREFETCH_CHUNKS: usize = 8;
 
+/// Chunks to read ahead: the default, or as many as `readahead_kb` holds
+/// (e2fsck's `-E readahead_kb`; 0 turns read-ahead off).
+fn prefetch_chunks(fs: &Fs, readahead_kb: Option<u64>) -> usize {
+    match readahead_kb {
+        None => PREFETCH_CHUNKS,
+        Some(kb) => {
+            let chunk_bytes = u64::from(pass1::CHUNK_INODES) * u64::from(fs.geo.inode_size);
+            usize::try_from(kb.saturating_mul(1024) / chunk_bytes.max(1)).unwrap_or(usize::MAX)
+        }
+    }
+}
+
 /// Passes 1 and 2 as a two-stage pipeline job.
 struct CheckJob<'a> {
     fs: &'a crate::fs::Fs,
@@ -397,6 +414,8 @@ struct CheckJob<'a> {
     p2: &'a pass2::P2Ctx<'a>,
     chunks: &'a [pass1::Chunk],
     progress: Option<&'a crate::progress::Progress>,
+    /// Inode-table chunks read ahead of the workers (0: none).
+    prefetch: usize,
 }
 
 /// One worker's reader, outputs and scratch space.
@@ -438,12 +457,16 @@ impl<'a> pipeline::stages::Job for CheckJob<'a> {
         chunk: &pass1::Chunk,
         emit: &mut dyn FnMut(pass1::DirWork),
     ) {
-        if let Some(ahead) = self.chunks.get(index + PREFETCH_CHUNKS) {
+        if let Some(ahead) = self
+            .chunks
+            .get(index + self.prefetch)
+            .filter(|_| self.prefetch > 0)
+        {
             let (off, len) = pass1::chunk_extent(self.fs, ahead);
             self.fs.dev.prefetch(off, len);
         }
         let mut out = self.p1.check_chunk(&mut ctx.io, *chunk);
-        if self.p2.wants_prefetch() {
+        if self.prefetch > 0 && self.p2.wants_prefetch() {
             prefetch_dir_blocks(self.fs, &out.dir_work, &mut ctx.ranges);
         }
         if let Some(p) = self.progress {

@@ -25,7 +25,7 @@ pub mod report;
 pub mod super_check;
 pub mod xattr_read;
 
-pub use ctx::{CheckOptions, Maps};
+pub use ctx::{CheckOptions, Choices, Maps};
 pub use problem::{Code, Finding, Pass, Severity};
 pub use report::{Report, Summary};
 

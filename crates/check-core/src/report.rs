@@ -106,6 +106,8 @@ pub struct Report {
     pub skipped: Option<crate::due::Skipped>,
     /// Why a check that could have been skipped was made.
     pub forced: Option<crate::due::Reason>,
+    /// Lines printed under pass 1's heading (`-E fragcheck`).
+    pub pass1_lines: Vec<String>,
     /// Wall time of each phase of the last check, in seconds (for `-tt`).
     pub phases: Vec<(String, f64)>,
 }
@@ -189,6 +191,12 @@ impl Report {
             }
             out.push_str(p.heading());
             out.push('\n');
+            if p == Pass::P1 {
+                for l in &self.pass1_lines {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
             for f in mine {
                 let mark = match (f.code.severity(), f.fixed) {
                     (_, true) => "FIXED",

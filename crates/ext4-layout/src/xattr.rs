@@ -7,6 +7,9 @@ use crate::csum::crc32c_raw;
 
 /// Magic at the start of an EA block and of the in-inode EA area.
 pub const EA_MAGIC: u32 = 0xEA02_0000;
+/// `h_magic` of the first version of extended attribute blocks, whose
+/// entries have no name index.
+pub const EA_MAGIC_V1: u32 = 0xEA01_0000;
 /// Size of the EA block header.
 pub const EA_BLOCK_HEADER: usize = 32;
 /// Size of the fixed part of an entry.

@@ -34,6 +34,17 @@ struct Walk {
 }
 
 impl Walk {
+    /// e2fsck's `fragcheck` letter: d for a directory, f for a file.
+    fn type_char(&self) -> char {
+        if self.is_dir {
+            'd'
+        } else if self.is_reg {
+            'f'
+        } else {
+            '?'
+        }
+    }
+
     fn new(geo: &ext4_layout::Geometry, inode: &Inode<'_>, ino: u32) -> Self {
         Walk {
             ino,
@@ -90,6 +101,18 @@ enum MapErr {
 }
 
 impl Worker<'_, '_, '_> {
+    /// Records a `fragcheck` line for `ino`.
+    fn frag_line(&mut self, ino: u32, text: String) {
+        let n = self
+            .out
+            .frag_lines
+            .iter()
+            .rev()
+            .take_while(|l| l.0 == ino)
+            .count() as u32;
+        self.out.frag_lines.push((ino, n, text));
+    }
+
     /// Claims a cluster; a second claim marks it multiply claimed.
     pub(super) fn mark_block_used(&mut self, blk: u64) {
         if self.no_claims {
@@ -303,6 +326,17 @@ impl Worker<'_, '_, '_> {
         }
         if w.previous_block != 0 && w.ino != 7 && w.previous_block + 1 != blk {
             w.fragmented = true;
+            if self.p.choices.fragcheck && !self.silent {
+                let text = format!(
+                    "{:6}({}): expecting {:6} got phys {:6} (blkcnt {})",
+                    w.ino,
+                    w.type_char(),
+                    w.previous_block + 1,
+                    blk,
+                    blockcnt
+                );
+                self.frag_line(w.ino, text);
+            }
         }
         let mut problem = None;
         if w.is_dir
@@ -768,6 +802,18 @@ impl Worker<'_, '_, '_> {
             }
             if w.previous_block != 0 && w.previous_block + 1 != pblk {
                 w.fragmented = true;
+                if self.p.choices.fragcheck && !self.silent {
+                    let text = format!(
+                        "{:6}({}): expecting {:6} actual extent phys {:6} log {} len {}",
+                        ino,
+                        w.type_char(),
+                        w.previous_block + 1,
+                        pblk,
+                        lblk,
+                        len
+                    );
+                    self.frag_line(ino, text);
+                }
             }
             if try_repairs && w.is_dir && w.last_block.wrapping_add(1) < lblk {
                 self.report(Finding::new(Code::CollapseDblock).ino(ino).num(lblk));

@@ -4,7 +4,7 @@ use ext4_layout::bytes::{le_u16, le_u32, le_u8};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures};
 use ext4_layout::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use ext4_layout::xattr::{
-    ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_ENTRY_HEADER, EA_MAGIC,
+    ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_ENTRY_HEADER, EA_MAGIC, EA_MAGIC_V1,
 };
 
 use super::inode::{Cur, Worker};
@@ -276,9 +276,13 @@ impl Worker<'_, '_, '_> {
             return;
         };
         let header_ok =
-            (x.h_magic() == EA_MAGIC || x.h_magic() == 0xEA01_0000) && x.h_blocks() == 1;
+            (x.h_magic() == EA_MAGIC || x.h_magic() == EA_MAGIC_V1) && x.h_blocks() == 1;
         let failed_csum = header_ok && fs.metadata_csum() && !x.checksum_ok(fs.geo.csum_seed, blk);
-        if x.h_magic() != EA_MAGIC {
+        // `-E ea_ver=1` accepts only the first version's blocks, whose
+        // entries have no name index.
+        let v1 = self.p.choices.ea_ver == 1;
+        let wanted = if v1 { EA_MAGIC_V1 } else { EA_MAGIC };
+        if x.h_magic() != wanted {
             self.report(Finding::new(Code::EaBlockHeader).ino(ino).blk(blk));
         }
         if x.h_blocks() != 1 {
@@ -300,7 +304,7 @@ impl Worker<'_, '_, '_> {
                 break;
             }
             let index = le_u8(buf, pos + 1);
-            if index == 0 {
+            if (index == 0) != v1 || (v1 && name_len == 0) {
                 self.report(
                     Finding::new(Code::EaBlockEntry)
                         .ino(ino)

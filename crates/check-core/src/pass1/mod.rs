@@ -241,6 +241,8 @@ pub struct P1Out {
     pub abort: Option<AbortAt>,
     /// Quota usage by (type, id): type 0 user, 1 group, 2 project.
     pub quota: std::collections::HashMap<(u8, u32), QuotaUse>,
+    /// `fragcheck` lines: (inode, order within the inode, text).
+    pub frag_lines: Vec<(u32, u32, String)>,
 }
 
 impl P1Out {
@@ -252,6 +254,7 @@ impl P1Out {
         self.ea_refs.append(&mut o.ea_refs);
         self.ea_inode_refs.append(&mut o.ea_inode_refs);
         self.policies.append(&mut o.policies);
+        self.frag_lines.append(&mut o.frag_lines);
         self.stats.add(&o.stats);
         self.abort = AbortAt::earliest(self.abort.take(), o.abort);
         for (k, v) in o.quota {
@@ -322,6 +325,8 @@ pub struct Pass1<'a> {
     /// [`crate::repair::inode_local_fix`]), so it goes on checking while
     /// the fixer writes. `None` in a read-only check.
     pub sink: Option<&'a fixer::Fixer>,
+    /// e2fsck's `-E` choices.
+    pub choices: crate::ctx::Choices,
 }
 
 impl<'a> Pass1<'a> {
@@ -339,6 +344,7 @@ impl<'a> Pass1<'a> {
             maps,
             bad_blocks,
             low_dtime_check,
+            choices: crate::ctx::Choices::default(),
             sink: None,
         }
     }
