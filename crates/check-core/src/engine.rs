@@ -143,6 +143,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
     p1cx.choices = opts.choices;
     let p1cx = p1cx;
     let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
+    p2cx.check_encoding = opts.choices.check_encoding;
     let table_abort = p1cx.table_abort();
     let limit = table_abort.as_ref().map_or(u32::MAX, |a| a.ino);
     // The bad blocks inode first: what it lists decides how the inode

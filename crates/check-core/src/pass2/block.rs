@@ -428,11 +428,14 @@ fn check_block_inner(
     });
     let seed = fs.sb().s_hash_seed();
     let casefold_fs = geo.incompat.contains(IncompatFeatures::CASEFOLD);
-    let cf_dir = casefold_fs
-        && maps.inode_casefold.get(u64::from(ino - 1))
-        && fs.sb().s_encoding_flags() & 1 != 0;
+    let cf_inode = casefold_fs && maps.inode_casefold.get(u64::from(ino - 1));
+    let strict = fs.sb().s_encoding_flags() & 1 != 0;
+    let cf_dir = cf_inode && strict;
     let casefolded = dir.iflags & flags::CASEFOLD != 0;
     let encrypted = dir.encrypted;
+    // Names are checked against the encoding in strict mode, or when
+    // asked (`-E check_encoding`).
+    let check_names = cf_inode && (strict || cx.check_encoding);
     let hash_in_dirent = casefolded && dir.iflags & flags::ENCRYPT != 0;
     acc.names.clear();
     acc.arena.clear();
@@ -661,7 +664,7 @@ fn check_block_inner(
                         }
                     }
                 } else {
-                    if cf_dir && !utf8_ok(name) {
+                    if check_names && !utf8_ok(name) {
                         findings.push(
                             Finding::new(Code::BadEncodedName)
                                 .dir(ino)

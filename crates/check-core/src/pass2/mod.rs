@@ -67,6 +67,9 @@ impl Policies {
 pub struct P2Ctx<'a> {
     /// The file system.
     pub fs: &'a Fs,
+    /// Check names in case-folded directories against the encoding even
+    /// when the file system is not strict (`-E check_encoding`).
+    pub check_encoding: bool,
     /// Pass-1 maps.
     pub maps: &'a Maps,
     /// Encryption policies.
@@ -94,6 +97,7 @@ impl<'a> P2Ctx<'a> {
         let sb = fs.sb();
         P2Ctx {
             fs,
+            check_encoding: false,
             maps,
             policies: Policies::default(),
             counted: (0..n).map(|_| AtomicU32::new(0)).collect(),

@@ -170,7 +170,9 @@ pub fn fix_pass2<'a, 'f>(
             dead: &dead,
             holes: BTreeSet::new(),
             encrypted: false,
-            casefold_strict: false,
+            // A name the check found badly encoded (strict mode, or
+            // `-E check_encoding`) is fixed by the encoding rule.
+            casefold_strict: codes.contains(&Code::BadEncodedName),
         };
         for f in &fs_ {
             match f.code {
@@ -217,7 +219,7 @@ fn fix_directory<'f>(
     fx.encrypted = inode.has_flag(flags::ENCRYPT);
     fx.casefold_strict = fs.geo.incompat.contains(IncompatFeatures::CASEFOLD)
         && inode.has_flag(flags::CASEFOLD)
-        && fs.sb().s_encoding_flags() & 1 != 0;
+        && (fs.sb().s_encoding_flags() & 1 != 0 || fx.casefold_strict);
     if inode.has_flag(flags::INLINE_DATA) {
         return fix_inline_dir(st, stage, io, fx, &raw);
     }
