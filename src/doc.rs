@@ -125,7 +125,13 @@ The repair was interrupted.
     fn the_man_page_matches_the_command_line() {
         let page = man_page();
         let text = String::from_utf8_lossy(&page);
-        for flag in ["\\-\\-repair", "\\-\\-partition", "\\-C", "\\-b", "EXIT STATUS"] {
+        for flag in [
+            "\\-\\-repair",
+            "\\-\\-partition",
+            "\\-C",
+            "\\-b",
+            "EXIT STATUS",
+        ] {
             assert!(text.contains(flag), "the man page lacks {flag}");
         }
         golden(&root().join("ext4chk.8"), &page);
@@ -139,7 +145,10 @@ The repair was interrupted.
             (Shell::Zsh, "_ext4chk"),
             (Shell::Fish, "ext4chk.fish"),
         ] {
-            golden(&root().join("contrib/completions").join(file), &completion(shell));
+            golden(
+                &root().join("contrib/completions").join(file),
+                &completion(shell),
+            );
         }
     }
 }

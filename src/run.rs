@@ -354,6 +354,7 @@ fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Devic
                 keep: inv.bad_blocks.keep,
                 file: inv.bad_blocks.file.clone(),
             }),
+        optimize_dirs: inv.optimize_dirs,
     };
     if let Some(u) = &inv.undo {
         if inv.mode != Mode::Check {

@@ -496,3 +496,81 @@ fn a_corrupt_primary_superblock_is_rewritten_from_the_backup() {
     assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
     assert_eq!(code(&run(&["-y", p])), 0, "the repair is not idempotent");
 }
+
+/// `-D` rewrites every directory as e2fsck's does: a directory emptied
+/// of most entries shrinks to one packed block, a large one gets an
+/// index (two levels on 1 KiB blocks), lost+found keeps its size, no
+/// file is lost and e2fsck finds nothing wrong.
+#[test]
+fn optimize_dirs_packs_and_indexes_every_directory() {
+    if !have_all(&["e2fsck", "debugfs", "mke2fs"]) {
+        return;
+    }
+    let scratch = Scratch::new("optimize-dirs");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("huge")).expect("mkdir");
+    std::fs::create_dir_all(tree.join("shrink")).expect("mkdir");
+    for i in 0..3000 {
+        std::fs::write(
+            tree.join(format!("huge/a_rather_long_file_name_to_fill_blocks_{i}")),
+            "",
+        )
+        .expect("write");
+    }
+    for i in 0..300 {
+        std::fs::write(
+            tree.join(format!("shrink/file_with_a_long_name_{i}")),
+            format!("{i}"),
+        )
+        .expect("write");
+    }
+    let img = scratch.path("d.img");
+    let p = img.to_str().expect("path");
+    mke2fs(&[
+        "-b",
+        "1024",
+        "-I",
+        "256",
+        "-O",
+        "has_journal,extent,dir_index,filetype,sparse_super,metadata_csum,64bit,dir_nlink,extra_isize",
+        "-d",
+        tree.to_str().expect("path"),
+        p,
+        "32M",
+    ]);
+    let cmds = scratch.path("cmds");
+    let rm: String = (5..295)
+        .map(|i| format!("rm /shrink/file_with_a_long_name_{i}\n"))
+        .collect();
+    std::fs::write(&cmds, rm).expect("write");
+    tool("debugfs", &["-w", "-f", cmds.to_str().expect("path"), p]);
+    let stat = |what: &str| {
+        String::from_utf8_lossy(&tool("debugfs", &["-R", &format!("stat {what}"), p]).stdout)
+            .to_string()
+    };
+    let size_of = |what: &str| {
+        let s = stat(what);
+        s.split("Size: ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let lpf = size_of("/lost+found");
+    let before = file_tree(&img, &scratch.path("t1")).expect("tree");
+    let out = run(&["-y", "-D", p]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    assert_eq!(size_of("/shrink"), 1024, "ten entries fit in one block");
+    assert!(
+        stat("/huge").contains("Flags: 0x81000"),
+        "indexed: {}",
+        stat("/huge")
+    );
+    let htree =
+        String::from_utf8_lossy(&tool("debugfs", &["-R", "htree /huge", p]).stdout).to_string();
+    assert!(htree.contains("Indirect levels: 1"), "{htree}");
+    assert_eq!(size_of("/lost+found"), lpf, "lost+found keeps its size");
+    assert_eq!(file_tree(&img, &scratch.path("t2")).expect("tree"), before);
+    assert_eq!(code(&run(&["-y", p])), 0, "a second repair finds nothing");
+}

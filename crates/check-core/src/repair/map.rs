@@ -150,6 +150,100 @@ fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<
     Ok((v, tree))
 }
 
+/// Unmaps every block of `ino` from logical block `keep` on, with the
+/// mapping blocks that then map nothing; returns the blocks no longer
+/// held (data and mapping blocks), for the caller to free.
+pub fn truncate_map<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    keep: u64,
+) -> io::Result<Vec<u64>> {
+    let before = all_blocks_of(stage, io, ino)?;
+    let raw = stage.inode_copy(io, ino)?;
+    let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
+    if inode.has_flag(flags::INLINE_DATA) {
+        return Ok(Vec::new());
+    }
+    if inode.has_flag(flags::EXTENTS) {
+        let mut kept = Vec::new();
+        for mut e in extents_of(stage, io, &raw)? {
+            if e.lblk >= keep {
+                continue;
+            }
+            e.len = e.len.min(keep - e.lblk);
+            kept.push(e);
+        }
+        super::blocks::write_extent_tree(stage, io, ino, &kept)?;
+    } else {
+        let per = (stage.fs().block_size() / 4) as u64;
+        for k in keep.min(12)..12 {
+            let r = stage.inode(io, ino)?;
+            put_le_u32(r, off::BLOCK + 4 * k as usize, 0);
+        }
+        let mut start = 12u64;
+        for level in 1..=3u32 {
+            let slot = off::BLOCK + 4 * (11 + level as usize);
+            let b = u64::from(le_u32(&stage.inode_copy(io, ino)?, slot));
+            if b != 0 && cut_ind(stage, io, b, level, start, keep, per)? {
+                let r = stage.inode(io, ino)?;
+                put_le_u32(r, slot, 0);
+            }
+            start += per.pow(level);
+        }
+    }
+    let after: std::collections::BTreeSet<u64> =
+        all_blocks_of(stage, io, ino)?.into_iter().collect();
+    Ok(before.into_iter().filter(|b| !after.contains(b)).collect())
+}
+
+/// Clears the entries of indirect block `blk` (of `level`, mapping from
+/// logical `start`) at or past `keep`; returns whether it maps nothing
+/// any more (then the caller drops its pointer).
+fn cut_ind<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    blk: u64,
+    level: u32,
+    start: u64,
+    keep: u64,
+    per: u64,
+) -> io::Result<bool> {
+    if start >= keep {
+        return Ok(true);
+    }
+    if !stage.fs().geo.block_in_range(blk) {
+        return Err(bad("indirect block out of range"));
+    }
+    let span = per.pow(level - 1);
+    let mut buf = vec![0u8; stage.fs().block_size()];
+    stage.read(io, blk, &mut buf)?;
+    let mut any = false;
+    let mut changed = false;
+    for k in 0..per {
+        let child = u64::from(le_u32(&buf, 4 * k as usize));
+        if child == 0 {
+            continue;
+        }
+        let cstart = start + k * span;
+        let drop = if level == 1 {
+            cstart >= keep
+        } else {
+            cut_ind(stage, io, child, level - 1, cstart, keep, per)?
+        };
+        if drop {
+            put_le_u32(&mut buf, 4 * k as usize, 0);
+            changed = true;
+        } else {
+            any = true;
+        }
+    }
+    if changed && any {
+        stage.block(io, blk, Kind::Plain)?.copy_from_slice(&buf);
+    }
+    Ok(!any)
+}
+
 /// Sets an inode's `i_blocks` to what its staged mapping and extended
 /// attribute block hold: every block (one count per cluster with
 /// bigalloc), in 512-byte units or, for a huge file, in blocks.

@@ -74,6 +74,8 @@ pub struct RepairOptions {
     /// Changes to the bad-block list (`-c`, `-l`, `-L`), made before the
     /// passes.
     pub bad_blocks: Option<badblocks::Change>,
+    /// `-D`: once nothing is left to fix, rewrite every directory compactly.
+    pub optimize_dirs: bool,
 }
 
 /// The outcome of a repair.
@@ -497,6 +499,17 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             t_check.elapsed().as_secs_f64()
         ));
     }
+    if opts.optimize_dirs && !cancelled && stop_reason.is_none() {
+        match optimize_directories(&current, &fx) {
+            Ok(0) => {}
+            Ok(n) => {
+                modified = true;
+                round_times.push(format!("-D: {n} directories rewritten"));
+                current = check_fixing(dev.clone(), &check_opts, None);
+            }
+            Err(why) => notes.push(format!("Directories could not be optimized: {why}.")),
+        }
+    }
     // A repair that moved the journal's blocks (cloning them, say) leaves
     // the superblock's backup of its map stale: it is brought up to date
     // last, so that the next repair has nothing to do.
@@ -561,6 +574,42 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         }
     }
     Repaired { report, rounds }
+}
+
+/// `-D`: every directory rewritten compactly in one commit (those that
+/// cannot be are left as they are), then the group summaries follow the
+/// blocks freed and taken. Returns how many were rewritten.
+fn optimize_directories(current: &Checked, fx: &fixer::Fixer) -> Result<usize, String> {
+    let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err("the check did not complete".into());
+    };
+    let fs = &st.fs;
+    let mut io = Io::new(fs);
+    let mut stage = Staging::new(fs, &st.maps, true);
+    let lost_found = connect::lookup(&stage, &mut io, 2, b"lost+found")
+        .ok()
+        .flatten();
+    let bits = fs.geo.cluster_bits;
+    let mut n = 0;
+    for idx in 0..u64::from(fs.geo.inodes_count) {
+        if !st.maps.inode_dir.get(idx) {
+            continue;
+        }
+        let dir = idx as u32 + 1;
+        if let Ok(freed) = rehash::optimize(fs, &mut stage, &mut io, dir, Some(dir) == lost_found) {
+            for b in freed {
+                st.maps.block_found.test_and_clear(b >> bits);
+            }
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    rebuild::rebuild_with_allocations(st, &mut stage, &mut io).map_err(|e| e.to_string())?;
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(|e| format!("the repair stopped: {e}"))?;
+    Ok(n)
 }
 
 /// The bad-block list's update, as its own round before the passes: a

@@ -1,7 +1,10 @@
-//! Rebuilding a directory's hash index, as e2fsck's pass 3A does for the
-//! directories whose index it had to drop: the entries are sorted by
-//! hash and laid out over the directory's blocks after a new root (and,
-//! for a large directory, one level of index nodes).
+//! Rewriting a directory's blocks, as e2fsck's pass 3A does: rebuilding
+//! the hash index of a directory whose index was dropped (the entries,
+//! sorted by hash, spread over the blocks it has after a new root and, for
+//! a large directory, one level of index nodes), and, with `-D`,
+//! optimizing every directory (packed linear when small, otherwise
+//! indexed with leaves filled to 80%, and the blocks no longer needed
+//! freed).
 
 use std::collections::BTreeSet;
 
@@ -31,8 +34,130 @@ impl Entry {
     }
 }
 
-/// Why a directory keeps its linear layout.
+/// Why a directory is left as it is.
 pub type Skip = &'static str;
+
+/// A directory read for rewriting.
+struct Collected {
+    /// Its '..'.
+    parent: u32,
+    /// Its other live entries, in block order.
+    entries: Vec<Entry>,
+    /// Its (logical, physical) blocks, 0 to n - 1 without holes.
+    blocks: Vec<(u64, u64)>,
+    /// The hash version an index would record.
+    base_version: u8,
+    /// Whether hashes could be computed (and so an index built).
+    hashed: bool,
+}
+
+/// What every layout needs to know of the file system.
+struct Geo {
+    bs: usize,
+    csum: bool,
+    filetype: bool,
+}
+
+impl Geo {
+    fn of(fs: &Fs) -> Geo {
+        Geo {
+            bs: fs.block_size(),
+            csum: fs.metadata_csum(),
+            filetype: fs.geo.incompat.contains(IncompatFeatures::FILETYPE),
+        }
+    }
+
+    /// Bytes of a leaf that entries may use.
+    fn room(&self) -> usize {
+        self.bs - if self.csum { DIR_TAIL_SIZE } else { 0 }
+    }
+}
+
+/// Reads directory `dir`'s entries. The hashes are those an index would
+/// use; a directory whose names this repair cannot hash (case-folded,
+/// encrypted, SipHash) is read without them.
+fn collect<'f>(
+    fs: &'f Fs,
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    raw: &[u8],
+) -> Result<Collected, Skip> {
+    let inode = Inode::new(raw).ok_or("bad inode")?;
+    let sb = fs.sb();
+    let base_version = sb.s_def_hash_version();
+    let hashed = base_version <= version::TEA
+        && !inode.has_flag(flags::ENCRYPT)
+        && !inode.has_flag(flags::CASEFOLD);
+    let unsigned = sb.s_flags() & ext4_layout::superblock::FLAGS_UNSIGNED_HASH != 0;
+    let hv = if unsigned {
+        base_version + 3
+    } else {
+        base_version
+    };
+    let seed = sb.s_hash_seed();
+    let g = Geo::of(fs);
+    let blocks = super::map::blocks_of(stage, io, dir).map_err(|_| "unreadable blocks")?;
+    if blocks.first().map(|&(l, _)| l) != Some(0)
+        || blocks.iter().enumerate().any(|(i, &(l, _))| l != i as u64)
+    {
+        return Err("holes");
+    }
+    let mut parent = None;
+    let mut entries = Vec::new();
+    let mut buf = vec![0u8; g.bs];
+    for &(l, p) in &blocks {
+        stage
+            .read(io, p, &mut buf)
+            .map_err(|_| "unreadable block")?;
+        let mut walk = DirWalk::new(&buf, g.bs, g.filetype);
+        for (k, w) in walk.by_ref().enumerate() {
+            let e = w.entry;
+            let (ino, name) = (e.inode(), e.name());
+            if ino == 0 || e.raw_type_byte() == 0xDE {
+                continue;
+            }
+            if l == 0 && k == 0 && name == b"." {
+            } else if l == 0 && k == 1 && name == b".." {
+                parent = Some(ino);
+            } else {
+                let (hash, minor) = if hashed {
+                    let h = dirhash(name, hv, &seed).ok_or("no hash")?;
+                    (h.major & !1, h.minor)
+                } else {
+                    (0, 0)
+                };
+                entries.push(Entry {
+                    hash,
+                    minor,
+                    ino,
+                    ft: e.raw_type_byte(),
+                    name: name.to_vec(),
+                });
+            }
+        }
+        if walk.stopped_at().is_some() {
+            return Err("a damaged block");
+        }
+    }
+    Ok(Collected {
+        parent: parent.ok_or("no '..'")?,
+        entries,
+        blocks,
+        base_version,
+        hashed,
+    })
+}
+
+/// The inode of a directory that can be rewritten, or why not.
+fn rewritable<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> Result<Vec<u8>, Skip> {
+    let raw = stage.inode_copy(io, dir).map_err(|_| "unreadable inode")?;
+    let inode = Inode::new(&raw).ok_or("bad inode")?;
+    if inode.has_flag(flags::INLINE_DATA) {
+        return Err("inline");
+    }
+    Ok(raw)
+}
 
 /// Rebuilds the index of directory `dir`. Directories the hashes of
 /// which this repair cannot compute (case-folded, encrypted, SipHash),
@@ -45,147 +170,343 @@ pub fn rebuild<'f>(
     io: &mut Io<'f>,
     dir: u32,
 ) -> Result<(), Skip> {
-    let geo = &fs.geo;
-    if !geo.compat.contains(CompatFeatures::DIR_INDEX) {
+    if !fs.geo.compat.contains(CompatFeatures::DIR_INDEX) {
         return Err("no dir_index feature");
     }
-    let raw = stage.inode_copy(io, dir).map_err(|_| "unreadable inode")?;
+    let raw = rewritable(stage, io, dir)?;
     let inode = Inode::new(&raw).ok_or("bad inode")?;
-    if inode.has_flag(flags::INLINE_DATA)
-        || inode.has_flag(flags::ENCRYPT)
-        || inode.has_flag(flags::CASEFOLD)
-        || inode.has_flag(flags::INDEX)
-    {
-        return Err("inline, encrypted, case-folded or already indexed");
+    if inode.has_flag(flags::INDEX) {
+        return Err("already indexed");
     }
-    let sb = fs.sb();
-    let base_version = sb.s_def_hash_version();
-    if base_version > version::TEA {
+    let mut c = collect(fs, stage, io, dir, &raw)?;
+    if !c.hashed {
         return Err("a hash this repair does not compute");
     }
-    let unsigned = sb.s_flags() & ext4_layout::superblock::FLAGS_UNSIGNED_HASH != 0;
-    let hv = if unsigned {
-        base_version + 3
-    } else {
-        base_version
-    };
-    let seed = sb.s_hash_seed();
-    let bs = fs.block_size();
-    let csum = fs.metadata_csum();
-    let tail = if csum { DIR_TAIL_SIZE } else { 0 };
-    let filetype = geo.incompat.contains(IncompatFeatures::FILETYPE);
-    // The entries, and '..'.
-    let blocks = super::map::blocks_of(stage, io, dir).map_err(|_| "unreadable blocks")?;
-    if blocks.first().map(|&(l, _)| l) != Some(0)
-        || blocks.iter().enumerate().any(|(i, &(l, _))| l != i as u64)
-    {
-        return Err("holes");
-    }
-    let mut parent = None;
-    let mut entries = Vec::new();
-    let mut buf = vec![0u8; bs];
-    for &(l, p) in &blocks {
-        stage
-            .read(io, p, &mut buf)
-            .map_err(|_| "unreadable block")?;
-        let mut walk = DirWalk::new(&buf, bs, filetype);
-        for (k, w) in walk.by_ref().enumerate() {
-            let e = w.entry;
-            let (ino, name) = (e.inode(), e.name());
-            if ino == 0 || e.raw_type_byte() == 0xDE {
-                continue;
-            }
-            if l == 0 && k == 0 && name == b"." {
-            } else if l == 0 && k == 1 && name == b".." {
-                parent = Some(ino);
-            } else {
-                let h = dirhash(name, hv, &seed).ok_or("no hash")?;
-                entries.push(Entry {
-                    hash: h.major & !1,
-                    minor: h.minor,
-                    ino,
-                    ft: e.raw_type_byte(),
-                    name: name.to_vec(),
-                });
-            }
-        }
-        if walk.stopped_at().is_some() {
-            return Err("a damaged block");
-        }
-    }
-    let parent = parent.ok_or("no '..'")?;
+    let g = Geo::of(fs);
     // Entries that fit in one block need no index (e2fsck leaves such a
     // directory linear too).
-    let bytes: usize = entries.iter().map(Entry::size).sum::<usize>() + 24;
-    if bytes <= bs - if csum { DIR_TAIL_SIZE } else { 0 } {
+    let bytes: usize = c.entries.iter().map(Entry::size).sum::<usize>() + 24;
+    if bytes <= g.room() {
         return Err("small enough to stay linear");
     }
-    entries.sort_by(|a, b| (a.hash, a.minor, &a.name).cmp(&(b.hash, b.minor, &b.name)));
+    sort_by_hash(&mut c.entries);
     // Leaves: spread over the blocks the directory has (one is the root),
     // more if they do not fit; never an empty leaf.
-    let room = bs - tail;
-    let total: usize = entries.iter().map(Entry::size).sum();
-    let mut want = (blocks.len().saturating_sub(1))
-        .max(total.div_ceil(room))
+    let total: usize = c.entries.iter().map(Entry::size).sum();
+    let mut want = (c.blocks.len().saturating_sub(1))
+        .max(total.div_ceil(g.room()))
         .max(1);
     let leaves = loop {
-        if entries.len() < want {
+        if c.entries.len() < want {
             return Err("fewer entries than blocks");
         }
-        match spread(&entries, want, room) {
+        match spread(&c.entries, want, g.room()) {
             Some(l) => break l,
             None => want += 1,
         }
     };
-    let root_limit = (bs - 0x20 - if csum { 8 } else { 0 }) / 8;
-    let node_limit = (bs - 8 - if csum { 8 } else { 0 }) / 8;
-    let two_levels = leaves.len() > root_limit;
-    let nodes = if two_levels {
-        let n = leaves.len().div_ceil(node_limit);
-        if n > root_limit {
-            return Err("too large for two index levels");
-        }
-        n
-    } else {
-        0
-    };
-    // Logical layout: 0 the root, 1..=L the leaves, then the nodes.
-    let needed = 1 + leaves.len() + nodes;
-    if needed < blocks.len() {
+    let needed = htree_blocks(&g, leaves.len())?;
+    if needed < c.blocks.len() {
         return Err("fewer entries than blocks");
     }
+    let extents = inode.has_flag(flags::EXTENTS);
+    let phys = blocks_for(stage, io, dir, &c.blocks, needed, extents)?;
+    write_htree(stage, dir, &g, &c, &leaves, &phys);
+    if extents && needed > c.blocks.len() {
+        map_extents(stage, io, dir, &phys)?;
+    }
+    let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
+    let fl = le_u32(r, off::FLAGS) | flags::INDEX;
+    put_le_u32(r, off::FLAGS, fl);
+    super::inodes::grow_size(r, (needed * g.bs) as u64);
+    if needed > c.blocks.len() {
+        super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
+    }
+    Ok(())
+}
+
+/// Share of a leaf left free by `-D` in an indexed directory, as
+/// e2fsck's default `indexed_dir_slack_percentage`.
+const SLACK_PERCENT: usize = 20;
+
+/// `-D`: rewrites directory `dir` as e2fsck's optimization does. A
+/// directory that fits in one block, spans fewer than two, or lives on a
+/// file system without dir_index is packed linear (after '.' and '..',
+/// by inode number); any other is indexed, its leaves filled to 80% in
+/// hash order. Blocks past the new end are unmapped and returned, to be
+/// freed, except for lost+found (`keep_size`), which keeps its size with
+/// empty blocks. Directories whose names cannot be hashed here are only
+/// packed when small enough to stay linear.
+pub fn optimize<'f>(
+    fs: &'f Fs,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    keep_size: bool,
+) -> Result<Vec<u64>, Skip> {
+    let raw = rewritable(stage, io, dir)?;
+    let inode = Inode::new(&raw).ok_or("bad inode")?;
+    if inode.has_flag(flags::ENCRYPT) {
+        return Err("encrypted");
+    }
+    let mut c = collect(fs, stage, io, dir, &raw)?;
+    let before = super::map::all_blocks_of(stage, io, dir).map_err(|_| "unreadable blocks")?;
+    let extents = inode.has_flag(flags::EXTENTS);
+    let g = Geo::of(fs);
+    let bytes: usize = c.entries.iter().map(Entry::size).sum();
+    let linear = !fs.geo.compat.contains(CompatFeatures::DIR_INDEX)
+        || inode.size() / (g.bs as u64) < 2
+        || bytes < g.bs - 24;
+    let (needed, phys) = if linear {
+        c.entries.sort_by_key(|e| e.ino);
+        let leaves = pack_linear(&g, &c.entries);
+        let phys = blocks_for(stage, io, dir, &c.blocks, leaves.len(), extents)?;
+        write_linear(stage, dir, &g, &c, &leaves, &phys);
+        (leaves.len(), phys)
+    } else {
+        if !c.hashed {
+            return Err("a hash this repair does not compute");
+        }
+        sort_by_hash(&mut c.entries);
+        let slack = (g.room() * SLACK_PERCENT / 100).max(12);
+        let leaves = fill(&c.entries, g.room(), slack);
+        let needed = htree_blocks(&g, leaves.len())?;
+        let phys = blocks_for(stage, io, dir, &c.blocks, needed, extents)?;
+        write_htree(stage, dir, &g, &c, &leaves, &phys);
+        (needed, phys)
+    };
+    let end = if keep_size && phys.len() > needed {
+        // lost+found keeps every block, empty past the entries, so that
+        // a later repair can reconnect files without allocating.
+        for &p in &phys[needed..] {
+            let b = stage.fresh_block(p, Kind::DirLeaf(dir));
+            put_le_u32(b, 0, 0);
+            put_le_u16(b, 4, encode_rec_len(g.room(), g.bs));
+            if g.csum {
+                write_tail(b, 0);
+            }
+        }
+        phys.len()
+    } else {
+        needed
+    };
+    if extents {
+        if end != c.blocks.len() {
+            map_extents(stage, io, dir, &phys[..end])?;
+        }
+    } else if end < phys.len() {
+        super::map::truncate_map(stage, io, dir, end as u64)
+            .map_err(|_| "cannot unmap the blocks past the end")?;
+    }
+    let after: BTreeSet<u64> = super::map::all_blocks_of(stage, io, dir)
+        .map_err(|_| "unreadable blocks")?
+        .into_iter()
+        .collect();
+    let freed: Vec<u64> = before.into_iter().filter(|b| !after.contains(b)).collect();
+    let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
+    let mut fl = le_u32(r, off::FLAGS);
+    if linear {
+        fl &= !flags::INDEX;
+    } else {
+        fl |= flags::INDEX;
+    }
+    put_le_u32(r, off::FLAGS, fl);
+    super::inodes::set_size(r, (end * g.bs) as u64);
+    super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
+    Ok(freed)
+}
+
+fn sort_by_hash(entries: &mut [Entry]) {
+    entries.sort_by(|a, b| (a.hash, a.minor, &a.name).cmp(&(b.hash, b.minor, &b.name)));
+}
+
+/// Blocks an index over `leaves` leaves takes: the root, the leaves, and
+/// the index nodes of a second level when the root cannot hold them all.
+fn htree_blocks(g: &Geo, leaves: usize) -> Result<usize, Skip> {
+    let root_limit = (g.bs - 0x20 - if g.csum { 8 } else { 0 }) / 8;
+    let node_limit = (g.bs - 8 - if g.csum { 8 } else { 0 }) / 8;
+    if leaves <= root_limit {
+        return Ok(1 + leaves);
+    }
+    let n = leaves.div_ceil(node_limit);
+    if n > root_limit {
+        return Err("too large for two index levels");
+    }
+    Ok(1 + leaves + n)
+}
+
+/// The directory's physical blocks for logical blocks 0 to `needed - 1`:
+/// those it has, then new ones. A block-mapped directory maps each new
+/// block at once; an extent-mapped one gets its whole tree written by
+/// [`map_extents`] afterwards, so that no tree is written twice.
+fn blocks_for<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    blocks: &[(u64, u64)],
+    needed: usize,
+    extents: bool,
+) -> Result<Vec<u64>, Skip> {
     let mut phys: Vec<u64> = blocks.iter().map(|&(_, p)| p).collect();
     while phys.len() < needed {
         let goal = phys.last().copied().unwrap_or(0);
         let b = stage.alloc_block(goal).ok_or("no free block")?;
-        super::map::map_block(stage, io, dir, phys.len() as u64, b).map_err(|_| "cannot map")?;
+        if !extents {
+            super::map::map_block(stage, io, dir, phys.len() as u64, b)
+                .map_err(|_| "cannot map")?;
+        }
         phys.push(b);
     }
-    let ft_dir = if filetype { 2 } else { 0 };
+    Ok(phys)
+}
+
+/// Maps `phys` as the logical blocks 0.. of an extent-mapped directory,
+/// in one new tree.
+fn map_extents<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    phys: &[u64],
+) -> Result<(), Skip> {
+    let mut runs: Vec<crate::pass1::LeafExtent> = Vec::new();
+    for (l, &p) in phys.iter().enumerate() {
+        match runs.last_mut() {
+            Some(r) if r.pblk + r.len == p && r.lblk + r.len == l as u64 => r.len += 1,
+            _ => runs.push(crate::pass1::LeafExtent {
+                lblk: l as u64,
+                pblk: p,
+                len: 1,
+                uninit: false,
+            }),
+        }
+    }
+    super::blocks::write_extent_tree(stage, io, dir, &runs).map_err(|_| "cannot map")
+}
+
+/// Packs entries into linear blocks after '.' and '..', each as small
+/// as it can be; a block is closed when the next entry does not fit.
+fn pack_linear(g: &Geo, entries: &[Entry]) -> Vec<Vec<usize>> {
+    let room = g.room();
+    let mut leaves: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut used = 24; // '.' and '..'
+    for (i, e) in entries.iter().enumerate() {
+        if used + e.size() > room {
+            leaves.push(Vec::new());
+            used = 0;
+        }
+        if let Some(l) = leaves.last_mut() {
+            l.push(i);
+        }
+        used += e.size();
+    }
+    leaves
+}
+
+/// Fills leaves in order until less than `slack` bytes would be left.
+fn fill(entries: &[Entry], room: usize, slack: usize) -> Vec<Vec<usize>> {
+    let mut leaves: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut left = room;
+    for (i, e) in entries.iter().enumerate() {
+        let s = e.size();
+        if s > left || left < slack {
+            leaves.push(Vec::new());
+            left = room;
+        }
+        if let Some(l) = leaves.last_mut() {
+            l.push(i);
+        }
+        left -= s;
+    }
+    leaves.retain(|l| !l.is_empty());
+    if leaves.is_empty() {
+        leaves.push(Vec::new());
+    }
+    leaves
+}
+
+/// Writes one entry; returns where the next one starts.
+fn put_entry(b: &mut [u8], at: usize, g: &Geo, ino: u32, rl: usize, name: &[u8], ft: u8) -> usize {
+    put_le_u32(b, at, ino);
+    put_le_u16(b, at + 4, encode_rec_len(rl, g.bs));
+    b[at + 6] = name.len() as u8;
+    b[at + 7] = if g.filetype { ft } else { 0 };
+    b[at + 8..at + 8 + name.len()].copy_from_slice(name);
+    at + rl
+}
+
+/// Writes leaf entries at `start` in `b`, the last one taking the rest
+/// of the room.
+fn write_leaf(b: &mut [u8], start: usize, g: &Geo, entries: &[Entry], leaf: &[usize]) {
+    let room = g.room();
+    let mut at = start;
+    for (j, &e) in leaf.iter().enumerate() {
+        let en = &entries[e];
+        let rl = if j + 1 == leaf.len() {
+            room - at
+        } else {
+            en.size()
+        };
+        at = put_entry(b, at, g, en.ino, rl, &en.name, en.ft);
+    }
+    if leaf.is_empty() && start < room {
+        // An empty block: one unused entry over the room.
+        put_le_u32(b, start, 0);
+        put_le_u16(b, start + 4, encode_rec_len(room - start, g.bs));
+    }
+    if g.csum {
+        write_tail(b, 0);
+    }
+}
+
+/// The linear layout: '.' and '..' open the first block.
+fn write_linear(
+    stage: &mut Staging<'_>,
+    dir: u32,
+    g: &Geo,
+    c: &Collected,
+    leaves: &[Vec<usize>],
+    phys: &[u64],
+) {
+    let ft_dir = 2;
+    for (i, leaf) in leaves.iter().enumerate() {
+        let b = stage.fresh_block(phys[i], Kind::DirLeaf(dir));
+        let mut start = 0;
+        if i == 0 {
+            start = put_entry(b, 0, g, dir, 12, b".", ft_dir);
+            let rl = if leaf.is_empty() { g.room() - 12 } else { 12 };
+            start = put_entry(b, start, g, c.parent, rl, b"..", ft_dir);
+            if leaf.is_empty() {
+                if g.csum {
+                    write_tail(b, 0);
+                }
+                continue;
+            }
+        }
+        write_leaf(b, start, g, &c.entries, leaf);
+    }
+}
+
+/// The indexed layout over `phys`: 0 the root, 1..=L the leaves, then
+/// the index nodes.
+fn write_htree(
+    stage: &mut Staging<'_>,
+    dir: u32,
+    g: &Geo,
+    c: &Collected,
+    leaves: &[Vec<usize>],
+    phys: &[u64],
+) {
+    let entries = &c.entries;
+    let root_limit = (g.bs - 0x20 - if g.csum { 8 } else { 0 }) / 8;
+    let node_limit = (g.bs - 8 - if g.csum { 8 } else { 0 }) / 8;
+    let two_levels = leaves.len() > root_limit;
     // Leaves.
     let mut first_hash: Vec<u32> = Vec::with_capacity(leaves.len());
     let mut prev_last: Option<u32> = None;
     for (i, leaf) in leaves.iter().enumerate() {
         let b = stage.fresh_block(phys[1 + i], Kind::DirLeaf(dir));
-        let mut at = 0;
-        for (j, &e) in leaf.iter().enumerate() {
-            let en = &entries[e];
-            let rl = if j + 1 == leaf.len() {
-                room - at
-            } else {
-                en.size()
-            };
-            put_le_u32(b, at, en.ino);
-            put_le_u16(b, at + 4, encode_rec_len(rl, bs));
-            b[at + 6] = en.name.len() as u8;
-            b[at + 7] = if filetype { en.ft } else { 0 };
-            b[at + 8..at + 8 + en.name.len()].copy_from_slice(&en.name);
-            at += rl;
-        }
-        if csum {
-            write_tail(b, 0);
-        }
-        let h = entries[leaf[0]].hash;
+        write_leaf(b, 0, g, entries, leaf);
+        let h = leaf.first().map_or(0, |&e| entries[e].hash);
         // A leaf that goes on with the hash the one before ended with.
         first_hash.push(if prev_last == Some(h) { h | 1 } else { h });
         prev_last = leaf.last().map(|&e| entries[e].hash);
@@ -193,15 +514,12 @@ pub fn rebuild<'f>(
     // Index nodes (two levels): each takes a run of leaves.
     let mut root_children: Vec<(u32, u32)> = Vec::new();
     if two_levels {
-        for (n, chunk) in (0..leaves.len())
-            .collect::<Vec<_>>()
-            .chunks(node_limit)
-            .enumerate()
-        {
+        let ids: Vec<usize> = (0..leaves.len()).collect();
+        for (n, chunk) in ids.chunks(node_limit).enumerate() {
             let lblk = 1 + leaves.len() + n;
             let b = stage.fresh_block(phys[lblk], Kind::DxNode(dir));
             put_le_u32(b, 0, 0);
-            put_le_u16(b, 4, encode_rec_len(bs, bs));
+            put_le_u16(b, 4, encode_rec_len(g.bs, g.bs));
             put_le_u16(b, 8, node_limit as u16);
             put_le_u16(b, 10, chunk.len() as u16);
             for (k, &leaf) in chunk.iter().enumerate() {
@@ -219,41 +537,31 @@ pub fn rebuild<'f>(
         }
     }
     // The root.
-    {
-        let b = stage.fresh_block(phys[0], Kind::DxRoot(dir));
-        put_le_u32(b, 0, dir);
-        put_le_u16(b, 4, encode_rec_len(12, bs));
-        b[6] = 1;
-        b[7] = ft_dir;
-        b[8] = b'.';
-        put_le_u32(b, 12, parent);
-        put_le_u16(b, 16, encode_rec_len(bs - 12, bs));
-        b[18] = 2;
-        b[19] = ft_dir;
-        b[20] = b'.';
-        b[21] = b'.';
-        b[0x1C] = base_version;
-        b[0x1D] = 8;
-        b[0x1E] = u8::from(two_levels);
-        put_le_u16(b, 0x20, root_limit as u16);
-        put_le_u16(b, 0x22, root_children.len() as u16);
-        for (k, &(h, child)) in root_children.iter().enumerate() {
-            let at = 0x20 + k * 8;
-            if k > 0 {
-                put_le_u32(b, at, h);
-            }
-            put_le_u32(b, at + 4, child);
+    let ft_dir = if g.filetype { 2 } else { 0 };
+    let b = stage.fresh_block(phys[0], Kind::DxRoot(dir));
+    put_le_u32(b, 0, dir);
+    put_le_u16(b, 4, encode_rec_len(12, g.bs));
+    b[6] = 1;
+    b[7] = ft_dir;
+    b[8] = b'.';
+    put_le_u32(b, 12, c.parent);
+    put_le_u16(b, 16, encode_rec_len(g.bs - 12, g.bs));
+    b[18] = 2;
+    b[19] = ft_dir;
+    b[20] = b'.';
+    b[21] = b'.';
+    b[0x1C] = c.base_version;
+    b[0x1D] = 8;
+    b[0x1E] = u8::from(two_levels);
+    put_le_u16(b, 0x20, root_limit as u16);
+    put_le_u16(b, 0x22, root_children.len() as u16);
+    for (k, &(h, child)) in root_children.iter().enumerate() {
+        let at = 0x20 + k * 8;
+        if k > 0 {
+            put_le_u32(b, at, h);
         }
+        put_le_u32(b, at + 4, child);
     }
-    // The inode: indexed, as long as its blocks.
-    let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
-    let fl = le_u32(r, off::FLAGS) | flags::INDEX;
-    put_le_u32(r, off::FLAGS, fl);
-    super::inodes::grow_size(r, (needed * bs) as u64);
-    if needed > blocks.len() {
-        super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
-    }
-    Ok(())
 }
 
 /// Splits the sorted entries into `n` leaves of at most `room` bytes,
@@ -320,6 +628,23 @@ mod tests {
         assert_eq!(l.iter().map(Vec::len).sum::<usize>(), 10);
         assert!(spread(&v, 11, 1012).is_none(), "more leaves than entries");
         assert!(spread(&v, 1, 100).is_none(), "too little room");
+    }
+
+    #[test]
+    fn leaves_fill_up_to_the_slack() {
+        let v: Vec<Entry> = (0..100).map(|_| e(8)).collect(); // 16 bytes each
+        let l = fill(&v, 1000, 200);
+        // 50 entries make 800 bytes, leaving exactly the slack.
+        assert_eq!(l[0].len(), 51);
+        assert_eq!(l.iter().map(Vec::len).sum::<usize>(), 100);
+        let g = Geo {
+            bs: 1024,
+            csum: false,
+            filetype: true,
+        };
+        let p = pack_linear(&g, &v);
+        assert_eq!(p[0].len(), 62, "(1024 - 24) / 16 entries after . and ..");
+        assert_eq!(p.iter().map(Vec::len).sum::<usize>(), 100);
     }
 
     #[test]
