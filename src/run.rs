@@ -355,6 +355,7 @@ fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Devic
                 file: inv.bad_blocks.file.clone(),
             }),
         optimize_dirs: inv.optimize_dirs,
+        bmap2extent: inv.ext.bmap2extent,
     };
     if let Some(u) = &inv.undo {
         if inv.mode != Mode::Check {

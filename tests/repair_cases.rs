@@ -574,3 +574,67 @@ fn optimize_dirs_packs_and_indexes_every_directory() {
     assert_eq!(file_tree(&img, &scratch.path("t2")).expect("tree"), before);
     assert_eq!(code(&run(&["-y", p])), 0, "a second repair finds nothing");
 }
+
+/// `-E bmap2extent` gives block-mapped files, directories and slow
+/// symbolic links extent trees and the file system the extent feature;
+/// fast symbolic links stay as they are, the files keep their content.
+#[test]
+fn bmap2extent_converts_block_mapped_files() {
+    if !have_all(&["e2fsck", "debugfs", "mke2fs"]) {
+        return;
+    }
+    let scratch = Scratch::new("bmap2extent");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("sub")).expect("mkdir");
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(tree.join("bigfile"), &big).expect("write");
+    for i in 0..100 {
+        std::fs::write(tree.join(format!("sub/f{i}")), format!("{i}")).expect("write");
+    }
+    std::os::unix::fs::symlink("x".repeat(100), tree.join("slowlink")).expect("symlink");
+    std::os::unix::fs::symlink("short", tree.join("fastlink")).expect("symlink");
+    let img = scratch.path("e.img");
+    let p = img.to_str().expect("path");
+    mke2fs(&[
+        "-b",
+        "1024",
+        "-O",
+        "has_journal,filetype,sparse_super,^extent",
+        "-d",
+        tree.to_str().expect("path"),
+        p,
+        "32M",
+    ]);
+    let flags_of = |what: &str| {
+        String::from_utf8_lossy(&tool("debugfs", &["-R", &format!("stat {what}"), p]).stdout)
+            .split("Flags: ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(flags_of("/bigfile"), "0x0", "block-mapped to begin with");
+    let before = file_tree(&img, &scratch.path("t1")).expect("tree");
+    let out = run(&["-y", "-E", "bmap2extent", p]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    let flags = |what: &str| {
+        String::from_utf8_lossy(&tool("debugfs", &["-R", &format!("stat {what}"), p]).stdout)
+            .split("Flags: ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .unwrap_or("")
+            .to_string()
+    };
+    for f in ["/bigfile", "/sub", "/slowlink", "/"] {
+        assert_eq!(flags(f), "0x80000", "{f} has an extent tree");
+    }
+    assert_eq!(
+        flags("/fastlink"),
+        "0x0",
+        "a fast symlink keeps its target in the inode"
+    );
+    let feats = String::from_utf8_lossy(&tool("dumpe2fs", &["-h", p]).stdout).to_string();
+    assert!(feats.contains(" extent"), "{feats}");
+    assert_eq!(file_tree(&img, &scratch.path("t2")).expect("tree"), before);
+}

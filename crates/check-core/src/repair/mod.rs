@@ -13,6 +13,7 @@ mod alloc;
 pub mod badblocks;
 mod blocks;
 mod connect;
+mod convert;
 mod dirs;
 mod fastcommit;
 mod finish;
@@ -76,6 +77,9 @@ pub struct RepairOptions {
     pub bad_blocks: Option<badblocks::Change>,
     /// `-D`: once nothing is left to fix, rewrite every directory compactly.
     pub optimize_dirs: bool,
+    /// `-E bmap2extent`: once nothing is left to fix, give block-mapped
+    /// files and directories extent trees.
+    pub bmap2extent: bool,
 }
 
 /// The outcome of a repair.
@@ -499,6 +503,16 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             t_check.elapsed().as_secs_f64()
         ));
     }
+    if opts.bmap2extent && !cancelled && stop_reason.is_none() {
+        match convert_to_extents(&current, &fx) {
+            Ok(n) => {
+                modified = true;
+                round_times.push(format!("bmap2extent: {n} inodes converted"));
+                current = check_fixing(dev.clone(), &check_opts, None);
+            }
+            Err(why) => notes.push(format!("Files could not be converted to extents: {why}.")),
+        }
+    }
     if opts.optimize_dirs && !cancelled && stop_reason.is_none() {
         match optimize_directories(&current, &fx) {
             Ok(0) => {}
@@ -574,6 +588,22 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         }
     }
     Repaired { report, rounds }
+}
+
+/// `-E bmap2extent`: every block-mapped file and directory converted in
+/// one commit, then the group summaries follow the freed indirect blocks
+/// and the new tree blocks.
+fn convert_to_extents(current: &Checked, fx: &fixer::Fixer) -> Result<usize, String> {
+    let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err("the check did not complete".into());
+    };
+    let mut io = Io::new(&st.fs);
+    let mut stage = Staging::new(&st.fs, &st.maps, true);
+    let n = convert::to_extents(st, &mut stage, &mut io);
+    rebuild::rebuild_with_allocations(st, &mut stage, &mut io).map_err(|e| e.to_string())?;
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(|e| format!("the repair stopped: {e}"))?;
+    Ok(n)
 }
 
 /// `-D`: every directory rewritten compactly in one commit (those that

@@ -1,0 +1,103 @@
+//! `-E bmap2extent`: block-mapped files, directories and symbolic links
+//! whose target lives in a block get extent trees, as e2fsck's pass 1E
+//! converts them, and the file system gets the extent feature.
+
+use ext4_layout::features::IncompatFeatures;
+use ext4_layout::inode::{flags, Inode};
+
+use super::inodes::{sbf, set_feature};
+use super::stage::Staging;
+use crate::engine::CheckState;
+use crate::io::Io;
+use crate::pass1::LeafExtent;
+
+/// Whether inode `ino` is one e2fsck converts: the root or a user inode
+/// in use, block-mapped, with blocks of its own (a fast symbolic link,
+/// inline data and the reserved inodes are left alone).
+fn convertible(st: &CheckState, ino: u32, inode: &Inode<'_>) -> bool {
+    (ino == 2 || ino >= st.fs.geo.first_ino)
+        && inode.i_links_count() > 0
+        && !inode.has_flag(flags::EXTENTS)
+        && !inode.has_flag(flags::INLINE_DATA)
+        && (inode.is_reg() || inode.is_dir() || inode.is_symlink())
+        && crate::pass1::inode_has_valid_blocks(&st.fs, inode)
+}
+
+/// Runs of consecutive blocks, as leaf extents.
+fn runs(blocks: &[(u64, u64)]) -> Vec<LeafExtent> {
+    let mut out: Vec<LeafExtent> = Vec::new();
+    for &(l, p) in blocks {
+        match out.last_mut() {
+            Some(r) if r.lblk + r.len == l && r.pblk + r.len == p => r.len += 1,
+            _ => out.push(LeafExtent {
+                lblk: l,
+                pblk: p,
+                len: 1,
+                uninit: false,
+            }),
+        }
+    }
+    out
+}
+
+/// Stages the conversion of every convertible inode; their indirect
+/// blocks are freed in the check's maps (the caller rebuilds the group
+/// summaries). Returns how many inodes were converted.
+pub(super) fn to_extents<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+) -> usize {
+    let fs = &st.fs;
+    let bits = fs.geo.cluster_bits;
+    if !fs.geo.incompat.contains(IncompatFeatures::EXTENTS) {
+        set_feature(stage, sbf::INCOMPAT, IncompatFeatures::EXTENTS.0);
+    }
+    let mut n = 0;
+    for idx in 0..u64::from(fs.geo.inodes_count) {
+        if !st.maps.inode_used.get(idx) {
+            continue;
+        }
+        let ino = idx as u32 + 1;
+        let Ok(raw) = stage.inode_copy(io, ino) else {
+            continue;
+        };
+        let Some(inode) = Inode::new(&raw) else {
+            continue;
+        };
+        if !convertible(st, ino, &inode) {
+            continue;
+        }
+        let (Ok(blocks), Ok(tree)) = (
+            super::map::blocks_of(stage, io, ino),
+            super::map::tree_blocks_of(stage, io, ino),
+        ) else {
+            continue;
+        };
+        if super::blocks::write_extent_tree(stage, io, ino, &runs(&blocks)).is_err() {
+            continue;
+        }
+        for b in tree {
+            if !st.maps.block_dup.get(b >> bits) {
+                st.maps.block_found.test_and_clear(b >> bits);
+            }
+        }
+        let _ = super::map::recount_i_blocks(stage, io, ino);
+        n += 1;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_blocks_make_one_extent() {
+        let r = runs(&[(0, 100), (1, 101), (2, 102), (3, 200), (5, 202)]);
+        assert_eq!(r.len(), 3);
+        assert_eq!((r[0].lblk, r[0].pblk, r[0].len), (0, 100, 3));
+        assert_eq!((r[1].lblk, r[1].pblk, r[1].len), (3, 200, 1));
+        assert_eq!((r[2].lblk, r[2].pblk, r[2].len), (5, 202, 1));
+    }
+}
