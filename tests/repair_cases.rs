@@ -638,3 +638,63 @@ fn bmap2extent_converts_block_mapped_files() {
     assert!(feats.contains(" extent"), "{feats}");
     assert_eq!(file_tree(&img, &scratch.path("t2")).expect("tree"), before);
 }
+
+/// `-E discard` punches the free space of a clean image file (free
+/// blocks and unused inode-table blocks), leaving the files and a clean
+/// file system; with an undo file nothing is discarded.
+#[test]
+fn discard_punches_the_free_space_of_a_clean_image() {
+    if !have_all(&["e2fsck", "debugfs", "mke2fs"]) {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let scratch = Scratch::new("discard");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(&tree).expect("mkdir");
+    std::fs::write(tree.join("data"), vec![9u8; 200_000]).expect("write");
+    let img = scratch.path("z.img");
+    let p = img.to_str().expect("path");
+    // Free space full of non-zero bytes, as on a used disk.
+    let noise: Vec<u8> = (0..16u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8 | 1)
+        .collect();
+    std::fs::write(&img, &noise).expect("write");
+    mke2fs(&[
+        "-b",
+        "1024",
+        "-I",
+        "256",
+        "-E",
+        "nodiscard",
+        "-O",
+        "has_journal,extent,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        "-d",
+        tree.to_str().expect("path"),
+        p,
+        "16M",
+    ]);
+    let allocated = |p: &Path| std::fs::metadata(p).expect("stat").blocks() * 512;
+    let copy = scratch.path("undo.img");
+    std::fs::copy(&img, &copy).expect("copy");
+    let before = allocated(&img);
+    let files = file_tree(&img, &scratch.path("t1")).expect("tree");
+    let out = run(&["-y", "-E", "discard", p]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    let after = allocated(&img);
+    assert!(
+        after < before / 2,
+        "{before} bytes allocated before, {after} after"
+    );
+    assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);
+    assert_eq!(file_tree(&img, &scratch.path("t2")).expect("tree"), files);
+    let groups = String::from_utf8_lossy(&tool("dumpe2fs", &[p]).stdout).to_string();
+    assert!(groups.contains("ITABLE_ZEROED"), "{groups}");
+    // An undo file cannot bring discarded data back: nothing is discarded.
+    let c = copy.to_str().expect("path");
+    let undo = scratch.path("z.undo");
+    let before = allocated(&copy);
+    let out = run(&["-y", "-E", "discard", "-z", undo.to_str().expect("path"), c]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(allocated(&copy), before);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not discarded"));
+}

@@ -35,6 +35,9 @@ pub enum CommitError {
     /// The fixer thread is gone.
     #[error("the fixer thread has stopped")]
     Gone,
+    /// Discarding cannot be undone, so it is refused with an undo file.
+    #[error("free space is not discarded while an undo file is kept (a discard cannot be undone)")]
+    DiscardWithUndo,
 }
 
 /// What the fixer did.
@@ -52,6 +55,7 @@ pub struct FixerStats {
 
 enum Cmd {
     Commit(Vec<Write>, Sender<Result<(), CommitError>>),
+    Discard(Vec<(u64, u64)>, Sender<Result<u64, CommitError>>),
     Request(Write),
     Barrier(Sender<Result<u64, CommitError>>),
     Finish(Sender<Result<FixerStats, CommitError>>),
@@ -130,6 +134,21 @@ impl Fixer {
         self.tx.send(Cmd::Request(w)).map_err(|_| CommitError::Gone)
     }
 
+    /// Discards byte ranges of the file system (free blocks): a block
+    /// device is asked to trim them (BLKDISCARD), an image file gets holes
+    /// punched (which read back as zeros). Returns the bytes discarded.
+    /// Refused when an undo file is kept: nothing could put the data back.
+    pub fn discard(&self, ranges: Vec<(u64, u64)>) -> Result<u64, CommitError> {
+        if ranges.is_empty() {
+            return Ok(0);
+        }
+        let (rtx, rrx) = bounded(1);
+        self.tx
+            .send(Cmd::Discard(ranges, rtx))
+            .map_err(|_| CommitError::Gone)?;
+        rrx.recv().map_err(|_| CommitError::Gone)?
+    }
+
     /// Waits until every request sent so far is on the device; returns
     /// how many were written since the last barrier, or the first error
     /// (requests after a failed batch are dropped).
@@ -189,6 +208,15 @@ fn serve(st: &mut State, rx: &Receiver<Cmd>) {
                 st.applied = 0;
                 let _ = reply.send(r);
             }
+            Cmd::Discard(ranges, reply) => {
+                flush_requests(st);
+                let r = if st.undo.is_some() {
+                    Err(CommitError::DiscardWithUndo)
+                } else {
+                    discard(st, &ranges)
+                };
+                let _ = reply.send(r);
+            }
             Cmd::Commit(writes, reply) => {
                 // Requests sent before a commit land before it.
                 flush_requests(st);
@@ -216,6 +244,40 @@ fn serve(st: &mut State, rx: &Receiver<Cmd>) {
             }
         }
     }
+}
+
+nix::ioctl_write_ptr!(blkdiscard, 0x12, 119, [u64; 2]);
+
+fn discard(st: &mut State, ranges: &[(u64, u64)]) -> Result<u64, CommitError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    let block_dev = st.dev.metadata()?.file_type().is_block_device();
+    let mut total = 0;
+    for &(off, len) in ranges {
+        let end = off.checked_add(len);
+        if len == 0 || end.is_none_or(|e| e > st.size) {
+            return Err(CommitError::OutOfRange(off));
+        }
+        let at = st.base + off;
+        if block_dev {
+            let range = [at, len];
+            // SAFETY: BLKDISCARD reads two u64s (start, length) through
+            // the pointer, valid for the call; the descriptor is open.
+            unsafe { blkdiscard(st.dev.as_raw_fd(), &range) }.map_err(io::Error::from)?;
+        } else {
+            nix::fcntl::fallocate(
+                st.dev.as_ref(),
+                nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE
+                    | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+                at as i64,
+                len as i64,
+            )
+            .map_err(io::Error::from)?;
+        }
+        total += len;
+    }
+    st.dev.sync_data()?;
+    Ok(total)
 }
 
 /// Whether a write touches the primary superblock (bytes 1024..2048).

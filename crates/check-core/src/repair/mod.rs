@@ -15,6 +15,7 @@ mod blocks;
 mod connect;
 mod convert;
 mod dirs;
+mod discard;
 mod fastcommit;
 mod finish;
 mod inodes;
@@ -80,6 +81,9 @@ pub struct RepairOptions {
     /// `-E bmap2extent`: once nothing is left to fix, give block-mapped
     /// files and directories extent trees.
     pub bmap2extent: bool,
+    /// `-E discard`: discard the free space of a file system the repair
+    /// found clean and did not change.
+    pub discard: bool,
 }
 
 /// The outcome of a repair.
@@ -533,6 +537,16 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             fixed_all.extend(post.fixed);
         }
     }
+    if opts.discard
+        && !modified
+        && !cancelled
+        && stop_reason.is_none()
+        && current.report.findings.is_empty()
+    {
+        if let Err(why) = discard_free_space(&current, &fx) {
+            notes.push(format!("Free space was not discarded: {why}."));
+        }
+    }
     // The superblock records the check, as e2fsck's last write does.
     if !cancelled && stop_reason.is_none() && current.report.aborted.is_none() {
         let outcome = if preen_halt.is_some() {
@@ -588,6 +602,25 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         }
     }
     Repaired { report, rounds }
+}
+
+/// `-E discard`: the free blocks (and, in an image file, the unused ends
+/// of the inode tables, whose groups are then marked zeroed).
+fn discard_free_space(current: &Checked, fx: &fixer::Fixer) -> Result<(), String> {
+    let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err("the check did not complete".into());
+    };
+    let tables = st.fs.dev.kind() == pipeline::DeviceKind::File;
+    let (ranges, zeroed) = discard::ranges(st, tables);
+    fx.discard(ranges).map_err(|e| e.to_string())?;
+    if !zeroed.is_empty() {
+        let mut io = Io::new(&st.fs);
+        let mut stage = Staging::new(&st.fs, &st.maps, true);
+        discard::mark_zeroed(&mut stage, &zeroed);
+        fx.commit(stage.into_writes(&mut io))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// `-E bmap2extent`: every block-mapped file and directory converted in
