@@ -218,6 +218,9 @@ fn check_options(inv: &Invocation, journal: Option<Arc<pipeline::Device>>) -> Ch
             fragcheck: inv.ext.fragcheck,
             check_encoding: inv.ext.check_encoding,
             readahead_kb: inv.ext.readahead_kb,
+            // A read-only run has nothing to unshare: as e2fsck's
+            // simulation, shared blocks stay acceptable.
+            unshare_blocks: inv.ext.unshare_blocks && inv.mode != Mode::Check,
         },
     }
 }

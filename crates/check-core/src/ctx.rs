@@ -40,6 +40,10 @@ pub struct Choices {
     /// How far ahead of the workers inode tables are read, in KiB;
     /// `None` for the default, 0 for none.
     pub readahead_kb: Option<u64>,
+    /// Treat blocks shared under the shared_blocks feature as claimed
+    /// twice, so that a repair gives each file its own copy
+    /// (`unshare_blocks`).
+    pub unshare_blocks: bool,
 }
 
 impl Default for Choices {
@@ -49,6 +53,7 @@ impl Default for Choices {
             fragcheck: false,
             check_encoding: false,
             readahead_kb: None,
+            unshare_blocks: false,
         }
     }
 }

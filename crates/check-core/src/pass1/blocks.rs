@@ -121,9 +121,7 @@ impl Worker<'_, '_, '_> {
         let fs = self.p.fs;
         let c = blk >> fs.geo.cluster_bits;
         let maps = self.p.maps;
-        if maps.block_found.test_and_set(c)
-            && !fs.geo.ro_compat.contains(RoCompatFeatures::SHARED_BLOCKS)
-        {
+        if maps.block_found.test_and_set(c) && !self.p.blocks_may_be_shared() {
             maps.block_dup.test_and_set(c);
         }
     }
@@ -136,12 +134,7 @@ impl Worker<'_, '_, '_> {
         let first = start >> bits;
         let last = (start + n - 1) >> bits;
         let maps = self.p.maps;
-        let shared = self
-            .p
-            .fs
-            .geo
-            .ro_compat
-            .contains(RoCompatFeatures::SHARED_BLOCKS);
+        let shared = self.p.blocks_may_be_shared();
         maps.block_found
             .test_and_set_range(first, last - first + 1, |c| {
                 if !shared {

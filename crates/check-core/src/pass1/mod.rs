@@ -330,6 +330,17 @@ pub struct Pass1<'a> {
 }
 
 impl<'a> Pass1<'a> {
+    /// Whether a block claimed twice is accepted: the shared_blocks
+    /// feature says files may share blocks, unless they are to be
+    /// unshared.
+    pub fn blocks_may_be_shared(&self) -> bool {
+        self.fs
+            .geo
+            .ro_compat
+            .contains(ext4_layout::features::RoCompatFeatures::SHARED_BLOCKS)
+            && !self.choices.unshare_blocks
+    }
+
     /// The shared context of pass 1.
     pub fn new(fs: &'a Fs, maps: &'a Maps, bad_blocks: &'a [u64]) -> Self {
         let sb = fs.sb();

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use ext4_layout::bytes::{le_u16, put_le_u16, put_le_u32};
+use ext4_layout::features::RoCompatFeatures;
 use ext4_layout::superblock::{STATE_ERROR, STATE_VALID};
 use pipeline::Device;
 
@@ -15,6 +16,8 @@ use crate::fs::{open_fs, OpenOptions};
 use crate::io::Io;
 use crate::problem::{Code, Finding};
 
+/// `s_feature_ro_compat`.
+const S_RO_COMPAT: usize = 0x64;
 /// `s_state`.
 const S_STATE: usize = 0x3A;
 /// `s_mnt_count`.
@@ -48,6 +51,7 @@ pub(super) fn record_check(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
     outcome: Outcome,
+    unshared: bool,
 ) -> Result<Option<Finding>, String> {
     let opened = open_fs(
         dev.clone(),
@@ -88,6 +92,12 @@ pub(super) fn record_check(
             put_le_u16(sb, S_MNT_COUNT, 0);
             sb[S_ERRORS].fill(0);
         }
+    }
+    if unshared && outcome == Outcome::Valid {
+        // Nothing is shared any more: the feature goes, as e2fsck's
+        // unshare_blocks clears it.
+        let ro = ext4_layout::bytes::le_u32(sb, S_RO_COMPAT) & !RoCompatFeatures::SHARED_BLOCKS.0;
+        put_le_u32(sb, S_RO_COMPAT, ro);
     }
     put_le_u32(sb, S_WTIME, t as u32);
     sb[S_WTIME_HI] = (t >> 32) as u8;

@@ -182,6 +182,12 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     // As e2fsck -p, which does not go looking for backups: a primary
     // superblock that cannot be used stops preen before anything else.
     let chosen_backup = check_opts.superblock.is_some();
+    let had_shared_blocks = crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions::default())
+        .is_ok_and(|o| {
+            o.fs.geo
+                .ro_compat
+                .contains(ext4_layout::features::RoCompatFeatures::SHARED_BLOCKS)
+        });
     if on_backup && !chosen_backup && opts.mode == Mode::Preen {
         return fail(
             path,
@@ -556,7 +562,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         } else {
             finish::Outcome::Valid
         };
-        match finish::record_check(&dev, &fx, outcome) {
+        match finish::record_check(&dev, &fx, outcome, check_opts.choices.unshare_blocks) {
             Ok(f) => fixed_all.extend(f),
             Err(e) => notes.push(format!("The record of the check could not be written: {e}")),
         }
@@ -570,6 +576,23 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         if let Err(e) = j.finish() {
             notes.push(format!(
                 "The external journal's writer failed at the end: {e}"
+            ));
+        }
+    }
+    if check_opts.choices.unshare_blocks && had_shared_blocks {
+        // Giving files their own copies of blocks the file system allowed
+        // them to share is what was asked, not a repair (e2fsck does not
+        // count it either): said, but not counted.
+        let (unshared, rest): (Vec<Finding>, Vec<Finding>) = fixed_all
+            .into_iter()
+            .partition(|f| f.code.pass() == Pass::P1B);
+        fixed_all = rest;
+        let files: std::collections::BTreeSet<u32> =
+            unshared.iter().filter_map(|f| f.ino).collect();
+        if !files.is_empty() {
+            notes.push(format!(
+                "{} files that shared blocks now have copies of their own; the shared_blocks feature is cleared.",
+                files.len()
             ));
         }
     }
