@@ -280,9 +280,8 @@ fn inode_fixes_found_by_pass_1_go_to_the_fixer_at_once_and_can_be_undone() {
         "{}",
         String::from_utf8_lossy(&back.stderr)
     );
-    assert_eq!(
-        std::fs::read(&img).expect("image"),
-        damaged,
+    assert!(
+        std::fs::read(&img).expect("image") == damaged,
         "e2undo did not restore it"
     );
     // Preening never writes before it knows it may fix everything, so it

@@ -49,9 +49,8 @@ fn random_damage_never_crashes() {
                 "{name} round {round}: exit {c}\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert_eq!(
-                std::fs::read(&p).expect("image"),
-                img,
+            assert!(
+                std::fs::read(&p).expect("image") == img,
                 "{name} round {round}: image changed"
             );
             let _ = std::fs::remove_file(&p);
@@ -139,9 +138,8 @@ fn a_truncated_image_is_not_repaired() {
     assert!(err.contains("device holds only"), "{err}");
     // Preen stops too, with e2fsck -p's exit code.
     assert_eq!(code(&run(&["-p", p])), 4);
-    assert_eq!(
-        std::fs::read(&img).expect("image"),
-        before,
+    assert!(
+        std::fs::read(&img).expect("image") == before,
         "the image changed"
     );
     // A repair of a path that does not exist says so.
