@@ -29,9 +29,15 @@ fn image() -> PathBuf {
 
 fn open() -> Fs {
     let dev = open_device(&Target::whole(image()), IoMode::Pread).expect("bench image opens");
-    open_fs(Arc::new(dev), OpenOptions { read_only: true })
-        .unwrap_or_else(|_| panic!("{} is not a usable file system", image().display()))
-        .fs
+    open_fs(
+        Arc::new(dev),
+        OpenOptions {
+            read_only: true,
+            superblock: None,
+        },
+    )
+    .unwrap_or_else(|_| panic!("{} is not a usable file system", image().display()))
+    .fs
 }
 
 fn crc32c_block(c: &mut Criterion) {

@@ -114,9 +114,20 @@ pub struct Display {
 
 impl Display {
     /// Starts the display the invocation asks for, if any: `-C`, else a
-    /// bar on a terminal (standard error), else nothing.
-    pub fn start(to: Option<ProgressTo>, name: &str, p: &'static Progress) -> Option<Display> {
-        let mut sink: Box<dyn Sink> = match to {
+    /// bar on a terminal (standard error), else nothing. With `debug`, the
+    /// time-left estimate made half way is also checked against the time
+    /// it really took, on standard error.
+    pub fn start(
+        to: Option<ProgressTo>,
+        name: &str,
+        p: &'static Progress,
+        debug: bool,
+    ) -> Option<Display> {
+        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+        if debug {
+            sinks.push(Box::new(EtaCheck::default()));
+        }
+        let main: Option<Box<dyn Sink>> = match to {
             Some(ProgressTo::Fd { fd, enabled }) => {
                 FD_ENABLED.store(enabled, Ordering::SeqCst);
                 install_toggles();
@@ -125,20 +136,21 @@ impl Display {
                 let dup =
                     nix::unistd::dup(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok()?;
                 let file = unsafe { std::fs::File::from_raw_fd(dup.into_raw_fd()) };
-                Box::new(FdLines {
+                Some(Box::new(FdLines {
                     out: file,
                     name: name.to_string(),
                     last: (0, 0, 0),
-                })
+                }))
             }
-            Some(ProgressTo::Bar) => Box::new(TextBar::new(name)),
-            None => {
-                if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                    return None;
-                }
-                Box::new(Eta::new(name))
-            }
+            Some(ProgressTo::Bar) => Some(Box::new(TextBar::new(name))),
+            None => std::io::IsTerminal::is_terminal(&std::io::stderr())
+                .then(|| Box::new(Eta::new(name)) as Box<dyn Sink>),
         };
+        sinks.extend(main);
+        if sinks.is_empty() {
+            return None;
+        }
+        let mut sink = Fanout(sinks);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -200,6 +212,68 @@ impl Display {
 trait Sink: Send {
     fn show(&mut self, pass: u8, cur: u64, max: u64, s: &Snapshot);
     fn finish(&mut self);
+}
+
+/// Several displays at once.
+struct Fanout(Vec<Box<dyn Sink>>);
+
+impl Sink for Fanout {
+    fn show(&mut self, pass: u8, cur: u64, max: u64, s: &Snapshot) {
+        for k in &mut self.0 {
+            k.show(pass, cur, max, s);
+        }
+    }
+
+    fn finish(&mut self) {
+        for k in &mut self.0 {
+            k.finish();
+        }
+    }
+}
+
+/// The time left, from the share of the work done: the rate so far,
+/// applied to what is left.
+#[derive(Default)]
+struct Estimator {
+    started: Option<Instant>,
+}
+
+impl Estimator {
+    /// Seconds left, once enough is done to tell.
+    fn left(&mut self, fraction: f64) -> Option<f64> {
+        let t0 = *self.started.get_or_insert_with(Instant::now);
+        let elapsed = t0.elapsed().as_secs_f64();
+        (fraction > 0.02 && elapsed > 0.2).then(|| elapsed * (1.0 - fraction) / fraction)
+    }
+}
+
+/// `-d`: the estimate made half way, and how long the rest really took.
+#[derive(Default)]
+struct EtaCheck {
+    est: Estimator,
+    half: Option<(Instant, f64)>,
+}
+
+impl Sink for EtaCheck {
+    fn show(&mut self, _: u8, _: u64, _: u64, s: &Snapshot) {
+        let f = fraction(s);
+        let left = self.est.left(f);
+        if self.half.is_none() && f >= 0.5 {
+            if let Some(l) = left {
+                self.half = Some((Instant::now(), l));
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some((at, said)) = self.half {
+            let took = at.elapsed().as_secs_f64();
+            eprintln!(
+                "ext4chk: progress: half way, {said:.2} s were estimated to be left; the rest took {took:.2} s ({:+.0}%)",
+                if took > 0.0 { 100.0 * (said - took) / took } else { 0.0 }
+            );
+        }
+    }
 }
 
 /// `-C N`: one line per change, "PASS CURRENT MAX NAME".
@@ -311,6 +385,7 @@ impl Sink for TextBar {
 /// A terminal bar with the time left, on standard error.
 struct Eta {
     bar: indicatif::ProgressBar,
+    est: Estimator,
 }
 
 /// Positions of the terminal bar.
@@ -322,33 +397,49 @@ impl Eta {
             Some(ETA_STEPS),
             indicatif::ProgressDrawTarget::stderr_with_hz(8),
         );
-        let style = indicatif::ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {percent:>3}% {msg} (about {eta} left)",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> ");
+        let style =
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {percent:>3}% {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> ");
         bar.set_style(style);
         bar.set_prefix(name.to_string());
-        Eta { bar }
+        Eta {
+            bar,
+            est: Estimator::default(),
+        }
     }
 }
 
 impl Sink for Eta {
     fn show(&mut self, pass: u8, _: u64, _: u64, s: &Snapshot) {
+        let f = fraction(s);
+        let left = match self.est.left(f) {
+            Some(l) => format!(", about {} left", human(l)),
+            None => String::new(),
+        };
         let msg = match pass {
             1 | 2 => format!(
-                "passes 1-2: {}/{} inodes, {}/{} directory blocks",
+                "passes 1-2: {}/{} inodes, {}/{} directory blocks{left}",
                 s.inodes_done, s.inodes_total, s.dir_blocks_done, s.dir_blocks_found
             ),
-            p => format!("pass {p}"),
+            p => format!("pass {p}{left}"),
         };
         self.bar.set_message(msg);
-        self.bar
-            .set_position((fraction(s) * ETA_STEPS as f64) as u64);
+        self.bar.set_position((f * ETA_STEPS as f64) as u64);
     }
 
     fn finish(&mut self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// Seconds as a person reads them.
+fn human(secs: f64) -> String {
+    let s = secs.round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
     }
 }
 

@@ -111,7 +111,7 @@ static PROGRESS: Progress = Progress::new();
 /// Starts the progress display the invocation asks for (`-C`, or a bar
 /// on a terminal), named as e2fsck names the device.
 fn progress_display(inv: &Invocation, target: &Target) -> Option<progress::Display> {
-    if inv.progress.is_none() && inv.format == crate::cli::Format::Json {
+    if inv.progress.is_none() && inv.format == crate::cli::Format::Json && !inv.debug {
         return None;
     }
     let label = peek_label(target).unwrap_or_default();
@@ -119,7 +119,12 @@ fn progress_display(inv: &Invocation, target: &Target) -> Option<progress::Displ
         label,
         ..Default::default()
     };
-    progress::Display::start(inv.progress, &display_name(inv, &probe), &PROGRESS)
+    progress::Display::start(
+        inv.progress,
+        &display_name(inv, &probe),
+        &PROGRESS,
+        inv.debug,
+    )
 }
 
 /// The volume label, read straight from the primary superblock.

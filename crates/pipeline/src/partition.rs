@@ -178,10 +178,10 @@ fn mbr_partition<R: ReadAt + ?Sized>(
         return Err(PartitionError::NoSuchPartition { table: "MBR", n });
     };
     let mut ebr_at = ext_start;
-    let mut number = 5;
     // Each EBR holds one logical partition (relative to itself) and a
-    // link to the next EBR (relative to the extended partition).
-    for _ in 0..4096 {
+    // link to the next EBR (relative to the extended partition); the
+    // chain is followed at most 4096 links.
+    for number in 5..5 + 4096 {
         let ebr = disk.read(ebr_at * 512, 512).map_err(PartitionError::Read)?;
         if ebr[510] != 0x55 || ebr[511] != 0xAA {
             return Err(PartitionError::Damaged(
@@ -204,7 +204,6 @@ fn mbr_partition<R: ReadAt + ?Sized>(
             break;
         }
         ebr_at = ext_start + next;
-        number += 1;
     }
     Err(PartitionError::NoSuchPartition { table: "MBR", n })
 }

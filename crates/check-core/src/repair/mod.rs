@@ -571,7 +571,6 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     if let Err(e) = &stats {
         notes.push(format!("The fixer failed at the end: {e}"));
     }
-    drop(external);
     if let Some(j) = jfx {
         if let Err(e) = j.finish() {
             notes.push(format!(
@@ -709,7 +708,7 @@ fn update_bad_blocks(
     change: &badblocks::Change,
     path: &Path,
 ) -> Result<(Vec<String>, Vec<Finding>), String> {
-    let pre = check_with_state(dev.clone(), &check_opts);
+    let pre = check_with_state(dev.clone(), check_opts);
     let Some(st) = pre.state.as_ref().filter(|s| s.abort.is_none()) else {
         return Err(
             "the bad-block list cannot be updated: the check stopped before it could tell which blocks are in use"
