@@ -90,7 +90,7 @@ fn percent(pass: u8, cur: u64, max: u64) -> f64 {
 /// fixed share.
 pub fn fraction(s: &Snapshot) -> f64 {
     const DIR_BLOCK_WEIGHT: f64 = 3.0;
-    const AFTER: f64 = 0.03;
+    const AFTER: f64 = 0.10;
     if s.phase >= 6 {
         return 1.0;
     }
@@ -231,33 +231,24 @@ impl Sink for Fanout {
     }
 }
 
-/// The time left, from the share of the work done: the rate so far,
-/// applied to what is left.
-#[derive(Default)]
-struct Estimator {
-    started: Option<Instant>,
-}
-
-impl Estimator {
-    /// Seconds left, once enough is done to tell.
-    fn left(&mut self, fraction: f64) -> Option<f64> {
-        let t0 = *self.started.get_or_insert_with(Instant::now);
-        let elapsed = t0.elapsed().as_secs_f64();
-        (fraction > 0.02 && elapsed > 0.2).then(|| elapsed * (1.0 - fraction) / fraction)
-    }
+/// Seconds left, from the share of the work done and the time the check
+/// has taken: the rate so far, applied to what is left (once enough is
+/// done to tell).
+fn time_left(s: &Snapshot) -> Option<f64> {
+    let f = fraction(s);
+    (f > 0.02 && s.elapsed > 0.05).then(|| s.elapsed * (1.0 - f) / f)
 }
 
 /// `-d`: the estimate made half way, and how long the rest really took.
 #[derive(Default)]
 struct EtaCheck {
-    est: Estimator,
     half: Option<(Instant, f64)>,
 }
 
 impl Sink for EtaCheck {
     fn show(&mut self, _: u8, _: u64, _: u64, s: &Snapshot) {
         let f = fraction(s);
-        let left = self.est.left(f);
+        let left = time_left(s);
         if self.half.is_none() && f >= 0.5 {
             if let Some(l) = left {
                 self.half = Some((Instant::now(), l));
@@ -385,7 +376,6 @@ impl Sink for TextBar {
 /// A terminal bar with the time left, on standard error.
 struct Eta {
     bar: indicatif::ProgressBar,
-    est: Estimator,
 }
 
 /// Positions of the terminal bar.
@@ -403,17 +393,14 @@ impl Eta {
                 .progress_chars("=> ");
         bar.set_style(style);
         bar.set_prefix(name.to_string());
-        Eta {
-            bar,
-            est: Estimator::default(),
-        }
+        Eta { bar }
     }
 }
 
 impl Sink for Eta {
     fn show(&mut self, pass: u8, _: u64, _: u64, s: &Snapshot) {
         let f = fraction(s);
-        let left = match self.est.left(f) {
+        let left = match time_left(s) {
             Some(l) => format!(", about {} left", human(l)),
             None => String::new(),
         };

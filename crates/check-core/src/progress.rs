@@ -25,10 +25,12 @@ pub struct Progress {
     dirs: AtomicU64,
     /// Checks started (a repair checks once per round).
     checks: AtomicU64,
+    /// When the current check started.
+    started: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// A consistent-enough reading of the counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Snapshot {
     /// See [`Progress`]: 0 during passes 1 and 2, then 3 to 6.
     pub phase: u8,
@@ -46,6 +48,8 @@ pub struct Snapshot {
     pub dirs: u64,
     /// Checks started.
     pub checks: u64,
+    /// Seconds since the current check started.
+    pub elapsed: f64,
 }
 
 impl Snapshot {
@@ -71,11 +75,15 @@ impl Progress {
             dir_blocks_done: AtomicU64::new(0),
             dirs: AtomicU64::new(0),
             checks: AtomicU64::new(0),
+            started: std::sync::Mutex::new(None),
         }
     }
 
     /// A check starts, with its totals.
     pub(crate) fn start(&self, groups: u64, inodes_total: u64, dirs: u64) {
+        if let Ok(mut t) = self.started.lock() {
+            *t = Some(std::time::Instant::now());
+        }
         self.phase.store(0, Ordering::Relaxed);
         self.inodes_done.store(0, Ordering::Relaxed);
         self.dir_blocks_found.store(0, Ordering::Relaxed);
@@ -120,6 +128,12 @@ impl Progress {
             dir_blocks_done: self.dir_blocks_done.load(Ordering::Relaxed),
             dirs: self.dirs.load(Ordering::Relaxed),
             checks: self.checks.load(Ordering::Relaxed),
+            elapsed: self
+                .started
+                .lock()
+                .ok()
+                .and_then(|t| t.map(|t| t.elapsed().as_secs_f64()))
+                .unwrap_or(0.0),
         }
     }
 }
