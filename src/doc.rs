@@ -34,16 +34,16 @@ List the discontiguous blocks of every file.
 Convert block-mapped files and directories to extent trees.
 .TP
 \fBfixes_only\fR
-Repair damage only: no optimization of directories or extent trees.
+Repair damage only (it cannot be combined with \fB\-D\fR or \fBbmap2extent\fR). ext4chk rebuilds an extent tree only when it is deeper than allowed, which is a fix, so this is its behaviour anyway.
 .TP
 \fBoptimize_extents\fR, \fBno_optimize_extents\fR
-Allow or forbid rebuilding extent trees that could be shallower or narrower.
+Accepted for e2fsck compatibility. e2fsck rebuilds extent trees that could be narrower or shorter unless told not to; ext4chk does not rebuild them yet, so both leave such trees as they are.
 .TP
 \fBinode_count_fullmap\fR, \fBno_inode_count_fullmap\fR
 Accepted for e2fsck compatibility; ext4chk's link counts need no choice.
 .TP
 \fBunshare_blocks\fR
-Give every file its own copy of blocks it shares with others, and clear the shared_blocks feature (implies \fB\-f\fR).
+Give every file its own copy of blocks it shares with others, and clear the shared_blocks feature (implies \fB\-f\fR). With \fB\-n\fR, shared blocks are accepted.
 .TP
 \fBcheck_encoding\fR
 Check the names in case-folded directories against the file name encoding.
