@@ -310,7 +310,9 @@ fn a_descriptor_with_a_bad_checksum_loses_its_uninit_flags() {
     let before = file_tree(&img, &scratch.path("t0")).expect("debugfs");
     let out = run(&["-y", p]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(code(&out), 1, "{text}");
+    // As e2fsck -fy: descriptor fixes made while reading the descriptors
+    // do not count as changes on their own (exit 0).
+    assert_eq!(code(&out), 0, "{text}");
     assert!(text.contains("is 0x1234"), "{text}");
     assert!(!text.contains("root-missing"), "{text}");
     assert_eq!(code(&tool("e2fsck", &["-fn", p])), 0);

@@ -89,6 +89,16 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
     report.label = String::from_utf8_lossy(&label[..end]).into_owned();
     let mut io = Io::new(&fs);
     let mut tl = Timeline::new();
+    if let Some((finding, fatal)) = super_check::check_mmp(&fs, &mut io) {
+        report.findings.push(finding);
+        report.aborted = Some(fatal.reason);
+        report.forced_uncorrected = fatal.uncorrected;
+        report.finish();
+        return Checked {
+            report,
+            state: None,
+        };
+    }
     let jc = journal::check_journal(&fs, &mut io, opts.external_journal.as_deref());
     report.findings.extend(jc.findings);
     if let Some(why) = jc.fatal {

@@ -847,6 +847,21 @@ impl fmt::Display for Code {
     }
 }
 
+impl Code {
+    /// Whether fixing it counts for the exit code. e2fsck repairs these
+    /// descriptor fields while it reads the descriptors, without marking
+    /// the file system changed, so a repair that does nothing else exits
+    /// 0; ext4chk reports them fixed and exits as e2fsck does.
+    pub fn counts_as_fix(self) -> bool {
+        !matches!(
+            self,
+            Code::GroupDescChecksum
+                | Code::GroupUninitWithoutCsum
+                | Code::LastGroupBlockUninit
+                | Code::GroupItableUnusedInvalid
+        )
+    }
+}
 /// One problem found: the code and the numbers that locate it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {

@@ -106,6 +106,9 @@ pub struct Report {
     pub skipped: Option<crate::due::Skipped>,
     /// Why a check that could have been skipped was made.
     pub forced: Option<crate::due::Reason>,
+    /// A repair rewrote directories or mappings without a problem asking
+    /// for it (pass 3A's indexing, `-D`, `bmap2extent`).
+    pub restructured: bool,
     /// Lines printed under pass 1's heading (`-E fragcheck`).
     pub pass1_lines: Vec<String>,
     /// Wall time of each phase of the last check, in seconds (for `-tt`).
@@ -145,7 +148,16 @@ impl Report {
         if self.has_uncorrected_errors() {
             code |= exit::UNCORRECTED;
         }
-        if self.findings.iter().any(|f| f.fixed) {
+        // As e2fsck: a fix counts when the file system was changed, and
+        // the descriptor fixes e2fsck makes while reading the descriptors
+        // do not change it on their own.
+        let fixed = self.findings.iter().any(|f| f.fixed);
+        let changed = self.restructured
+            || self
+                .findings
+                .iter()
+                .any(|f| f.fixed && f.code.counts_as_fix());
+        if fixed && changed {
             code |= exit::CORRECTED;
         }
         if self.modified && self.mounted_root {

@@ -10,6 +10,42 @@ use crate::fs::{allowed_range, Fs};
 use crate::io::Io;
 use crate::problem::{Code, Finding};
 
+/// The multiple-mount protection block, as e2fsck checks it when it
+/// opens the file system: its number inside the file system and its
+/// magic. e2fsck stops when it may not fix it (and a fix of the block
+/// number alone leaves the file system unusable to the library), so
+/// both stop the check.
+pub fn check_mmp(fs: &Fs, io: &mut Io<'_>) -> Option<(Finding, Fatal)> {
+    const MMP_MAGIC: u32 = 0x004D_4D50;
+    if !fs
+        .geo
+        .incompat
+        .contains(ext4_layout::features::IncompatFeatures::MMP)
+    {
+        return None;
+    }
+    let blk = fs.sb().s_mmp_block();
+    let why = if blk <= fs.geo.first_data_block || blk >= fs.geo.blocks_count {
+        Some(format!("block {blk} is outside the file system"))
+    } else {
+        let mut b = vec![0u8; fs.block_size()];
+        match io.read_blocks(blk, &mut b) {
+            Err(e) => Some(format!("block {blk} cannot be read: {e}")),
+            Ok(()) if ext4_layout::bytes::le_u32(&b, 0) != MMP_MAGIC => {
+                Some(format!("block {blk} has a bad magic number"))
+            }
+            Ok(()) => None,
+        }
+    }?;
+    Some((
+        Finding::new(Code::MmpInvalid).str(why.clone()),
+        Fatal {
+            reason: format!("the multiple-mount protection block is invalid: {why}"),
+            uncorrected: true,
+        },
+    ))
+}
+
 /// Why the check cannot go on.
 #[derive(Debug)]
 pub struct Fatal {

@@ -17,7 +17,7 @@ pub fn set_inode_checksum(raw: &mut [u8], fs_seed: u32, ino: u32) {
     let Some(i) = Inode::new(raw) else {
         return;
     };
-    let has_hi = i.i_checksum_hi().is_some();
+    let has_hi = i.csum_has_hi();
     let c = i.computed_checksum(fs_seed, ino);
     put_le_u16(raw, I_CHECKSUM_LO_OFFSET, c as u16);
     if has_hi {

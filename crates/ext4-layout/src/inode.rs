@@ -362,11 +362,21 @@ impl<'a> Inode<'a> {
         u32_from_hi_lo(self.l_i_gid_high(), self.i_gid())
     }
 
+    /// Whether the checksum has a high half: as e2fsprogs and the kernel
+    /// decide it, from `i_extra_isize` alone, even when that value is too
+    /// large for the inode (a damaged inode is checksummed the same way
+    /// by everyone).
+    pub fn csum_has_hi(&self) -> bool {
+        self.is_large() && self.i_extra_isize() >= CSUM_HI_EXTRA_END
+    }
+
     /// The stored checksum: 32 bits when the high half exists, else 16.
     pub fn stored_checksum(&self) -> (u32, bool) {
-        match self.i_checksum_hi() {
-            Some(hi) => (u32_from_hi_lo(hi, self.l_i_checksum_lo()), true),
-            None => (u32::from(self.l_i_checksum_lo()), false),
+        if self.csum_has_hi() {
+            let hi = le_u16(self.0, I_CHECKSUM_HI_OFFSET);
+            (u32_from_hi_lo(hi, self.l_i_checksum_lo()), true)
+        } else {
+            (u32::from(self.l_i_checksum_lo()), false)
         }
     }
 
@@ -376,7 +386,7 @@ impl<'a> Inode<'a> {
     pub fn computed_checksum(&self, fs_seed: u32, ino: u32) -> u32 {
         let seed = inode_csum_seed(fs_seed, ino, self.i_generation());
         let b = self.0;
-        let has_hi = self.i_checksum_hi().is_some();
+        let has_hi = self.csum_has_hi();
         let lo_end = I_CHECKSUM_LO_OFFSET + 2;
         let mut c = crc32c_raw(seed, sub(b, 0, I_CHECKSUM_LO_OFFSET));
         c = crc32c_raw(c, &[0, 0]);

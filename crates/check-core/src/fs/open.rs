@@ -70,6 +70,7 @@ enum OpenErr {
     UnsuppFeature(Vec<String>),
     BadDescSize,
     JournalDev,
+    BadFirstIno(u32),
 }
 
 impl OpenErr {
@@ -88,6 +89,9 @@ impl OpenErr {
             OpenErr::UnsuppFeature(f) => format!("unsupported feature(s): {}", f.join(" ")),
             OpenErr::BadDescSize => "the group descriptor size is invalid".into(),
             OpenErr::JournalDev => "this is an external journal device, not a file system".into(),
+            OpenErr::BadFirstIno(n) => {
+                format!("the superblock is corrupt: its first inode, {n}, is out of range")
+            }
         }
     }
 
@@ -247,6 +251,9 @@ fn try_open(
 
 fn geometry_err(e: GeometryError) -> OpenErr {
     match e {
+        // e2fsck opens such a superblock and then stops in its own check
+        // (no backup is tried).
+        GeometryError::BadFirstIno(n) => OpenErr::BadFirstIno(n),
         GeometryError::BadMagic(_) => OpenErr::BadMagic,
         GeometryError::BadRevision(_) => OpenErr::RevTooHigh,
         GeometryError::BadDescSize(_) => OpenErr::BadDescSize,

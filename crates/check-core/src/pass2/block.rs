@@ -573,9 +573,10 @@ fn check_block_inner(
                 // Entries into the unused part of a group.
                 let g = (e_ino - 1) / geo.inodes_per_group;
                 let gd = fs.gd(g);
-                let first_unused = g * geo.inodes_per_group
-                    + 1
-                    + geo.inodes_per_group.saturating_sub(gd.itable_unused());
+                // In e2fsck's 32-bit arithmetic: an unused count larger
+                // than the group wraps past every inode, marking none.
+                let first_unused = (g * geo.inodes_per_group + 1 + geo.inodes_per_group)
+                    .wrapping_sub(gd.itable_unused());
                 if gd.has_flag(BG_INODE_UNINIT) {
                     findings.push(
                         Finding::new(Code::InorefBgInoUninit)

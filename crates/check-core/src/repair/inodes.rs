@@ -107,6 +107,21 @@ pub fn clear_inode(raw: &mut [u8], ino: u32, first_ino: u32, now: u32) {
     }
 }
 
+/// Whether the superblock names inode `ino` (journal, quota files, the
+/// orphan file): the check walks such an inode's blocks whatever its link
+/// count.
+fn named_in_superblock(fs: &crate::fs::Fs, ino: u32) -> bool {
+    let sb = fs.sb();
+    [
+        sb.s_journal_inum(),
+        sb.s_usr_quota_inum(),
+        sb.s_grp_quota_inum(),
+        sb.s_prj_quota_inum(),
+        sb.s_orphan_file_inum(),
+    ]
+    .contains(&ino)
+}
+
 /// Clears from the bad blocks inode every block number `drop` picks: its
 /// own pointers, and the entries of the indirect blocks they lead to
 /// (out-of-range pointers are always dropped: nothing can be read there).
@@ -538,6 +553,18 @@ pub fn fix_pass1<'a, 'f>(
         {
             if let Ok(raw) = stage.inode(io, ino) {
                 clear_inode(raw, ino, first_ino, now);
+                // A reserved inode is checked on after it is cleared, as
+                // in e2fsck: its bad mode goes too, or the next check
+                // finds it again.
+                if ino < first_ino && codes.contains(&Code::ReservedBadMode) {
+                    put_le_u16(raw, off::MODE, 0);
+                }
+                // So is an inode the superblock names (a quota file, the
+                // orphan file): its blocks are walked whatever its link
+                // count, so a cleared one must map nothing.
+                if named_in_superblock(fs, ino) {
+                    raw[off::BLOCK..off::BLOCK + 60].fill(0);
+                }
                 fixed.extend(fs_.iter().copied());
             }
             continue;

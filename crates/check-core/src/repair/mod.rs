@@ -246,6 +246,9 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     let mut cancelled = false;
     let mut round_times: Vec<String> = Vec::new();
     let mut journal_removed = false;
+    // Changes that are not fixes but change the file system (indexing,
+    // conversion), which e2fsck's exit code notices.
+    let mut restructured = false;
     if chosen_backup {
         // As e2fsck -b: the chosen superblock and its descriptors become
         // the primary ones before anything else, and everything after
@@ -277,6 +280,16 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         (Some(dev), Some(fx)) => Some(journal::External { dev, fx }),
         _ => None,
     };
+    if stop_reason.is_none() {
+        match fix_inode_count(&dev, &fx) {
+            Ok(Some(f)) => {
+                fixed_all.push(f);
+                modified = true;
+            }
+            Ok(None) => {}
+            Err(why) => stop_reason = Some(why),
+        }
+    }
     if stop_reason.is_none() {
         match journal::before_passes(&dev, &fx, external.as_ref()) {
             Ok(pre) => {
@@ -517,18 +530,25 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         match convert_to_extents(&current, &fx) {
             Ok(n) => {
                 modified = true;
+                restructured = true;
                 round_times.push(format!("bmap2extent: {n} inodes converted"));
                 current = check_fixing(dev.clone(), &check_opts, None);
             }
             Err(why) => notes.push(format!("Files could not be converted to extents: {why}.")),
         }
     }
-    if opts.optimize_dirs && !cancelled && stop_reason.is_none() {
-        match optimize_directories(&current, &fx) {
+    if !cancelled && stop_reason.is_none() {
+        let which = if opts.optimize_dirs {
+            Rehash::All
+        } else {
+            Rehash::Linear
+        };
+        match optimize_directories(&current, &fx, which) {
             Ok(0) => {}
             Ok(n) => {
                 modified = true;
-                round_times.push(format!("-D: {n} directories rewritten"));
+                restructured = true;
+                round_times.push(format!("pass 3A: {n} directories rewritten"));
                 current = check_fixing(dev.clone(), &check_opts, None);
             }
             Err(why) => notes.push(format!("Directories could not be optimized: {why}.")),
@@ -605,6 +625,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     report.mounted_root = mounted_root;
     report.preen_halt = preen_halt;
     report.forced = forced;
+    report.restructured = restructured;
     if modified && mounted_root {
         report.notes.push(
             "This is the root file system, mounted read-only, and it was changed: reboot now, before the kernel writes its old view back."
@@ -661,10 +682,46 @@ fn convert_to_extents(current: &Checked, fx: &fixer::Fixer) -> Result<usize, Str
     Ok(n)
 }
 
+/// Which directories pass 3A rewrites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rehash {
+    /// Every one (`-D`).
+    All,
+    /// Those e2fsck indexes on every repair: linear directories of three
+    /// blocks or more on a file system with dir_index, lost+found aside.
+    Linear,
+}
+
+/// Whether e2fsck's pass 1 would queue directory `dir` for indexing.
+fn linear_to_index<'f>(
+    fs: &'f crate::fs::Fs,
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    lost_found: Option<u32>,
+) -> bool {
+    if !fs.geo.compat.contains(CompatFeatures::DIR_INDEX) || Some(dir) == lost_found {
+        return false;
+    }
+    let Ok(raw) = stage.inode_copy(io, dir) else {
+        return false;
+    };
+    let Some(inode) = ext4_layout::inode::Inode::new(&raw) else {
+        return false;
+    };
+    !inode.has_flag(ext4_layout::inode::flags::INDEX)
+        && !inode.has_flag(ext4_layout::inode::flags::INLINE_DATA)
+        && inode.size() / u64::from(fs.geo.block_size) >= 3
+}
+
 /// `-D`: every directory rewritten compactly in one commit (those that
 /// cannot be are left as they are), then the group summaries follow the
 /// blocks freed and taken. Returns how many were rewritten.
-fn optimize_directories(current: &Checked, fx: &fixer::Fixer) -> Result<usize, String> {
+fn optimize_directories(
+    current: &Checked,
+    fx: &fixer::Fixer,
+    which: Rehash,
+) -> Result<usize, String> {
     let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
         return Err("the check did not complete".into());
     };
@@ -681,6 +738,9 @@ fn optimize_directories(current: &Checked, fx: &fixer::Fixer) -> Result<usize, S
             continue;
         }
         let dir = idx as u32 + 1;
+        if which == Rehash::Linear && !linear_to_index(fs, &stage, &mut io, dir, lost_found) {
+            continue;
+        }
         if let Ok(freed) = rehash::optimize(fs, &mut stage, &mut io, dir, Some(dir) == lost_found) {
             for b in freed {
                 st.maps.block_found.test_and_clear(b >> bits);
@@ -739,6 +799,31 @@ fn update_bad_blocks(
         })
         .collect();
     Ok((done.notes, fixed))
+}
+
+/// A superblock whose inode count disagrees with its groups: e2fsck sets
+/// the count from the groups before anything else (the check stops on it
+/// until then).
+fn fix_inode_count(dev: &Arc<Device>, fx: &fixer::Fixer) -> Result<Option<Finding>, String> {
+    let Ok(opened) = crate::fs::open_fs(dev.clone(), crate::fs::OpenOptions::default()) else {
+        return Ok(None);
+    };
+    let fs = opened.fs;
+    let want = u64::from(fs.geo.group_count) * u64::from(fs.geo.inodes_per_group);
+    let have = u64::from(fs.sb().s_inodes_count());
+    if have == want || fs.backup_in_use || want > u64::from(u32::MAX) {
+        return Ok(None);
+    }
+    let maps = crate::ctx::Maps::new(&fs);
+    let mut stage = Staging::new(&fs, &maps, false);
+    let mut io = Io::new(&fs);
+    // s_inodes_count
+    ext4_layout::bytes::put_le_u32(stage.sb_mut(), 0x00, want as u32);
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(|e| format!("the repair stopped: {e}"))?;
+    let mut f = Finding::new(Code::InodeCountWrong).num(have).num2(want);
+    f.fixed = true;
+    Ok(Some(f))
 }
 
 /// Writes the superblock the user chose (`-b`) and its descriptor table
