@@ -227,6 +227,7 @@ fn check_options(inv: &Invocation, journal: Option<Arc<pipeline::Device>>) -> Ch
             // simulation, shared blocks stay acceptable.
             unshare_blocks: inv.ext.unshare_blocks && inv.mode != Mode::Check,
         },
+        ..CheckOptions::default()
     }
 }
 

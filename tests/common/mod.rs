@@ -235,6 +235,12 @@ pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec
 /// Builds the clean fixture images once per script version and returns
 /// their directory, or `None` when mke2fs is not installed.
 pub fn fixture_images() -> Option<PathBuf> {
+    fixture_images_wide(3000)
+}
+
+/// The fixture images built from a tree whose wide directory has `wide`
+/// entries (the damage tests use a small one: faster to read back).
+pub fn fixture_images_wide(wide: u32) -> Option<PathBuf> {
     if !have("mke2fs") {
         return None;
     }
@@ -245,6 +251,7 @@ pub fn fixture_images() -> Option<PathBuf> {
             h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
+    h = (h ^ u64::from(wide)).wrapping_mul(0x0100_0000_01b3);
     let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let dir = base.join(format!("fixtures-{h:016x}"));
     if dir.join(".complete").exists() {
@@ -256,6 +263,7 @@ pub fn fixture_images() -> Option<PathBuf> {
     let _ = std::fs::remove_dir_all(&tmp);
     let out = Command::new(root.join("make-images.sh"))
         .arg(&tmp)
+        .env("WIDE", wide.to_string())
         .output()
         .expect("make-images.sh runs");
     assert!(

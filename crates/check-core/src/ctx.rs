@@ -25,6 +25,15 @@ pub struct CheckOptions {
     pub external_journal: Option<std::sync::Arc<pipeline::Device>>,
     /// e2fsck's extended options that change what is checked or shown.
     pub choices: Choices,
+    /// Whether the check is a round of a repair: e2fsck would already
+    /// have written (with a good checksum) an inode it fixed earlier in
+    /// pass 1, which changes what pass 1 then makes of it.
+    pub repairing: bool,
+    /// Under a repair, after its first check: the inodes that check found
+    /// not to be directories because their checksum failed (sorted).
+    /// e2fsck decides that once, on the inodes as found; later rounds,
+    /// after their checksums were fixed, decide the same way.
+    pub not_dirs: std::sync::Arc<[u32]>,
 }
 
 /// e2fsck's `-E` choices that change what a check reports or prints
@@ -68,6 +77,8 @@ impl Default for CheckOptions {
             progress: None,
             external_journal: None,
             choices: Choices::default(),
+            repairing: false,
+            not_dirs: std::sync::Arc::from([]),
         }
     }
 }
@@ -87,6 +98,9 @@ pub struct Maps {
     pub inode_bb: AtomicBitmap,
     /// Inodes with the imagic flag (imagic_inodes feature).
     pub inode_imagic: AtomicBitmap,
+    /// Inodes pass 1 did not take for directories because their checksum
+    /// failed (see [`CheckOptions::not_dirs`]).
+    pub inode_not_dir: AtomicBitmap,
     /// Inodes whose checksum does not match (unfixed).
     pub inode_csum_bad: AtomicBitmap,
     /// Inodes with the casefold flag.
@@ -126,6 +140,7 @@ impl Maps {
             inode_bb: AtomicBitmap::new(ni),
             inode_imagic: AtomicBitmap::new(ni),
             inode_csum_bad: AtomicBitmap::new(ni),
+            inode_not_dir: AtomicBitmap::new(ni),
             inode_casefold: AtomicBitmap::new(ni),
             inode_scanned: AtomicBitmap::new(ni),
             inode_done: AtomicBitmap::new(ni),

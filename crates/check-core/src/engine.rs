@@ -151,6 +151,8 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
     let mut p1cx = pass1::Pass1::new(&fs, &maps, &bad_blocks);
     p1cx.sink = sink;
     p1cx.choices = opts.choices;
+    p1cx.repairing = opts.repairing;
+    p1cx.not_dirs = opts.not_dirs.clone();
     let p1cx = p1cx;
     let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
     p2cx.check_encoding = opts.choices.check_encoding;

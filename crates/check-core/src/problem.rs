@@ -280,7 +280,7 @@ codes! {
         "the root inode has dtime set";
     /// reserved-inode-bad-mode (e2fsck PR_1_RESERVED_BAD_MODE).
     ReservedBadMode = 0x010003, "reserved-inode-bad-mode", P1, Error,
-        "reserved inode {ino} has a bad mode (0{num})";
+        "reserved inode {ino} has a bad mode ({num:o})";
     /// deleted-inode-zero-dtime (e2fsck PR_1_ZERO_DTIME).
     ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error,
         "deleted inode {ino} has a zero dtime";
@@ -343,7 +343,7 @@ codes! {
         "inode {ino} has timestamps beyond the representable range";
     /// looks-like-directory (e2fsck PR_1_TREAT_AS_DIRECTORY).
     TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error,
-        "inode {ino} has mode 0{num} but looks like a directory";
+        "inode {ino} has mode {num:o} but looks like a directory";
     /// extents-without-feature (e2fsck PR_1_EXTENTS_SET).
     ExtentsSet = 0x01005a, "extents-without-feature", P1, Error,
         "inode {ino} has the extents flag but the file system has no extents feature";
@@ -601,7 +601,7 @@ codes! {
         "inode {ino} has a non-zero fragment size {num}";
     /// bad-mode (e2fsck PR_2_BAD_MODE).
     BadMode = 0x020012, "bad-mode", P2, Error,
-        "inode {ino} has a bad mode 0{num}";
+        "inode {ino} has a bad mode {num:o}";
     /// dir-corrupted (e2fsck PR_2_DIR_CORRUPTED).
     DirCorrupted = 0x020013, "dir-corrupted", P2, Error,
         "directory {dir} block {num} is corrupt at offset {num2}";
@@ -985,6 +985,7 @@ impl Finding {
                 "num" => self.num.map(|v| v.to_string()),
                 "num2" => self.num2.map(|v| v.to_string()),
                 "num:x" => self.num.map(|v| format!("{v:#x}")),
+                "num:o" => self.num.map(|v| format!("0{v:o}")),
                 "num2:x" => self.num2.map(|v| format!("{v:#x}")),
                 "str" => self.str.clone(),
                 _ => None,

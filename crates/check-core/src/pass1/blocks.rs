@@ -87,6 +87,7 @@ pub fn collect_extents<'f>(
         inode,
         csum_bad: false,
         ea_ibody_quota_blocks: 0,
+        findings_from: 0,
     };
     let mut walk = Walk::new(&p.fs.geo, &inode, ino);
     w.check_extents(&cur, &mut walk);

@@ -49,6 +49,8 @@ pub struct Cur<'b> {
     pub csum_bad: bool,
     /// Quota blocks charged by in-inode EA values stored in EA inodes.
     pub ea_ibody_quota_blocks: u64,
+    /// Where this inode's findings start in the worker's list.
+    pub findings_from: usize,
 }
 
 impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
@@ -143,6 +145,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             inode,
             csum_bad,
             ea_ibody_quota_blocks: 0,
+            findings_from: self.out.findings.len(),
         };
         let first_ino = geo.first_ino;
         let dtime = inode.i_dtime();
@@ -595,6 +598,25 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         if matches!(t, 0o020000 | 0o060000) && inode.i_links_count() == 1 && !not_device {
             return;
+        }
+        // The block's checksum is seeded from the inode as read from disk;
+        // an inode failing its own checksum cannot vouch for it, so on
+        // metadata_csum such an inode is not taken for a directory, unless
+        // a repair has already rewritten it (with a good checksum) for a
+        // problem found before this point. e2fsck decides this once, so a
+        // repair's later rounds keep the first round's refusal.
+        if fs.metadata_csum() {
+            if self.p.not_dirs.binary_search(&cur.ino).is_ok() {
+                return;
+            }
+            let rewritten = self.p.repairing
+                && self.out.findings[cur.findings_from..]
+                    .iter()
+                    .any(|f| f.ino == Some(cur.ino));
+            if cur.csum_bad && !rewritten {
+                Maps::mark(&self.maps().inode_not_dir, cur.ino);
+                return;
+            }
         }
         let bs = fs.block_size();
         let mut buf = std::mem::take(&mut self.blockbuf);

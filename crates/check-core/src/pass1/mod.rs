@@ -327,6 +327,12 @@ pub struct Pass1<'a> {
     pub sink: Option<&'a fixer::Fixer>,
     /// e2fsck's `-E` choices.
     pub choices: crate::ctx::Choices,
+    /// Whether a repair runs this check (see
+    /// [`crate::ctx::CheckOptions::repairing`]).
+    pub repairing: bool,
+    /// Inodes an earlier round judged not to be directories (see
+    /// [`crate::ctx::CheckOptions::not_dirs`]).
+    pub not_dirs: std::sync::Arc<[u32]>,
 }
 
 impl<'a> Pass1<'a> {
@@ -356,6 +362,8 @@ impl<'a> Pass1<'a> {
             bad_blocks,
             low_dtime_check,
             choices: crate::ctx::Choices::default(),
+            repairing: false,
+            not_dirs: std::sync::Arc::from([]),
             sink: None,
         }
     }

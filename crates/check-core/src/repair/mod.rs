@@ -355,7 +355,18 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     // check, except when preening (which must know that every problem is
     // one it may fix before it writes anything).
     let sink = (opts.mode != Mode::Preen && stop_reason.is_none() && !cancelled).then_some(&fx);
+    check_opts.repairing = true;
     let mut current: Checked = check_fixing(dev.clone(), &check_opts, sink);
+    if let Some(st) = &current.state {
+        let bad = &st.maps.inode_not_dir;
+        let mut v = Vec::new();
+        let mut at = 0;
+        while let Some(i) = bad.next_set(at) {
+            v.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
+            at = i + 1;
+        }
+        check_opts.not_dirs = Arc::from(v);
+    }
     let mut streamed = 0u64;
     if stop_reason.is_none() {
         match settle_streamed(&fx, &mut current, &mut fixed_all) {

@@ -275,6 +275,9 @@ pub fn optimize<'f>(
         write_htree(stage, dir, &g, &c, &leaves, &phys);
         (needed, phys)
     };
+    // Under bigalloc a cluster is freed only whole: the directory keeps
+    // its blocks, the ones past the entries left empty.
+    let keep_size = keep_size || fs.geo.cluster_ratio > 1;
     let end = if keep_size && phys.len() > needed {
         // lost+found keeps every block, empty past the entries, so that
         // a later repair can reconnect files without allocating.
@@ -348,6 +351,11 @@ fn blocks_for<'f>(
     extents: bool,
 ) -> Result<Vec<u64>, Skip> {
     let mut phys: Vec<u64> = blocks.iter().map(|&(_, p)| p).collect();
+    if needed > phys.len() && stage.fs().geo.cluster_ratio > 1 {
+        // A new block would have to share its cluster with its logical
+        // neighbours (bigalloc's rule); this rewrite does not place them.
+        return Err("bigalloc: no block can be added");
+    }
     while phys.len() < needed {
         let goal = phys.last().copied().unwrap_or(0);
         let b = stage.alloc_block(goal).ok_or("no free block")?;
