@@ -35,6 +35,9 @@ pub struct PrePass {
     /// Whether an unusable journal was removed (a new one is made once
     /// the file system is clean).
     pub journal_removed: bool,
+    /// Whether the journal inode was rewritten from the superblock's copy
+    /// of its block map.
+    pub journal_restored: bool,
 }
 
 const STATE_VALID: u16 = 1;
@@ -116,18 +119,75 @@ impl Space<'_> {
 }
 
 /// Journal problems, recovery and the orphan list, before the passes.
+/// When the journal inode is unusable and the journal is found through
+/// the superblock's copy of its block map, e2fsck writes an inode made from
+/// that copy back over the journal inode (its first 128 bytes, as the
+/// library writes them) before going on; when the inode table it belongs
+/// in lies outside the file system it cannot, and stops there, changing
+/// nothing. Stages that write; says whether there was one, or why the
+/// repair must stop.
+fn restore_from_backup(
+    fs: &crate::fs::Fs,
+    st: &mut Staging<'_>,
+    io: &mut Io<'_>,
+) -> Result<bool, String> {
+    let Some((raw, true)) = crate::journal::journal_inode(fs, io) else {
+        return Ok(false);
+    };
+    let geo = &fs.geo;
+    let ino = fs.sb().s_journal_inum();
+    let Some(group) = ino.checked_sub(1).map(|i| i / geo.inodes_per_group.max(1)) else {
+        return Ok(false);
+    };
+    let table = fs.gd(group).inode_table();
+    let end = table.saturating_add(u64::from(geo.inode_blocks_per_group).saturating_sub(1));
+    if table == 0 || table < geo.first_data_block || end >= geo.blocks_count {
+        return Err(format!(
+            "the journal inode cannot be written back: the inode table of group {group} \
+             (block {table}) is outside the file system"
+        ));
+    }
+    let inode = st.inode(io, ino).map_err(|e| e.to_string())?;
+    let n = inode.len().min(128).min(raw.len());
+    inode[..n].copy_from_slice(&raw[..n]);
+    Ok(true)
+}
+
+/// Deals with the journal as e2fsck does before its passes: replays it,
+/// or fixes or removes what makes it unusable, then releases orphans and
+/// backs up the journal inode's block map. `at_start` is false when a
+/// repair looks at the journal again after its passes: a journal inode
+/// its fixes left unusable is then removed (and made anew later) rather
+/// than rebuilt from the copy of its old block map, which is what the
+/// passes found wrong.
 pub fn before_passes(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
     external: Option<&External<'_>>,
+    at_start: bool,
 ) -> Result<PrePass, String> {
     let mut pre = PrePass::default();
     for _ in 0..6 {
         let fs = open(dev)?;
         let mut io = Io::new(&fs);
-        let jc = check_journal(&fs, &mut io, external.map(|e| e.dev));
+        let mut jc = check_journal(&fs, &mut io, external.map(|e| e.dev));
         let maps_dummy = crate::ctx::Maps::new(&fs);
         let mut st = Staging::new(&fs, &maps_dummy, false);
+        if jc.problem.is_none() || jc.problem == Some(JournalProblem::Corrupt) {
+            if at_start {
+                if restore_from_backup(&fs, &mut st, &mut io)? {
+                    commit(fx, st, &mut io, &mut pre)?;
+                    pre.journal_restored = true;
+                    continue;
+                }
+            } else if matches!(crate::journal::journal_inode(&fs, &mut io), Some((_, true))) {
+                jc.problem = Some(JournalProblem::BadInode);
+                jc.findings.push(
+                    Finding::new(Code::JournalBadInode)
+                        .str("its block map no longer describes a usable journal".to_string()),
+                );
+            }
+        }
         let bs = fs.block_size();
         match jc.problem {
             Some(JournalProblem::External)

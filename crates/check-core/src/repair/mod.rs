@@ -291,7 +291,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         }
     }
     if stop_reason.is_none() {
-        match journal::before_passes(&dev, &fx, external.as_ref()) {
+        match journal::before_passes(&dev, &fx, external.as_ref(), true) {
             Ok(pre) => {
                 journal_removed = pre.journal_removed;
                 notes.extend(pre.notes);
@@ -384,6 +384,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         .unwrap_or_default();
     let mut serial_noted = false;
     let mut lpf_checked = false;
+    let mut journal_rechecked = false;
     let mut preen_halt: Option<String> = None;
     while stop_reason.is_none() && !cancelled {
         if fixer::safety::interrupted() {
@@ -452,6 +453,37 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             .iter()
             .filter(|f| wants_fix(f))
             .collect();
+        if to_fix.is_empty() && !journal_rechecked && rounds < opts.max_rounds {
+            // Fixes to the journal inode (a size, blocks it should not
+            // have) can leave it unusable, the journal then found only
+            // through the superblock's copy of its map: the journal is
+            // looked at again as at the start, so that the next run finds
+            // nothing to do.
+            journal_rechecked = true;
+            match journal::before_passes(&dev, &fx, external.as_ref(), false) {
+                Ok(pre) if pre.modified => {
+                    journal_removed |= pre.journal_removed;
+                    notes.extend(pre.notes);
+                    fixed_all.extend(pre.fixed);
+                    modified = true;
+                    lpf_checked = false;
+                    rounds += 1;
+                    round_times.push(format!("round {rounds}: the journal looked at again"));
+                    current = check_fixing(dev.clone(), &check_opts, sink);
+                    match settle_streamed(&fx, &mut current, &mut fixed_all) {
+                        Ok(n) => streamed = n,
+                        Err(e) => stop_reason = Some(e),
+                    }
+                    modified |= streamed > 0;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(why) => {
+                    stop_reason = Some(why);
+                    break;
+                }
+            }
+        }
         if to_fix.is_empty() || rounds >= opts.max_rounds {
             break;
         }
@@ -650,10 +682,10 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         );
     }
     if let Some(why) = stop_reason {
-        if report.aborted.is_none() {
-            report.aborted = Some(why);
-            report.forced_uncorrected = true;
-        }
+        // Why the repair stopped says more than where a check of the
+        // file system as it was would have stopped.
+        report.aborted = Some(why);
+        report.forced_uncorrected = true;
     }
     Repaired { report, rounds }
 }
