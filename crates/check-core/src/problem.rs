@@ -473,6 +473,12 @@ codes! {
     /// extent-collision (e2fsck PR_1_EXTENT_COLLISION).
     ExtentCollision = 0x01007d, "extent-collision", P1, Error,
         "inode {ino} has overlapping extents (logical {num}, physical {blk}, length {num2})";
+    /// cluster-misaligned (e2fsck PR_1_MISALIGNED_CLUSTER): on bigalloc, a
+    /// block whose place in its logical cluster differs from its place in
+    /// the physical one. The block counts as claimed twice, so pass 1B
+    /// gives the file a copy.
+    MisalignedCluster = 0x010074, "cluster-misaligned", P1, Notice,
+        "inode {ino} logical block {blk} (physical block {blk2}) breaks the cluster allocation rules; pass 1B deals with it";
     /// dir-extent-gap (e2fsck PR_1_COLLAPSE_DBLOCK).
     CollapseDblock = 0x010072, "dir-extent-gap", P1, Error,
         "directory inode {ino} has a gap before logical block {num}";

@@ -255,7 +255,14 @@ impl Worker<'_, '_, '_> {
                 && size < (w.last_init_lblock as u64).wrapping_mul(bs)
                 && !inode.has_flag(flags::VERITY);
             let too_big = if extents {
-                size > (1u64 << (32 + geo.block_size_bits)) - 1
+                // A file mapping the last logical block cannot have the
+                // size that block implies (one byte past what extents can
+                // address): it gets the largest size there is, which
+                // still covers that block. (e2fsck offers the first and
+                // then finds it too big again, forever.)
+                let cap = (1u64 << (32 + geo.block_size_bits)) - 1;
+                expect = expect.min(cap);
+                size > cap
             } else {
                 size > max_blockmap_size(geo.block_size_bits)
             };
@@ -832,6 +839,18 @@ impl Worker<'_, '_, '_> {
                 }
             }
             let bits = geo.cluster_bits;
+            if unaligned_cluster_map(bits, w.previous_block, w.last_block, pblk, lblk) {
+                for i in 0..len {
+                    self.report(
+                        Finding::new(Code::MisalignedCluster)
+                            .ino(ino)
+                            .blk(lblk + i)
+                            .blk2(pblk + i),
+                    );
+                    self.mark_block_used(pblk + i);
+                    self.mark_block_used(pblk + i);
+                }
+            }
             let start = if bits > 0
                 && w.previous_block != 0
                 && (pblk >> bits) == (w.previous_block >> bits)
@@ -1005,4 +1024,21 @@ pub fn map_logical(
     lblk: u64,
 ) -> Option<u64> {
     crate::blockiter::bmap(w.io, inode, lblk)
+}
+
+/// On bigalloc, whether a block's place in its logical cluster differs
+/// from its place in the physical cluster, or a logical cluster spans two
+/// physical ones (e2fsck's rule).
+fn unaligned_cluster_map(bits: u32, last_pblk: u64, last_lblk: u64, pblk: u64, lblk: u64) -> bool {
+    if bits == 0 {
+        return false;
+    }
+    let mask = (1u64 << bits) - 1;
+    if lblk & mask != pblk & mask {
+        return true;
+    }
+    last_pblk != 0
+        && lblk & mask != 0
+        && lblk >> bits == last_lblk >> bits
+        && pblk >> bits != last_pblk >> bits
 }

@@ -364,31 +364,36 @@ fn clone_inode<'f>(
         if bits == 0 {
             return clone_extents_by_block(stage, io, ino, leaves, count, tree_shared);
         }
-        // Each cluster still shared gets one new cluster; blocks keep
-        // their offset inside it (bigalloc needs that).
-        let mut remap: BTreeMap<u64, u64> = BTreeMap::new();
+        // Each cluster still shared gets new clusters, one for each
+        // logical cluster of this file it holds, and each block goes to
+        // its logical offset inside the new one (bigalloc needs that). A
+        // cluster only this file claims twice (blocks out of place in
+        // their cluster) moves too: that is what puts them in place.
+        let mask = (1u64 << bits) - 1;
+        let mut moving: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
         let mine: std::collections::BTreeSet<u64> = clusters.iter().copied().collect();
         for c in mine {
-            if count.get(&c).is_some_and(|&n| n > 1) {
-                let nb = stage
-                    .alloc_block(c << bits)
-                    .ok_or_else(|| io::Error::other("no free block to clone into"))?;
-                remap.insert(c, nb >> bits);
-                if let Some(n) = count.get_mut(&c) {
+            match count.get_mut(&c) {
+                Some(n) if *n > 1 => {
                     *n -= 1;
+                    moving.insert(c);
                 }
+                Some(1) => {
+                    moving.insert(c);
+                }
+                _ => {}
             }
         }
-        if remap.is_empty() && !tree_shared {
+        if moving.is_empty() && !tree_shared {
             return Ok(());
         }
-        let mask = (1u64 << bits) - 1;
+        let mut remap: BTreeMap<(u64, u64), u64> = BTreeMap::new();
         let bs = fs.block_size();
         let mut out = Vec::new();
         for l in leaves {
             let mut j = 0;
             while j < l.len {
-                let moved = |b: u64| remap.contains_key(&(b >> bits));
+                let moved = |b: u64| moving.contains(&(b >> bits));
                 let s = moved(l.pblk + j);
                 let mut k = j + 1;
                 while k < l.len && moved(l.pblk + k) == s {
@@ -397,12 +402,24 @@ fn clone_inode<'f>(
                 if s {
                     for x in j..k {
                         let old = l.pblk + x;
-                        let new = (remap[&(old >> bits)] << bits) | (old & mask);
+                        let lb = l.lblk + x;
+                        let key = (old >> bits, lb >> bits);
+                        let newc = match remap.get(&key) {
+                            Some(&c) => c,
+                            None => {
+                                let nb = stage.alloc_block(old & !mask).ok_or_else(|| {
+                                    io::Error::other("no free block to clone into")
+                                })?;
+                                remap.insert(key, nb >> bits);
+                                nb >> bits
+                            }
+                        };
+                        let new = (newc << bits) | (lb & mask);
                         let mut b = vec![0u8; bs];
                         stage.read(io, old, &mut b)?;
                         stage.fresh_block(new, Kind::Plain).copy_from_slice(&b);
                         out.push(LeafExtent {
-                            lblk: l.lblk + x,
+                            lblk: lb,
                             pblk: new,
                             len: 1,
                             uninit: l.uninit,
