@@ -180,6 +180,7 @@ pub fn check_quota(
             Inode::new(&ib)
                 .and_then(|i| read_file(io, &i))
                 .and_then(|d| crate::quota_file::read_quota_tree(&d, t))
+                .filter(|q| !q.corrupt)
                 .map(|q| {
                     q.entries
                         .into_iter()

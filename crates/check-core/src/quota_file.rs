@@ -44,6 +44,10 @@ pub struct QuotaTree {
     pub flags: u32,
     /// Each id's usage as the file had it, and its limits.
     pub entries: BTreeMap<u32, (QuotaUse, Limits)>,
+    /// Whether the tree refers to a block past the count its header
+    /// gives (e2fsck then takes the whole file for unreadable); `entries`
+    /// holds what was read before that.
+    pub corrupt: bool,
 }
 
 /// Reads a v2 quota file of type `qtype` (0 user, 1 group, 2 project):
@@ -63,8 +67,10 @@ pub fn read_quota_tree(data: &[u8], qtype: usize) -> Option<QuotaTree> {
         igrace: le_u32(data, 12),
         flags: le_u32(data, 16),
         entries: BTreeMap::new(),
+        corrupt: false,
     };
     let nblocks = (data.len() / QT_BLK) as u32;
+    let header_blocks = le_u32(data, 20);
     let mut seen = BTreeSet::new();
     let mut stack = vec![(1u32, 0u32)];
     while let Some((blk, depth)) = stack.pop() {
@@ -75,6 +81,12 @@ pub fn read_quota_tree(data: &[u8], qtype: usize) -> Option<QuotaTree> {
         if depth < DEPTH {
             for i in 0..QT_BLK / 4 {
                 let r = le_u32(b, i * 4);
+                // As e2fsck: every reference to a data block is checked,
+                // a reference to another tree block only when set.
+                if (r != 0 || depth == DEPTH - 1) && r >= header_blocks {
+                    old.corrupt = true;
+                    return Some(old);
+                }
                 if r != 0 {
                     stack.push((r, depth + 1));
                 }

@@ -241,6 +241,7 @@ mod tests {
             igrace: 7200,
             flags: 0,
             entries: BTreeMap::new(),
+            corrupt: false,
         };
         let l = Limits {
             ihard: 10,
