@@ -1,0 +1,155 @@
+//! The whole-check fuzz target's properties (see
+//! `crates/check-core/fuzz/src/harness.rs`) on the stable toolchain:
+//! every input the fuzzer once failed on, kept under
+//! `crates/check-core/fuzz/regressions/check/`, and a fixed-seed mutation
+//! run over the seed images in `crates/check-core/fuzz/corpus/check/`
+//! (small images of every fixture configuration, some with journals to
+//! replay), mutated as the fuzzer mutates them: a few blocks at a time.
+
+mod common;
+#[path = "../crates/check-core/fuzz/src/lib.rs"]
+mod fuzz;
+
+use std::path::{Path, PathBuf};
+
+use fuzz::{harness, image, mutate};
+
+fn inputs(dir: &str) -> Vec<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&d)
+        .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn inputs_the_fuzzer_failed_on_now_pass() {
+    let all = inputs("crates/check-core/fuzz/regressions/check");
+    assert!(!all.is_empty());
+    let mut failed = Vec::new();
+    for p in &all {
+        let data = std::fs::read(p).expect("read");
+        let img = image::decode(&data).expect("an image input");
+        for threads in [1, 2] {
+            if let Err(e) = harness::exercise(&img, threads) {
+                failed.push(format!("{} ({threads} threads): {e}", p.display()));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Mutants per seed image.
+const PER_SEED: u64 = 300;
+/// One mutant in this many is also judged by e2fsck: its `-n` verdict on
+/// the mutant, and `-fn` on ext4chk's repair of it.
+const ORACLE_EVERY: u64 = 3;
+
+/// e2fsck's verdict on an image: whether `-fn` finds it clean.
+fn e2fsck_clean(img: &[u8], scratch: &Path) -> bool {
+    std::fs::write(scratch, img).expect("write");
+    common::code(&common::tool(
+        "e2fsck",
+        &["-fn", scratch.to_str().expect("path")],
+    )) == 0
+}
+
+#[test]
+fn mutated_seed_images_are_checked_and_repaired_consistently() {
+    let seeds = inputs("crates/check-core/fuzz/corpus/check");
+    assert!(seeds.len() >= 10, "{} seeds", seeds.len());
+    let oracle = common::have_all(&["e2fsck"]);
+    let scratch = std::env::temp_dir().join(format!("ext4chk-mutation-{}.img", std::process::id()));
+    let mut failed = Vec::new();
+    let (mut damaged, mut repaired, mut runs, mut judged) = (0, 0, 0, 0);
+    for p in &seeds {
+        let base = std::fs::read(p).expect("read");
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("?");
+        // The seed itself must be clean.
+        let img = image::decode(&base).expect("an image input");
+        match harness::exercise(&img, 2) {
+            Ok(o) if !o.damaged => {}
+            Ok(_) => failed.push(format!("{name}: the seed is not clean")),
+            Err(e) => failed.push(format!("{name}: {e}")),
+        }
+        for k in 0..PER_SEED {
+            let mut rng = mutate::Rng::new(k ^ (name.len() as u64) << 32 ^ fnv(name));
+            let mut data = base.clone();
+            let mut ops = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                ops.extend(mutate::mutate(&mut data, &mut rng, None));
+            }
+            let img = image::decode(&data).expect("an image input");
+            runs += 1;
+            let judge = oracle && k % ORACLE_EVERY == 0;
+            match harness::exercise_keeping(&img, 1 + (k as usize % 2), judge) {
+                Ok(o) => {
+                    damaged += usize::from(o.damaged);
+                    repaired += usize::from(o.repaired);
+                    if judge {
+                        judged += 1;
+                        let theirs = e2fsck_clean(&img, &scratch);
+                        let before = failed.len();
+                        if theirs == o.damaged {
+                            failed.push(format!(
+                                "{name} mutant {k} ({ops:?}): e2fsck -fn calls it {}, ext4chk {}",
+                                if theirs { "clean" } else { "damaged" },
+                                if o.damaged { "damaged" } else { "clean" }
+                            ));
+                        }
+                        if let Some(after) = &o.after {
+                            if !e2fsck_clean(after, &scratch) {
+                                failed.push(format!(
+                                    "{name} mutant {k} ({ops:?}): after ext4chk's repair e2fsck -fn finds errors"
+                                ));
+                            }
+                        }
+                        if failed.len() > before {
+                            keep(&format!("{name}-{k}"), &data);
+                        }
+                    }
+                }
+                Err(e) => {
+                    // EXT4CHK_FUZZ_KEEP=DIR keeps each failing mutant there,
+                    // as an input the fuzz target can run.
+                    keep(&format!("{name}-{k}"), &data);
+                    failed.push(format!("{name} mutant {k} ({ops:?}): {e}"))
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&scratch);
+    eprintln!(
+        "mutation: {runs} mutants of {} seeds, {damaged} found damaged, {repaired} repaired clean, \
+         {judged} also judged by e2fsck",
+        seeds.len()
+    );
+    // Mutations that change nothing the checker looks at are possible but
+    // must be the exception.
+    assert!(
+        damaged * 4 > runs,
+        "only {damaged} of {runs} mutants are damaged"
+    );
+    assert!(
+        failed.is_empty(),
+        "{} failures:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// With EXT4CHK_FUZZ_KEEP=DIR, keeps a failing input there.
+fn keep(name: &str, data: &[u8]) {
+    if let Some(dir) = std::env::var_os("EXT4CHK_FUZZ_KEEP") {
+        let _ = std::fs::write(Path::new(&dir).join(name), data);
+    }
+}
