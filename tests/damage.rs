@@ -260,7 +260,9 @@ fn judge(work: &Path, n: u64, name: &str, image: &[u8]) -> (Vec<String>, bool) {
         ));
     }
     if (eb == 0) != (ob == 0) {
-        problems.push(format!("after the repair: e2fsck -fn {eb}, ext4chk -n {ob}"));
+        problems.push(format!(
+            "after the repair: e2fsck -fn {eb}, ext4chk -n {ob}"
+        ));
     }
     if ea == 0 && eb == 0 {
         let t = work.join(format!("{n}-t"));
@@ -431,9 +433,15 @@ fn field_cases(bases: &BTreeMap<&'static str, Vec<u8>>) -> Vec<FieldCase> {
         let first_data = u32_at(0x14) as usize;
         let bpg = u64::from(u32_at(0x20));
         let blocks = u64::from(u32_at(0x4));
-        let groups = blocks.saturating_sub(first_data as u64).div_ceil(bpg.max(1));
+        let groups = blocks
+            .saturating_sub(first_data as u64)
+            .div_ceil(bpg.max(1));
         let incompat_64 = u32_at(0x60) & 0x80 != 0;
-        let dsize = if incompat_64 { usize::from(u16_at(0xFE)).max(32) } else { 32 };
+        let dsize = if incompat_64 {
+            usize::from(u16_at(0xFE)).max(32)
+        } else {
+            32
+        };
         let gdt = (first_data + 1) * bs;
         for k in 0..10u64 {
             let g = r.below(groups) as usize;
