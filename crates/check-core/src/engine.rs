@@ -99,7 +99,12 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
             state: None,
         };
     }
-    let jc = journal::check_journal(&fs, &mut io, opts.external_journal.as_deref());
+    let jc = journal::check_journal(
+        &fs,
+        &mut io,
+        opts.external_journal.as_deref(),
+        opts.repairing,
+    );
     report.findings.extend(jc.findings);
     if let Some(why) = jc.fatal {
         report.aborted = Some(why);
@@ -298,7 +303,10 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
         if let Some(p) = opts.progress {
             p.phase(5);
         }
-        report.findings.extend(pass5::run(&fs, &maps));
+        match pass5::run(&fs, &maps, opts.repairing) {
+            Ok(f) => report.findings.extend(f),
+            Err(why) => abort = Some(AbortAt::new(Pass::P5, 0, why)),
+        }
         tl.mark("pass 5");
         report
             .findings
@@ -352,6 +360,12 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
     tl.mark("the rest");
     if let Some(p) = opts.progress {
         p.phase(6);
+    }
+    if let Ok(mut errs) = fs.read_errors.lock() {
+        report.notes.extend(
+            errs.drain(..)
+                .map(|e| format!("{e}; the check went on without it")),
+        );
     }
     report.diagnostics.push(tl.summary());
     report.phases = tl.phases.iter().map(|&(w, t)| (w.to_string(), t)).collect();

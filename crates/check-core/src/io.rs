@@ -6,6 +6,60 @@ use pipeline::Reader;
 
 use crate::fs::Fs;
 
+/// A read that failed, and the first block of it that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("error reading block {block} ({source})")]
+pub struct BlockReadError {
+    /// The block.
+    pub block: u64,
+    /// What the device said.
+    pub source: io::Error,
+}
+
+/// The block a read error names, if it came from a block read.
+pub fn failed_block(e: &io::Error) -> Option<u64> {
+    e.get_ref()?
+        .downcast_ref::<BlockReadError>()
+        .map(|b| b.block)
+}
+
+/// Reads whole blocks from `blk` into `buf` with `read(buf, byte offset)`;
+/// when that fails, reads block by block (as e2fsck retries) to find the
+/// first block that cannot be read, and names it in the error.
+pub(crate) fn read_locating(
+    blk: u64,
+    bs: u64,
+    buf: &mut [u8],
+    mut read: impl FnMut(&mut [u8], u64) -> io::Result<()>,
+) -> io::Result<()> {
+    let off = blk
+        .checked_mul(bs)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "block number overflows"))?;
+    let first = match read(buf, off) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    if first.kind() == io::ErrorKind::InvalidInput || failed_block(&first).is_some() {
+        return Err(first);
+    }
+    let mut source = first;
+    let mut block = blk;
+    if buf.len() as u64 > bs {
+        for (i, chunk) in buf.chunks_mut(bs as usize).enumerate() {
+            let b = blk + i as u64;
+            if let Err(e) = read(chunk, b * bs) {
+                source = e;
+                block = b;
+                break;
+            }
+        }
+    }
+    Err(io::Error::new(
+        source.kind(),
+        BlockReadError { block, source },
+    ))
+}
+
 /// A worker's reader bound to the file system.
 pub struct Io<'f> {
     /// The file system.
@@ -27,17 +81,29 @@ impl<'f> Io<'f> {
         self.rd.as_mut()
     }
 
-    /// Reads `buf.len()` bytes starting at block `blk`.
+    /// Reads `buf.len()` bytes starting at block `blk`. When the read
+    /// fails, the error names the first block that cannot be read (see
+    /// [`failed_block`]).
     pub fn read_blocks(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
-        let off = blk
-            .checked_mul(u64::from(self.fs.geo.block_size))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "block number overflows"))?;
-        self.rd.read_at(buf, off)
+        let bs = u64::from(self.fs.geo.block_size);
+        let rd = &mut self.rd;
+        read_locating(blk, bs, buf, |b, off| rd.read_at(b, off))
     }
 
-    /// Reads one block, returning false on any error.
+    /// Reads one block, returning false on any error (which is noted for
+    /// the report: the check goes on without the block).
     pub fn read_block_ok(&mut self, blk: u64, buf: &mut [u8]) -> bool {
-        self.read_blocks(blk, buf).is_ok()
+        match self.read_blocks(blk, buf) {
+            Ok(()) => true,
+            Err(e) => {
+                // A block past the device's end is the image's size, not a
+                // read error.
+                if e.kind() != io::ErrorKind::InvalidInput && blk < self.fs.dev_blocks {
+                    self.fs.note_read_error(&e);
+                }
+                false
+            }
+        }
     }
 
     /// The byte offset of an inode in its inode table.
@@ -66,6 +132,14 @@ impl<'f> Io<'f> {
             )
         })?;
         let n = (self.fs.geo.inode_size as usize).min(buf.len());
-        self.rd.read_at(&mut buf[..n], off)
+        self.rd.read_at(&mut buf[..n], off).map_err(|source| {
+            io::Error::new(
+                source.kind(),
+                BlockReadError {
+                    block: off / u64::from(self.fs.geo.block_size),
+                    source,
+                },
+            )
+        })
     }
 }

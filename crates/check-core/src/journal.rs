@@ -59,8 +59,16 @@ pub fn external_jsb_block(block_size: u32) -> u64 {
 
 /// e2fsck's journal checks, answering "no" to every question. `external`
 /// is the journal device, for a file system whose journal is not inside
-/// it.
-pub fn check_journal(fs: &Fs, io: &mut Io<'_>, external: Option<&Device>) -> JournalCheck {
+/// it. `repairing`: the check runs inside a repair, which, as e2fsck -y,
+/// takes an inode block that cannot be read for zeros and so falls back
+/// on the superblock's copy of the journal's map; a read-only check, as
+/// e2fsck -n, finds the journal invalid.
+pub fn check_journal(
+    fs: &Fs,
+    io: &mut Io<'_>,
+    external: Option<&Device>,
+    repairing: bool,
+) -> JournalCheck {
     let sb = fs.sb();
     let geo = &fs.geo;
     let mut out = JournalCheck {
@@ -111,7 +119,7 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>, external: Option<&Device>) -> Jou
                 return out;
             }
         },
-        None => load(fs, io),
+        None => load(fs, io, repairing),
     };
     match result {
         Ok(jsb) => {
@@ -172,14 +180,20 @@ pub fn check_journal(fs: &Fs, io: &mut Io<'_>, external: Option<&Device>) -> Jou
 /// is unusable and the superblock keeps a copy of its block map, an inode
 /// made from that copy. Also says whether the copy was used.
 pub fn journal_inode(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u8>, bool)> {
-    load_inode(fs, io)
+    load_inode(fs, io, true)
         .ok()
         .map(|(raw, backup, _)| (raw, backup))
 }
 
 /// Finds a usable journal inode: its bytes, whether it is the backup, and
-/// the block of the journal superblock.
-fn load_inode(fs: &Fs, io: &mut Io<'_>) -> Result<(Vec<u8>, bool, u64), LoadErr> {
+/// the block of the journal superblock. Without `backup_on_read_error`,
+/// an inode that cannot be read is final: e2fsck reads the inode again
+/// when it walks the copy's map, and fails again.
+fn load_inode(
+    fs: &Fs,
+    io: &mut Io<'_>,
+    backup_on_read_error: bool,
+) -> Result<(Vec<u8>, bool, u64), LoadErr> {
     let geo = &fs.geo;
     let sb = fs.sb();
     let inum = sb.s_journal_inum();
@@ -189,7 +203,13 @@ fn load_inode(fs: &Fs, io: &mut Io<'_>) -> Result<(Vec<u8>, bool, u64), LoadErr>
         )));
     }
     let mut ib = vec![0u8; geo.inode_size as usize];
-    let primary = io.read_inode(inum, &mut ib).ok().and_then(|_| {
+    let read = io.read_inode(inum, &mut ib);
+    if let (Err(e), false) = (&read, backup_on_read_error) {
+        return Err(LoadErr::BadInode(format!(
+            "the journal inode cannot be read: {e}"
+        )));
+    }
+    let primary = read.ok().and_then(|_| {
         let ok = Inode::new(&ib)
             .is_some_and(|i| !fs.metadata_csum() || i.checksum_ok(geo.csum_seed, inum));
         ok.then(|| ib.clone())
@@ -272,8 +292,8 @@ fn load_external(fs: &Fs, dev: &Device) -> Result<Vec<u8>, (Code, String)> {
 
 /// Validates the journal inode (or its superblock backup) and returns the
 /// journal superblock block.
-fn load(fs: &Fs, io: &mut Io<'_>) -> Result<Vec<u8>, LoadErr> {
-    let (inode_raw, _, first_block) = load_inode(fs, io)?;
+fn load(fs: &Fs, io: &mut Io<'_>, repairing: bool) -> Result<Vec<u8>, LoadErr> {
+    let (inode_raw, _, first_block) = load_inode(fs, io, repairing)?;
     let bs = fs.block_size();
     let mut jsb = vec![0u8; bs.max(1024)];
     io.read_blocks(first_block, &mut jsb[..bs])

@@ -20,6 +20,9 @@ pub struct DiskBitmaps {
     pub block_tail_problem: bool,
     /// Same for inode bitmaps.
     pub inode_tail_problem: bool,
+    /// The first bitmap block that could not be read (taken as all
+    /// zeros), and why.
+    pub read_error: Option<String>,
 }
 
 /// Loads the bitmaps: groups flagged uninit (with a good descriptor
@@ -37,6 +40,7 @@ pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
         inodes: BitSet::new(ipg * groups),
         block_tail_problem: false,
         inode_tail_problem: false,
+        read_error: None,
     };
     let csum_flag = fs.has_gdt_csum();
     let bs = fs.block_size();
@@ -50,7 +54,8 @@ pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
         let skip = (csum_flag && gd.has_flag(BG_BLOCK_UNINIT) && csum_ok)
             || bb >= geo.blocks_count
             || bb == 0;
-        if !skip && io.read_blocks(bb, &mut buf).is_ok() {
+        let read = !skip && note_error(&mut d, io.read_blocks(bb, &mut buf), "block", g);
+        if read {
             if buf[bnbytes.min(bs)..].iter().any(|&b| b != 0xFF) {
                 d.block_tail_problem = true;
             }
@@ -65,7 +70,8 @@ pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
         let skip = (csum_flag && gd.has_flag(BG_INODE_UNINIT) && csum_ok)
             || ib >= geo.blocks_count
             || ib == 0;
-        if !skip && io.read_blocks(ib, &mut buf).is_ok() {
+        let read = !skip && note_error(&mut d, io.read_blocks(ib, &mut buf), "inode", g);
+        if read {
             if buf[inbytes.min(bs)..].iter().any(|&b| b != 0xFF) {
                 d.inode_tail_problem = true;
             }
@@ -128,6 +134,19 @@ fn ranges_text(plus: &[(u64, u64)], minus: &[(u64, u64)]) -> String {
     parts.join(" ")
 }
 
+/// Whether a bitmap read worked; the first failure is kept.
+fn note_error(d: &mut DiskBitmaps, r: std::io::Result<()>, which: &str, g: u32) -> bool {
+    match r {
+        Ok(()) => true,
+        Err(e) => {
+            d.read_error.get_or_insert_with(|| {
+                format!("{e} while reading the {which} bitmap of group {g}")
+            });
+            false
+        }
+    }
+}
+
 fn add_range(v: &mut Vec<(u64, u64)>, x: u64, step: u64) {
     if let Some(last) = v.last_mut() {
         if last.1 + step == x {
@@ -138,13 +157,18 @@ fn add_range(v: &mut Vec<(u64, u64)>, x: u64, step: u64) {
     v.push((x, x));
 }
 
-/// Runs pass 5.
-pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
+/// Runs pass 5. A bitmap block that cannot be read stops a read-only
+/// check, as e2fsck -n stops; a repair takes it as zeros and rewrites it
+/// (e2fsck -y ignores the error and rewrites the block).
+pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, String> {
     let geo = &fs.geo;
     let sb = fs.sb();
     let mut out = Vec::new();
     let mut io = Io::new(fs);
     let disk = read_bitmaps(fs, &mut io);
+    if let (Some(why), false) = (&disk.read_error, repairing) {
+        return Err(why.clone());
+    }
     let bits = geo.cluster_bits;
     let ratio = u64::from(geo.cluster_ratio);
     let cpg = u64::from(geo.clusters_per_group);
@@ -333,7 +357,7 @@ pub fn run(fs: &Fs, maps: &Maps) -> Vec<Finding> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 fn bitset_bytes(b: &BitSet, start: u64, nbits: u64) -> Vec<u8> {

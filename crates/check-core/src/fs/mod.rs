@@ -33,6 +33,9 @@ pub struct Fs {
     pub backup_in_use: bool,
     /// The device size in file system blocks.
     pub dev_blocks: u64,
+    /// Reads that failed where the check goes on (a block taken as
+    /// unusable), reported at the end as e2fsck reports them.
+    pub read_errors: std::sync::Mutex<Vec<String>>,
 }
 
 impl Fs {
@@ -46,6 +49,16 @@ impl Fs {
         let ds = self.geo.desc_size as usize;
         let off = g as usize * ds;
         GroupDesc::over(self.gdt.get(off..off + ds).unwrap_or(&[]))
+    }
+
+    /// Notes a read that failed where the check goes on.
+    pub fn note_read_error(&self, e: &io::Error) {
+        if let Ok(mut v) = self.read_errors.lock() {
+            let m = e.to_string();
+            if v.len() < 64 && !v.contains(&m) {
+                v.push(m);
+            }
+        }
     }
 
     /// Block size in bytes.
@@ -104,11 +117,11 @@ impl Fs {
     }
 
     /// Reads whole blocks starting at `blk` into `buf` (a multiple of the block size).
+    /// A failed read names the first block that cannot be read.
     pub fn read_blocks(&self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
-        let off = blk
-            .checked_mul(self.geo.block_size as u64)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "block number overflows"))?;
-        self.dev.read_at(buf, off)
+        crate::io::read_locating(blk, u64::from(self.geo.block_size), buf, |b, off| {
+            self.dev.read_at(b, off)
+        })
     }
 
     /// Groups in order.

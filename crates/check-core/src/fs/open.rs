@@ -590,6 +590,7 @@ fn parts_to_fs(dev: &Arc<Device>, p: Parts, backup: bool) -> Fs {
         sb_block: p.sb_block,
         backup_in_use: backup,
         dev_blocks,
+        read_errors: Default::default(),
     }
 }
 

@@ -92,20 +92,18 @@ pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only) {
         while j < nblocks && !bad_blk[j] {
             j += 1;
         }
-        if w.io
-            .read_blocks(first_blk + i as u64, &mut buf[i * bs..j * bs])
-            .is_err()
+        if let Err(e) =
+            w.io.read_blocks(first_blk + i as u64, &mut buf[i * bs..j * bs])
         {
+            let bad = crate::io::failed_block(&e)
+                .unwrap_or(first_blk + i as u64)
+                .saturating_sub(first_blk) as usize;
             w.out.abort = AbortAt::earliest(
                 w.out.abort.take(),
                 Some(AbortAt::new(
                     Pass::P1,
-                    base_ino + (i * ipb) as u32,
-                    format!(
-                        "error reading the inode table of group {} at block {}",
-                        chunk.group,
-                        first_blk + i as u64
-                    ),
+                    base_ino + (bad * ipb) as u32,
+                    format!("{e} while reading the inode table of group {}", chunk.group),
                 )),
             );
             return;

@@ -170,7 +170,7 @@ pub fn before_passes(
     for _ in 0..6 {
         let fs = open(dev)?;
         let mut io = Io::new(&fs);
-        let mut jc = check_journal(&fs, &mut io, external.map(|e| e.dev));
+        let mut jc = check_journal(&fs, &mut io, external.map(|e| e.dev), true);
         let maps_dummy = crate::ctx::Maps::new(&fs);
         let mut st = Staging::new(&fs, &maps_dummy, false);
         if jc.problem.is_none() || jc.problem == Some(JournalProblem::Corrupt) {
