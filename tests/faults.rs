@@ -262,3 +262,419 @@ fn unreadable_blocks_are_met_as_e2fsck_meets_them() {
         failures.join("\n")
     );
 }
+
+/// A damaged copy of each fixture kind: an inode cleared (its entry
+/// dangles, its blocks are unowned), wrong link counts on a file and on
+/// the root, an inode marked free while in use. Every pass has work.
+fn damaged_images(dir: &Path, work: &Path) -> Vec<(String, Vec<u8>)> {
+    FIXTURES
+        .iter()
+        .map(|kind| {
+            let img = work.join(format!("{kind}-damaged.img"));
+            std::fs::copy(dir.join(format!("{kind}.img")), &img).expect("copy");
+            let p = img.to_str().expect("path");
+            for cmd in [
+                "clri <20>",
+                "sif <30> links_count 7",
+                "sif <2> links_count 9",
+                "freei <50>",
+            ] {
+                let o = common::tool("debugfs", &["-w", "-R", cmd, p]);
+                assert!(o.status.success(), "debugfs {cmd} on {kind}");
+            }
+            let bytes = std::fs::read(&img).expect("image");
+            let _ = std::fs::remove_file(&img);
+            (kind.to_string(), bytes)
+        })
+        .collect()
+}
+
+/// `e2fsck -fn`'s exit code on `img`.
+fn e2fsck_fn(img: &Path) -> i32 {
+    code(&common::tool(
+        "e2fsck",
+        &["-fn", img.to_str().expect("path")],
+    ))
+}
+
+/// Repairs `img` with ext4chk (no faults); returns its exit code.
+fn repair(img: &Path) -> i32 {
+    code(&common::run(&["-fy", img.to_str().expect("path")]))
+}
+
+/// Replays `undo` onto `img` with the stock e2undo; returns its output
+/// when it fails.
+fn e2undo(undo: &Path, img: &Path) -> Result<(), String> {
+    let o = common::tool(
+        "e2undo",
+        &[undo.to_str().expect("path"), img.to_str().expect("path")],
+    );
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "e2undo exits {}: {}{}",
+            code(&o),
+            String::from_utf8_lossy(&o.stdout).trim(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+/// A repair under the wrapper, logging every write; returns the output
+/// and the log.
+fn logged_repair(
+    work: &Path,
+    tag: &str,
+    image: &[u8],
+    env: &[(&str, String)],
+) -> (PathBuf, PathBuf, Output, Vec<Rec>) {
+    let img = work.join(format!("{tag}.img"));
+    let undo = work.join(format!("{tag}.undo"));
+    let log = work.join(format!("{tag}.log"));
+    for p in [&undo, &log] {
+        let _ = std::fs::remove_file(p);
+    }
+    std::fs::write(&img, image).expect("image");
+    let mut env = env.to_vec();
+    env.push(("FAULT_LOG", log.display().to_string()));
+    let o = under(
+        &bin(),
+        &[
+            "--io",
+            "pread",
+            "-fy",
+            "-z",
+            undo.to_str().expect("path"),
+            img.to_str().expect("path"),
+        ],
+        &img,
+        Some(&undo),
+        &env,
+    );
+    let recs = read_log(&log);
+    let _ = std::fs::remove_file(&log);
+    (img, undo, o, recs)
+}
+
+const DEV_WRITE_REFUSED: u8 = 6;
+const UNDO_WRITE_REFUSED: u8 = 7;
+
+#[test]
+fn failed_writes_stop_the_repair_and_the_undo_file_puts_everything_back() {
+    if !have_all(&["mke2fs", "e2fsck", "debugfs", "e2undo"]) {
+        return;
+    }
+    let Some(dir) = fixture_images_wide(300) else {
+        return;
+    };
+    let work = scratch_dir("writes");
+    let images = damaged_images(&dir, &work);
+    // How many writes and flushes a repair of each makes, to aim at the
+    // first, a middle and the last one.
+    let mut cases = Vec::new();
+    for (kind, bytes) in &images {
+        let (img, undo, o, recs) = logged_repair(&work, &format!("{kind}-plain"), bytes, &[]);
+        assert_eq!(code(&o), 1, "{kind}: the repair without faults");
+        let _ = std::fs::remove_file(img);
+        let _ = std::fs::remove_file(undo);
+        let count = |k: u8| recs.iter().filter(|r| r.kind == k).count() as u64;
+        let (w, f, u) = (count(DEV_WRITE), count(DEV_FLUSH), count(UNDO_WRITE));
+        assert!(
+            w > 2 && f > 1 && u > 2,
+            "{kind}: {w} writes, {f} flushes, {u} undo writes"
+        );
+        for n in [1, w / 2, w] {
+            cases.push((kind.clone(), "FAULT_WRITE_EIO", n));
+        }
+        for n in [1, f] {
+            cases.push((kind.clone(), "FAULT_FLUSH_EIO", n));
+        }
+        for n in [1, u / 2, u] {
+            cases.push((kind.clone(), "FAULT_UNDO_ENOSPC", n));
+        }
+    }
+    let results = par_map(&cases, |(kind, fault, n)| {
+        let original = &images.iter().find(|(k, _)| k == kind).expect("image").1;
+        let tag = format!("{kind}-{fault}-{n}");
+        let (img, undo, o, recs) = logged_repair(&work, &tag, original, &[(*fault, n.to_string())]);
+        let mut problems = Vec::new();
+        let rc = code(&o);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        if rc != 8 && rc != 12 {
+            problems.push(format!("exit {rc}, not 8 or 12"));
+        }
+        if (out.clone() + &err).contains("panicked") {
+            problems.push("panicked".into());
+        }
+        let why = if *fault == "FAULT_UNDO_ENOSPC" {
+            "No space left on device"
+        } else {
+            "Input/output error"
+        };
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(why)).collect();
+        if lines.len() != 1 {
+            problems.push(format!(
+                "{} lines of stderr say {why:?}: {err:?}",
+                lines.len()
+            ));
+        }
+        // Nothing reaches the device after the failure.
+        let failed_at = recs.iter().position(|r| match *fault {
+            "FAULT_WRITE_EIO" => r.kind == DEV_WRITE_REFUSED,
+            "FAULT_UNDO_ENOSPC" => r.kind == UNDO_WRITE_REFUSED,
+            _ => false,
+        });
+        let failed_at = failed_at.or_else(|| {
+            // A failed flush is not logged: it is the `n`th flush attempt,
+            // the one after the last logged flush.
+            (*fault == "FAULT_FLUSH_EIO").then(|| {
+                let mut seen = 0;
+                recs.iter()
+                    .position(|r| {
+                        if r.kind == DEV_FLUSH {
+                            seen += 1;
+                        }
+                        seen == *n - 1 && r.kind == DEV_WRITE
+                    })
+                    .map_or(recs.len(), |_| {
+                        recs.iter()
+                            .rposition(|r| r.kind == DEV_WRITE)
+                            .map_or(recs.len(), |i| i + 1)
+                    })
+            })
+        });
+        match failed_at {
+            None => problems.push("the fault was never reached".into()),
+            Some(i) => {
+                // Only the old primary superblock may go back (when the
+                // undo file cannot take the new one's copy).
+                let later = recs[i..]
+                    .iter()
+                    .filter(|r| r.kind == DEV_WRITE && !(r.off < 2048 && r.off + r.len > 1024))
+                    .count();
+                if later > 0 {
+                    problems.push(format!("{later} device writes after the failure"));
+                }
+            }
+        }
+        // The stock e2undo puts back every byte.
+        let undone = work.join(format!("{tag}-undone.img"));
+        std::fs::copy(&img, &undone).expect("copy");
+        let wrote = recs.iter().any(|r| r.kind == DEV_WRITE);
+        if wrote {
+            if let Err(e) = e2undo(&undo, &undone) {
+                problems.push(e);
+            }
+        }
+        if std::fs::read(&undone).expect("image") != *original {
+            problems.push("after e2undo the image is not the original".into());
+        }
+        // A second repair, without faults, completes.
+        let again = repair(&img);
+        let after = e2fsck_fn(&img);
+        if !matches!(again, 0 | 1) || after != 0 {
+            problems.push(format!(
+                "the second repair exits {again}, then e2fsck -fn {after}"
+            ));
+        }
+        for p in [&img, &undo, &undone] {
+            let _ = std::fs::remove_file(p);
+        }
+        (tag, problems, err)
+    });
+    let _ = std::fs::remove_dir_all(&work);
+    let failures: Vec<String> = results
+        .iter()
+        .filter(|(_, p, _)| !p.is_empty())
+        .map(|(n, p, e)| format!("{n}: {}\n    {}", p.join("; "), e.trim()))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} failed writes mishandled:\n{}",
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
+}
+
+/// The files a crash would leave: `image` with `writes` applied in order.
+fn apply_writes(mut image: Vec<u8>, writes: &[&Rec]) -> Vec<u8> {
+    for w in writes {
+        let end = (w.off + w.len) as usize;
+        if image.len() < end {
+            image.resize(end, 0);
+        }
+        image[w.off as usize..end].copy_from_slice(&w.data);
+    }
+    image
+}
+
+/// One crash: how many records of the log had been issued, and which of
+/// the writes still in flight (issued after their file's last flush)
+/// reached the disk.
+struct Crash {
+    issued: usize,
+    kept: Vec<bool>,
+}
+
+/// The image and the undo file a crash leaves.
+fn crashed(original: &[u8], recs: &[Rec], c: &Crash) -> (Vec<u8>, Vec<u8>) {
+    let prefix = &recs[..c.issued];
+    let last_flush = |flush: u8| prefix.iter().rposition(|r| r.kind == flush);
+    let mut in_flight = 0;
+    let mut pick = |kind: u8, flush: u8| -> Vec<&Rec> {
+        let durable_to = last_flush(flush).map_or(0, |i| i + 1);
+        prefix
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind == kind)
+            .filter(|(i, _)| {
+                if *i < durable_to {
+                    return true;
+                }
+                let keep = c.kept.get(in_flight).copied().unwrap_or(true);
+                in_flight += 1;
+                keep
+            })
+            .map(|(_, r)| r)
+            .collect()
+    };
+    let dev = pick(DEV_WRITE, DEV_FLUSH);
+    let undo = pick(UNDO_WRITE, UNDO_FLUSH);
+    (
+        apply_writes(original.to_vec(), &dev),
+        apply_writes(Vec::new(), &undo),
+    )
+}
+
+/// Crash points per flush point beyond the flush point itself: random
+/// subsets of the writes in flight before the next one.
+const SUBSETS_PER_FLUSH: usize = 2;
+
+#[test]
+#[ignore = "open: about a quarter of the crash points leave an undo file that does not restore the original (issue 11)"]
+fn power_cuts_during_a_repair_leave_an_undoable_and_repairable_image() {
+    if !have_all(&["mke2fs", "e2fsck", "debugfs", "e2undo"]) {
+        return;
+    }
+    let Some(dir) = fixture_images_wide(300) else {
+        return;
+    };
+    let work = scratch_dir("power");
+    let images = damaged_images(&dir, &work);
+    let mut cases = Vec::new();
+    for (kind, original) in &images {
+        let (img, undo, o, recs) = logged_repair(&work, &format!("{kind}-log"), original, &[]);
+        assert_eq!(code(&o), 1, "{kind}: the repair");
+        let _ = std::fs::remove_file(img);
+        let _ = std::fs::remove_file(undo);
+        let recs: Vec<Rec> = recs.into_iter().filter(|r| r.kind <= UNDO_FLUSH).collect();
+        let flushes: Vec<usize> = recs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind == DEV_FLUSH || r.kind == UNDO_FLUSH)
+            .map(|(i, _)| i + 1)
+            .collect();
+        let mut r = Rng::new(kind);
+        for (j, &at) in flushes.iter().enumerate() {
+            cases.push((
+                kind.clone(),
+                original,
+                recs.clone(),
+                Crash {
+                    issued: at,
+                    kept: Vec::new(),
+                },
+                cases.len(),
+            ));
+            // Just before the next flush, with some of the writes since
+            // this one lost.
+            let next = flushes.get(j + 1).map_or(recs.len(), |&n| n - 1);
+            for _ in 0..SUBSETS_PER_FLUSH {
+                let kept = (0..next.saturating_sub(at) + 64)
+                    .map(|_| r.below(2) == 0)
+                    .collect();
+                cases.push((
+                    kind.clone(),
+                    original,
+                    recs.clone(),
+                    Crash { issued: next, kept },
+                    cases.len(),
+                ));
+            }
+        }
+    }
+    assert!(cases.len() >= 200, "{} crash points", cases.len());
+    let results = par_map(&cases, |(kind, original, recs, crash, n)| {
+        let tag = format!("{kind}-{n}-at-{}", crash.issued);
+        let (image, undo) = crashed(original, recs, crash);
+        let img = work.join(format!("{tag}.img"));
+        let und = work.join(format!("{tag}.undo"));
+        let mut problems = Vec::new();
+        let mut forced = false;
+        std::fs::write(&img, &image).expect("image");
+        if undo.is_empty() {
+            if image != **original {
+                problems.push("the device was written before the undo file".into());
+            }
+        } else {
+            std::fs::write(&und, &undo).expect("undo");
+            if let Err(e) = e2undo(&und, &img) {
+                // A crash between the superblock's write and the undo
+                // file's new copy of it: e2undo refuses without -f.
+                if e.contains("superblock doesn't match") {
+                    forced = true;
+                    let o = common::tool(
+                        "e2undo",
+                        &[
+                            "-f",
+                            und.to_str().expect("path"),
+                            img.to_str().expect("path"),
+                        ],
+                    );
+                    if !o.status.success() {
+                        problems.push(format!("e2undo -f exits {}", code(&o)));
+                    }
+                } else {
+                    problems.push(e);
+                }
+            }
+            if std::fs::read(&img).expect("image") != **original {
+                problems.push("after e2undo the image is not the original".into());
+            }
+        }
+        // The crashed image, repaired again without undo, is clean.
+        std::fs::write(&img, &image).expect("image");
+        let again = repair(&img);
+        let after = e2fsck_fn(&img);
+        if !matches!(again, 0 | 1) || after != 0 {
+            problems.push(format!(
+                "the repair of the crashed image exits {again}, then e2fsck -fn {after}"
+            ));
+        }
+        let _ = std::fs::remove_file(&img);
+        let _ = std::fs::remove_file(&und);
+        (tag, problems, forced)
+    });
+    let _ = std::fs::remove_dir_all(&work);
+    let forced = results.iter().filter(|r| r.2).count();
+    eprintln!(
+        "{} crash points over {} damaged images; {forced} needed e2undo -f (a crash between the superblock's write and its copy in the undo file)",
+        results.len(),
+        images.len()
+    );
+    let failures: Vec<String> = results
+        .iter()
+        .filter(|(_, p, _)| !p.is_empty())
+        .map(|(n, p, _)| format!("{n}: {}", p.join("; ")))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} crash points failed:\n{}",
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
+}

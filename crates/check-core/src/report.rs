@@ -88,6 +88,10 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The stop counts as leaving errors even without an error finding.
     pub forced_uncorrected: bool,
+    /// A repair stopped because a write to the device or the undo file
+    /// failed: the exit code is 8, or 12 when errors remain, whatever was
+    /// fixed before.
+    pub write_failed: bool,
     /// Preen met a problem it may not fix on its own and stopped (e2fsck's
     /// "UNEXPECTED INCONSISTENCY"): the exit code is 4, whatever was
     /// fixed before.
@@ -143,6 +147,14 @@ impl Report {
             } else {
                 exit::OK
             };
+        }
+        if self.write_failed {
+            return exit::OPERATIONAL
+                | if self.forced_uncorrected {
+                    exit::UNCORRECTED
+                } else {
+                    exit::OK
+                };
         }
         let mut code = exit::OK;
         if self.has_uncorrected_errors() {

@@ -32,6 +32,26 @@ pub enum CommitError {
     /// The undo file or the device failed.
     #[error("{0}")]
     Io(#[from] io::Error),
+    /// The undo file could not be written; nothing of the commit reached
+    /// the device.
+    #[error("the undo file could not be written ({0}); nothing more was written to the device")]
+    Undo(io::Error),
+    /// A write to the device failed.
+    #[error("writing {len} bytes at byte {offset} of the device failed ({source})")]
+    Write {
+        /// Where, relative to the file system's start.
+        offset: u64,
+        /// How many bytes.
+        len: usize,
+        /// What the device said.
+        source: io::Error,
+    },
+    /// The device could not make the writes durable.
+    #[error("the device failed to flush its writes ({0})")]
+    Flush(io::Error),
+    /// An earlier write failed; the fixer writes nothing more.
+    #[error("{0}")]
+    Stopped(String),
     /// The fixer thread is gone.
     #[error("the fixer thread has stopped")]
     Gone,
@@ -59,6 +79,7 @@ enum Cmd {
     Request(Write),
     Barrier(Sender<Result<u64, CommitError>>),
     Finish(Sender<Result<FixerStats, CommitError>>),
+    Failure(Sender<Option<String>>),
 }
 
 /// Requests queued before they are written together (one undo flush and
@@ -85,6 +106,9 @@ struct State {
     applied: u64,
     /// The first failure of a batch of requests (later ones are dropped).
     failed: Option<CommitError>,
+    /// The first write, flush or undo failure: from then on nothing more
+    /// is written, to the device or to the undo file.
+    broken: Option<String>,
 }
 
 impl Fixer {
@@ -102,6 +126,7 @@ impl Fixer {
             pending: Vec::new(),
             applied: 0,
             failed: None,
+            broken: None,
         };
         let thread = std::thread::Builder::new()
             .name("ext4chk-fixer".into())
@@ -160,6 +185,14 @@ impl Fixer {
         rrx.recv().map_err(|_| CommitError::Gone)?
     }
 
+    /// The first write, flush or undo-file failure, if any: after one,
+    /// nothing more is written and every call fails.
+    pub fn failure(&self) -> Option<String> {
+        let (rtx, rrx) = bounded(1);
+        self.tx.send(Cmd::Failure(rtx)).ok()?;
+        rrx.recv().ok().flatten()
+    }
+
     /// Finishes: marks the undo file complete and stops the thread.
     pub fn finish(mut self) -> Result<FixerStats, CommitError> {
         let (rtx, rrx) = bounded(1);
@@ -210,7 +243,9 @@ fn serve(st: &mut State, rx: &Receiver<Cmd>) {
             }
             Cmd::Discard(ranges, reply) => {
                 flush_requests(st);
-                let r = if st.undo.is_some() {
+                let r = if let Some(why) = &st.broken {
+                    Err(CommitError::Stopped(why.clone()))
+                } else if st.undo.is_some() {
                     Err(CommitError::DiscardWithUndo)
                 } else {
                     discard(st, &ranges)
@@ -227,8 +262,18 @@ fn serve(st: &mut State, rx: &Receiver<Cmd>) {
                 };
                 let _ = reply.send(r);
             }
+            Cmd::Failure(reply) => {
+                flush_requests(st);
+                let _ = reply.send(st.broken.clone());
+            }
             Cmd::Finish(reply) => {
                 flush_requests(st);
+                if let Some(why) = &st.broken {
+                    // The undo file is left as it was before the failure:
+                    // it covers every write that reached the device.
+                    let _ = reply.send(Err(CommitError::Stopped(why.clone())));
+                    return;
+                }
                 let r = match st.undo.as_mut() {
                     Some(u) => u
                         .finish(&st.dev)
@@ -285,7 +330,21 @@ fn touches_super(w: &Write) -> bool {
     w.offset < 2048 && w.offset + w.data.len() as u64 > 1024
 }
 
-fn apply(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError> {
+/// Applies a commit; the first failure of the device or the undo file
+/// stops the fixer for good.
+fn apply(st: &mut State, writes: Vec<Write>) -> Result<(), CommitError> {
+    if let Some(why) = &st.broken {
+        return Err(CommitError::Stopped(why.clone()));
+    }
+    let r = apply_once(st, writes);
+    if let Err(e @ (CommitError::Undo(_) | CommitError::Write { .. } | CommitError::Flush(_))) = &r
+    {
+        st.broken = Some(e.to_string());
+    }
+    r
+}
+
+fn apply_once(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError> {
     for w in &writes {
         let end = w.offset.checked_add(w.data.len() as u64);
         if end.is_none_or(|e| e > st.size) {
@@ -298,22 +357,48 @@ fn apply(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError> {
     rest.extend(sup);
     if let Some(u) = st.undo.as_mut() {
         for w in &rest {
-            u.save(&st.dev, st.size, w.offset, w.data.len() as u64)?;
+            u.save(&st.dev, st.size, w.offset, w.data.len() as u64)
+                .map_err(CommitError::Undo)?;
         }
-        u.sync(&st.dev)?;
+        u.sync(&st.dev).map_err(CommitError::Undo)?;
     }
     for w in &rest {
-        st.dev.write_all_at(&w.data, st.base + w.offset)?;
+        let mut old_super = Vec::new();
+        if touches_super(w) {
+            // Everything before the superblock is durable first.
+            st.dev.sync_data().map_err(CommitError::Flush)?;
+            old_super = vec![0u8; w.data.len()];
+            st.dev
+                .read_exact_at(&mut old_super, st.base + w.offset)
+                .map_err(CommitError::Undo)?;
+        }
+        st.dev
+            .write_all_at(&w.data, st.base + w.offset)
+            .map_err(|source| CommitError::Write {
+                offset: w.offset,
+                len: w.data.len(),
+                source,
+            })?;
         st.stats.writes += 1;
         st.stats.bytes += w.data.len() as u64;
         if touches_super(w) {
+            st.dev.sync_data().map_err(CommitError::Flush)?;
             if let Some(u) = st.undo.as_mut() {
-                // Refresh the undo file's superblock copy at once.
-                u.sync(&st.dev)?;
+                // Refresh the undo file's superblock copy at once. If that
+                // fails, the old superblock goes back on the device, so
+                // that it matches the undo file's copy again (e2undo
+                // refuses a file system whose superblock differs).
+                if let Err(e) = u.sync(&st.dev) {
+                    let _ = st
+                        .dev
+                        .write_all_at(&old_super, st.base + w.offset)
+                        .and_then(|()| st.dev.sync_data());
+                    return Err(CommitError::Undo(e));
+                }
             }
         }
     }
-    st.dev.sync_data()?;
+    st.dev.sync_data().map_err(CommitError::Flush)?;
     st.stats.commits += 1;
     Ok(())
 }

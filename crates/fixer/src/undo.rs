@@ -132,13 +132,13 @@ impl UndoLog {
             let n = (dev_size - at).min(self.u) as usize;
             let mut data = vec![0u8; n];
             dev.read_exact_at(&mut data, self.base + at)?;
-            self.append(c, &data, dev)?;
+            self.append(c, &data)?;
         }
         Ok(())
     }
 
     /// Appends one saved chunk and brings the index up to date.
-    fn append(&mut self, chunk: u64, data: &[u8], dev: &File) -> io::Result<()> {
+    fn append(&mut self, chunk: u64, data: &[u8]) -> io::Result<()> {
         let fsblk = chunk; // U == F: device blocks are undo blocks.
         let len = data.len() as u64;
         let merged = self.keys_in_block > 0 && {
@@ -167,23 +167,41 @@ impl UndoLog {
         }
         self.file.write_all_at(data, self.next_free * self.u)?;
         self.next_free += 1;
-        self.update_indexes(dev, false)
+        if self.keys_in_block == self.keys_per_block() {
+            // A full key block is written now and a new one begun; the
+            // header names its keys only after the next sync.
+            self.write_key_block()?;
+            self.key_block.fill(0);
+            self.keys_in_block = 0;
+            self.key_block_at = self.next_free;
+            self.next_free += 1;
+        }
+        Ok(())
     }
 
-    /// Writes the key block, the header and the superblock copy.
+    fn write_key_block(&mut self) -> io::Result<()> {
+        self.key_block[0..4].copy_from_slice(&KEY_MAGIC.to_le_bytes());
+        self.key_block[4..8].fill(0);
+        let crc = crc32c_raw(!0, &self.key_block);
+        self.key_block[4..8].copy_from_slice(&crc.to_le_bytes());
+        self.file
+            .write_all_at(&self.key_block, self.key_block_at * self.u)
+    }
+
+    /// Brings the file's index up to date, in an order that keeps it
+    /// usable whatever a crash loses: the saved data is made durable,
+    /// then the key block that points at it, then the header (which says
+    /// how many keys there are) together with the superblock copy, in one
+    /// write. Until the header is durable, e2undo sees the file as it was
+    /// at the last sync.
     fn update_indexes(&mut self, dev: &File, flush: bool) -> io::Result<()> {
         if self.keys_in_block > 0 {
-            self.key_block[0..4].copy_from_slice(&KEY_MAGIC.to_le_bytes());
-            self.key_block[4..8].fill(0);
-            let crc = crc32c_raw(!0, &self.key_block);
-            self.key_block[4..8].copy_from_slice(&crc.to_le_bytes());
-            self.file
-                .write_all_at(&self.key_block, self.key_block_at * self.u)?;
-            if self.keys_in_block == self.keys_per_block() {
-                self.key_block.fill(0);
-                self.keys_in_block = 0;
-                self.key_block_at = self.next_free;
-                self.next_free += 1;
+            if flush {
+                self.file.sync_data()?;
+            }
+            self.write_key_block()?;
+            if flush {
+                self.file.sync_data()?;
             }
         }
         let mut sb = vec![0u8; 1024];
@@ -209,8 +227,13 @@ impl UndoLog {
         }
         let crc = crc32c_raw(!0, &h[..508]);
         h[508..512].copy_from_slice(&crc.to_le_bytes());
-        self.file.write_all_at(&h, 0)?;
-        self.file.write_all_at(&sb, SUPER_AT * self.u)?;
+        // The header (undo block 0) and the superblock copy (block 1) go
+        // in one write, so that the header's checksum of the copy always
+        // matches the copy.
+        let mut both = vec![0u8; (SUPER_AT * self.u) as usize + sb.len()];
+        both[..HEADER_LEN].copy_from_slice(&h);
+        both[(SUPER_AT * self.u) as usize..].copy_from_slice(&sb);
+        self.file.write_all_at(&both, 0)?;
         if flush {
             self.file.sync_data()?;
         }

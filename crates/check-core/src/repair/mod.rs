@@ -627,12 +627,19 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         };
         match finish::record_check(&dev, &fx, outcome, check_opts.choices.unshare_blocks) {
             Ok(f) => fixed_all.extend(f),
+            Err(_) if fx.failure().is_some() => {}
             Err(e) => notes.push(format!("The record of the check could not be written: {e}")),
         }
     }
+    // A failed write stops everything at once (the fixer writes nothing
+    // after it), whichever step met it: that failure is why the repair
+    // stopped.
+    let mut write_failure = fx.failure();
     let stats = fx.finish();
-    if let Err(e) = &stats {
-        notes.push(format!("The fixer failed at the end: {e}"));
+    if let (Err(e), None) = (&stats, &write_failure) {
+        // Marking the undo file complete failed: the device holds the
+        // whole repair, and the undo file still covers all of it.
+        write_failure = Some(e.to_string());
     }
     if let Some(j) = jfx {
         if let Err(e) = j.finish() {
@@ -681,7 +688,13 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
                 .into(),
         );
     }
-    if let Some(why) = stop_reason {
+    if let Some(why) = write_failure {
+        // Errors remain unless the failure came after the last check
+        // found nothing left (in the final record of the check).
+        report.forced_uncorrected = report.has_uncorrected_errors() || stop_reason.is_some();
+        report.write_failed = true;
+        report.aborted = Some(format!("the repair stopped: {why}"));
+    } else if let Some(why) = stop_reason {
         // Why the repair stopped says more than where a check of the
         // file system as it was would have stopped.
         report.aborted = Some(why);
