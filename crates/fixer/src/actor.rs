@@ -382,7 +382,6 @@ fn apply_once(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError>
         st.stats.writes += 1;
         st.stats.bytes += w.data.len() as u64;
         if touches_super(w) {
-            st.dev.sync_data().map_err(CommitError::Flush)?;
             if let Some(u) = st.undo.as_mut() {
                 // Refresh the undo file's superblock copy at once. If that
                 // fails, the old superblock goes back on the device, so
