@@ -21,35 +21,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{
-    code, file_tree, fixture_images_wide, have_all, known_list, par_map, run, tool, FIXTURES,
+    code, file_tree, fixture_images_wide, have_all, known_list, par_map, run, tool, Rng, FIXTURES,
 };
 
 /// Cases per fixture kind.
 const PER_KIND: usize = 100;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: &str) -> Rng {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in seed.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        Rng(h | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// The metadata blocks of an image worth damaging, by kind.
 fn targets(img: &Path) -> (u64, Vec<(&'static str, u64)>) {

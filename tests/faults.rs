@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{bin, code, fixture_images_wide, have_all, par_map, FIXTURES};
+use common::{bin, code, fixture_images_wide, have_all, par_map, Rng, FIXTURES};
 
 /// Builds the wrapper once per test process; `None` without rustc.
 fn shim() -> Option<&'static Path> {
@@ -44,30 +44,6 @@ fn shim() -> Option<&'static Path> {
         Some(out)
     })
     .as_deref()
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: &str) -> Rng {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in seed.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        Rng(h | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// Runs `prog args` with the wrapper in front of `dev` (and `undo`) and

@@ -452,3 +452,31 @@ pub fn mke2fs(args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A small deterministic generator (xorshift64*) seeded from a name, so a
+/// failing generated case names a seed that reproduces it.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A generator seeded from `seed`'s bytes (FNV-1a).
+    pub fn new(seed: &str) -> Rng {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in seed.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Rng(h | 1)
+    }
+
+    /// The next value.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A value below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
