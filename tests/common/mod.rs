@@ -254,6 +254,10 @@ pub fn fixture_images_wide(wide: u32) -> Option<PathBuf> {
     h = (h ^ u64::from(wide)).wrapping_mul(0x0100_0000_01b3);
     let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let dir = base.join(format!("fixtures-{h:016x}"));
+    // Tests of one binary run on several threads: one of them builds, the
+    // others wait for it here.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_builder = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     if dir.join(".complete").exists() {
         return Some(dir);
     }
