@@ -163,6 +163,12 @@ pub struct Args {
     /// numbered from 1).
     #[arg(long, value_name = "N")]
     pub partition: Option<String>,
+    /// With --repair (-y) or --preen (-p): run the repair without writing
+    /// anything, and report what it would do. The device is opened
+    /// read-only; every write is kept in memory, where each of the
+    /// repair's checks reads it.
+    #[arg(long = "dry-run", action = ArgAction::Count)]
+    pub dry_run: u8,
     /// Print help.
     #[arg(long = "help", action = ArgAction::Help)]
     pub help: Option<bool>,
@@ -286,6 +292,8 @@ pub struct Invocation {
     pub nice: bool,
     /// `--partition`.
     pub partition: Option<u32>,
+    /// `--dry-run`: repair in memory only.
+    pub dry_run: bool,
 }
 
 /// The end of a run decided by the command line alone: what to print and
@@ -524,6 +532,20 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
             }
         },
     };
+    if args.dry_run > 0 {
+        let why = if mode != Mode::Preen && mode != Mode::Repair {
+            Some("--dry-run shows what a repair would do: give it with --repair (-y) or --preen (-p)")
+        } else if !args.undo.is_empty() {
+            Some("--dry-run writes nothing, so it keeps no undo file (-z)")
+        } else if args.check_blocks > 1 {
+            Some("--dry-run cannot run the read-write bad-block test (-cc)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Early::err(exit::USAGE, format!("{prog}: {why}")));
+        }
+    }
     if mode == Mode::Check && !args.undo.is_empty() {
         // e2fsck accepts -z with -n and writes nothing; so does ext4chk.
     }
@@ -561,6 +583,7 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         io: args.io,
         nice: args.nice > 0,
         partition,
+        dry_run: args.dry_run > 0,
     })
 }
 

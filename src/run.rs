@@ -366,6 +366,7 @@ fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Devic
         optimize_dirs: inv.optimize_dirs,
         bmap2extent: inv.ext.bmap2extent,
         discard: inv.ext.discard,
+        dry_run: inv.dry_run,
     };
     if let Some(u) = &inv.undo {
         if inv.mode != Mode::Check {

@@ -33,4 +33,5 @@ complete -c ext4chk -s t -l timing -d 'Print timing and memory statistics; twice
 complete -c ext4chk -s v -l verbose -d 'Print detailed statistics at the end'
 complete -c ext4chk -s V -l version -d 'Print the version and exit'
 complete -c ext4chk -l nice -d 'Run the workers at idle priority (SCHED_IDLE), so that anything else on the machine comes first'
+complete -c ext4chk -l dry-run -d 'With --repair (-y) or --preen (-p): run the repair without writing anything, and report what it would do. The device is opened read-only; every write is kept in memory, where each of the repair\'s checks reads it'
 complete -c ext4chk -l help -d 'Print help'

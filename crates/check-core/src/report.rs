@@ -113,6 +113,9 @@ pub struct Report {
     /// A repair rewrote directories or mappings without a problem asking
     /// for it (pass 3A's indexing, `-D`, `bmap2extent`).
     pub restructured: bool,
+    /// A dry run: nothing was written, and this many blocks would have
+    /// been.
+    pub dry_run: Option<u64>,
     /// Lines printed under pass 1's heading (`-E fragcheck`).
     pub pass1_lines: Vec<String>,
     /// Wall time of each phase of the last check, in seconds (for `-tt`).
@@ -190,6 +193,13 @@ impl Report {
     /// The human-readable report: findings grouped by pass, then the summary.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
+        if let Some(blocks) = self.dry_run {
+            out.push_str(&format!(
+                "Dry run: nothing is written to {}; below is what the repair would do \
+                 ({blocks} blocks written).\n",
+                self.device
+            ));
+        }
         for n in &self.notes {
             out.push_str(n);
             out.push('\n');
@@ -338,6 +348,8 @@ impl Report {
             "modified": self.modified,
             "aborted": self.aborted,
             "preen_halt": self.preen_halt,
+            "dry_run": self.dry_run.is_some(),
+            "would_write_blocks": self.dry_run,
             "notes": self.notes,
             "findings": findings,
             "summary": summary,

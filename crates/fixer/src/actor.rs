@@ -1,9 +1,11 @@
 //! The fixer thread.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -82,6 +84,142 @@ enum Cmd {
     Failure(Sender<Option<String>>),
 }
 
+/// The primary superblock's bytes (1024..2048 of the file system) as the
+/// repair has written them but the device does not yet hold them.
+///
+/// A fixer started with [`Fixer::start_holding_super`] keeps every write
+/// to the primary superblock here and puts it on the device once, as its
+/// last write, when it finishes (e2fsck, too, writes the superblock when
+/// it closes the file system). Until then the device keeps the
+/// superblock the undo file's copy describes, so a crash at any point
+/// before that last write leaves an undo file that e2undo accepts as it
+/// is. Readers lay these bytes over what they read ([`Held::patch`]), so
+/// the checks between commits see the file system as the repair left it.
+#[derive(Default)]
+pub struct Held {
+    any: AtomicBool,
+    bytes: RwLock<Option<Vec<u8>>>,
+}
+
+/// Where the primary superblock is, relative to the file system's start.
+const SUPER_OFFSET: u64 = 1024;
+const SUPER_LEN: usize = 1024;
+
+impl Held {
+    /// Overwrites the part of `buf` (the bytes read at file system offset
+    /// `offset`) that the held superblock covers.
+    pub fn patch(&self, offset: u64, buf: &mut [u8]) {
+        if !self.any.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(end) = offset.checked_add(buf.len() as u64) else {
+            return;
+        };
+        let (from, to) = (
+            offset.max(SUPER_OFFSET),
+            end.min(SUPER_OFFSET + SUPER_LEN as u64),
+        );
+        if from >= to {
+            return;
+        }
+        let guard = self.bytes.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = guard.as_ref() {
+            let src = &b[(from - SUPER_OFFSET) as usize..(to - SUPER_OFFSET) as usize];
+            buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+        }
+    }
+
+    /// Whether any of `len` bytes at file system offset `offset` are held.
+    pub fn covers(&self, offset: u64, len: usize) -> bool {
+        self.any.load(Ordering::Acquire)
+            && offset < SUPER_OFFSET + SUPER_LEN as u64
+            && offset.saturating_add(len as u64) > SUPER_OFFSET
+    }
+
+    fn set(&self, bytes: Option<Vec<u8>>) {
+        let mut guard = self.bytes.write().unwrap_or_else(|e| e.into_inner());
+        self.any.store(bytes.is_some(), Ordering::Release);
+        *guard = bytes;
+    }
+
+    fn get(&self) -> Option<Vec<u8>> {
+        self.bytes.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Writes kept in memory instead of reaching the device: a dry run's
+/// copy-on-write overlay. Readers lay it over what they read
+/// ([`Staged::patch`]), so every check of a dry run sees the file system
+/// as the repair would have left it.
+pub struct Staged {
+    any: AtomicBool,
+    /// The overlay's unit (the file system's block size), in bytes.
+    unit: u64,
+    pages: RwLock<HashMap<u64, Box<[u8]>>>,
+}
+
+impl Staged {
+    fn new(unit: u64) -> Staged {
+        Staged {
+            any: AtomicBool::new(false),
+            unit: unit.max(512),
+            pages: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Whether any of `len` bytes at file system offset `offset` were
+    /// written.
+    pub fn covers(&self, offset: u64, len: usize) -> bool {
+        if !self.any.load(Ordering::Acquire) || len == 0 {
+            return false;
+        }
+        let end = offset.saturating_add(len as u64);
+        let pages = self.pages.read().unwrap_or_else(|e| e.into_inner());
+        (offset / self.unit..end.div_ceil(self.unit)).any(|p| pages.contains_key(&p))
+    }
+
+    /// Overwrites the parts of `buf` (read at file system offset
+    /// `offset`) that were written.
+    pub fn patch(&self, offset: u64, buf: &mut [u8]) {
+        if !self.any.load(Ordering::Acquire) || buf.is_empty() {
+            return;
+        }
+        let end = offset.saturating_add(buf.len() as u64);
+        let pages = self.pages.read().unwrap_or_else(|e| e.into_inner());
+        for p in offset / self.unit..end.div_ceil(self.unit) {
+            let Some(page) = pages.get(&p) else {
+                continue;
+            };
+            let (from, to) = ((p * self.unit).max(offset), ((p + 1) * self.unit).min(end));
+            let src = &page[(from - p * self.unit) as usize..(to - p * self.unit) as usize];
+            buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+        }
+    }
+
+    /// How many distinct blocks were written.
+    pub fn blocks(&self) -> u64 {
+        self.pages.read().unwrap_or_else(|e| e.into_inner()).len() as u64
+    }
+
+    /// Keeps `data` as written at `offset`; a page written for the first
+    /// time starts from what `base` holds there.
+    fn write(&self, offset: u64, data: &[u8], base: impl Fn(u64, &mut [u8])) {
+        let end = offset + data.len() as u64;
+        let mut pages = self.pages.write().unwrap_or_else(|e| e.into_inner());
+        for p in offset / self.unit..end.div_ceil(self.unit) {
+            let page = pages.entry(p).or_insert_with(|| {
+                let mut b = vec![0u8; self.unit as usize].into_boxed_slice();
+                base(p * self.unit, &mut b);
+                b
+            });
+            let (from, to) = ((p * self.unit).max(offset), ((p + 1) * self.unit).min(end));
+            page[(from - p * self.unit) as usize..(to - p * self.unit) as usize]
+                .copy_from_slice(&data[(from - offset) as usize..(to - offset) as usize]);
+        }
+        self.any.store(true, Ordering::Release);
+    }
+}
+
 /// Requests queued before they are written together (one undo flush and
 /// one device flush per batch).
 const REQUEST_BATCH: usize = 256;
@@ -90,6 +228,8 @@ const REQUEST_BATCH: usize = 256;
 pub struct Fixer {
     tx: Sender<Cmd>,
     thread: Option<JoinHandle<()>>,
+    held: Option<Arc<Held>>,
+    staged: Option<Arc<Staged>>,
 }
 
 struct State {
@@ -109,6 +249,10 @@ struct State {
     /// The first write, flush or undo failure: from then on nothing more
     /// is written, to the device or to the undo file.
     broken: Option<String>,
+    /// The primary superblock, held back until the end.
+    held: Option<Arc<Held>>,
+    /// A dry run: writes go here, never to the device.
+    staged: Option<Arc<Staged>>,
 }
 
 impl Fixer {
@@ -116,6 +260,48 @@ impl Fixer {
     /// optional undo file. The file system is the `size` bytes that start
     /// `base` bytes into the device; write offsets are relative to it.
     pub fn start(dev: Arc<File>, base: u64, size: u64, undo: Option<UndoLog>) -> Fixer {
+        Self::spawn(dev, base, size, undo, None, None)
+    }
+
+    /// A fixer for a dry run: `dev` may be opened read-only, and every
+    /// write is kept in memory ([`Fixer::staged`]); nothing reaches the
+    /// device. Written blocks are counted in units of `block_size`.
+    pub fn start_in_memory(dev: Arc<File>, base: u64, size: u64, block_size: u32) -> Fixer {
+        let staged = Arc::new(Staged::new(u64::from(block_size)));
+        Self::spawn(dev, base, size, None, None, Some(staged))
+    }
+
+    /// A dry run's writes, for readers to lay over what they read.
+    pub fn staged(&self) -> Option<Arc<Staged>> {
+        self.staged.clone()
+    }
+
+    /// As [`Fixer::start`], for a device that holds an ext2/3/4 file
+    /// system: writes to the primary superblock are held back and land
+    /// once, last, when the fixer finishes (or is dropped). Readers see
+    /// them through [`Fixer::held`].
+    pub fn start_holding_super(
+        dev: Arc<File>,
+        base: u64,
+        size: u64,
+        undo: Option<UndoLog>,
+    ) -> Fixer {
+        Self::spawn(dev, base, size, undo, Some(Arc::new(Held::default())), None)
+    }
+
+    /// The superblock held back, for readers to lay over what they read.
+    pub fn held(&self) -> Option<Arc<Held>> {
+        self.held.clone()
+    }
+
+    fn spawn(
+        dev: Arc<File>,
+        base: u64,
+        size: u64,
+        undo: Option<UndoLog>,
+        held: Option<Arc<Held>>,
+        staged: Option<Arc<Staged>>,
+    ) -> Fixer {
         let (tx, rx) = bounded::<Cmd>(4);
         let mut st = State {
             dev,
@@ -127,12 +313,19 @@ impl Fixer {
             applied: 0,
             failed: None,
             broken: None,
+            held: held.clone(),
+            staged: staged.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("ext4chk-fixer".into())
             .spawn(move || serve(&mut st, &rx))
             .ok();
-        Fixer { tx, thread }
+        Fixer {
+            tx,
+            thread,
+            held,
+            staged,
+        }
     }
 
     /// Applies `writes` in order and returns when they are on the device:
@@ -207,6 +400,18 @@ impl Fixer {
     }
 }
 
+impl Drop for Fixer {
+    /// A fixer dropped without [`Fixer::finish`] still lands the held
+    /// superblock before its thread ends, and waits for it.
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let (rtx, _rrx) = bounded(1);
+            let _ = self.tx.send(Cmd::Finish(rtx));
+            let _ = t.join();
+        }
+    }
+}
+
 /// Writes the queued requests as one batch.
 fn flush_requests(st: &mut State) {
     if st.pending.is_empty() {
@@ -274,6 +479,11 @@ fn serve(st: &mut State, rx: &Receiver<Cmd>) {
                     let _ = reply.send(Err(CommitError::Stopped(why.clone())));
                     return;
                 }
+                if let Err(e) = land_held(st) {
+                    st.broken = Some(e.to_string());
+                    let _ = reply.send(Err(e));
+                    return;
+                }
                 let r = match st.undo.as_mut() {
                     Some(u) => u
                         .finish(&st.dev)
@@ -296,6 +506,10 @@ nix::ioctl_write_ptr!(blkdiscard, 0x12, 119, [u64; 2]);
 fn discard(st: &mut State, ranges: &[(u64, u64)]) -> Result<u64, CommitError> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileTypeExt;
+    if st.staged.is_some() {
+        // A dry run only counts what would be discarded.
+        return Ok(ranges.iter().map(|r| r.1).sum());
+    }
     let block_dev = st.dev.metadata()?.file_type().is_block_device();
     let mut total = 0;
     for &(off, len) in ranges {
@@ -344,25 +558,104 @@ fn apply(st: &mut State, writes: Vec<Write>) -> Result<(), CommitError> {
     r
 }
 
-fn apply_once(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError> {
+fn apply_once(st: &mut State, writes: Vec<Write>) -> Result<(), CommitError> {
     for w in &writes {
         let end = w.offset.checked_add(w.data.len() as u64);
         if end.is_none_or(|e| e > st.size) {
             return Err(CommitError::OutOfRange(w.offset));
         }
     }
-    // The primary superblock goes last: until it is written, the undo
-    // file's copy of it still matches the device.
-    let (sup, mut rest): (Vec<Write>, Vec<Write>) = writes.drain(..).partition(touches_super);
+    if let Some(staged) = &st.staged {
+        let (dev, base, size) = (&st.dev, st.base, st.size);
+        for w in &writes {
+            staged.write(w.offset, &w.data, |at, buf| {
+                let n = size.saturating_sub(at).min(buf.len() as u64) as usize;
+                // What cannot be read stays zero; the write covers it.
+                let _ = dev.read_exact_at(&mut buf[..n], base + at);
+            });
+            st.stats.writes += 1;
+            st.stats.bytes += w.data.len() as u64;
+        }
+        st.stats.commits += 1;
+        return Ok(());
+    }
+    // With the superblock held back, the bytes of each write that fall on
+    // it are kept aside and the rest goes to the device now.
+    let (writes, to_hold) = match &st.held {
+        Some(_) => split_super(writes),
+        None => (writes, Vec::new()),
+    };
+    // Otherwise the primary superblock goes last: until it is written, the
+    // undo file's copy of it still matches the device.
+    let (sup, mut rest): (Vec<Write>, Vec<Write>) = writes.into_iter().partition(touches_super);
     rest.extend(sup);
+    if !rest.is_empty() {
+        write_durably(st, &rest)?;
+    }
+    if !to_hold.is_empty() {
+        // Only once the rest of the commit is on the device do readers see
+        // the superblock that goes with it.
+        let mut sb = match st.held.as_ref().and_then(|h| h.get()) {
+            Some(b) => b,
+            None => {
+                let mut b = vec![0u8; SUPER_LEN];
+                st.dev
+                    .read_exact_at(&mut b, st.base + SUPER_OFFSET)
+                    .map_err(CommitError::Io)?;
+                b
+            }
+        };
+        for w in &to_hold {
+            let at = (w.offset - SUPER_OFFSET) as usize;
+            sb[at..at + w.data.len()].copy_from_slice(&w.data);
+        }
+        if let Some(h) = &st.held {
+            h.set(Some(sb));
+        }
+    }
+    st.stats.commits += 1;
+    Ok(())
+}
+
+/// Splits writes into the parts outside the primary superblock and the
+/// parts on it (in order).
+fn split_super(writes: Vec<Write>) -> (Vec<Write>, Vec<Write>) {
+    let (lo, hi) = (SUPER_OFFSET, SUPER_OFFSET + SUPER_LEN as u64);
+    let mut out = Vec::with_capacity(writes.len());
+    let mut held = Vec::new();
+    for w in writes {
+        if !touches_super(&w) {
+            out.push(w);
+            continue;
+        }
+        let end = w.offset + w.data.len() as u64;
+        let part = |a: u64, b: u64| Write {
+            offset: a,
+            data: w.data[(a - w.offset) as usize..(b - w.offset) as usize].to_vec(),
+        };
+        if w.offset < lo {
+            out.push(part(w.offset, lo));
+        }
+        held.push(part(w.offset.max(lo), end.min(hi)));
+        if end > hi {
+            out.push(part(hi, end));
+        }
+    }
+    (out, held)
+}
+
+/// Saves what `writes` cover to the undo file (durably), writes them in
+/// order and flushes the device. A write to the primary superblock
+/// refreshes the undo file's copy of it at once.
+fn write_durably(st: &mut State, writes: &[Write]) -> Result<(), CommitError> {
     if let Some(u) = st.undo.as_mut() {
-        for w in &rest {
+        for w in writes {
             u.save(&st.dev, st.size, w.offset, w.data.len() as u64)
                 .map_err(CommitError::Undo)?;
         }
         u.sync(&st.dev).map_err(CommitError::Undo)?;
     }
-    for w in &rest {
+    for w in writes {
         let mut old_super = Vec::new();
         if touches_super(w) {
             // Everything before the superblock is durable first.
@@ -398,7 +691,33 @@ fn apply_once(st: &mut State, mut writes: Vec<Write>) -> Result<(), CommitError>
         }
     }
     st.dev.sync_data().map_err(CommitError::Flush)?;
-    st.stats.commits += 1;
+    Ok(())
+}
+
+/// Puts the held superblock on the device: the last write of a repair.
+/// Between this write and the undo file's new copy of the superblock
+/// (written right after) is the one moment at which a crash leaves a
+/// device whose superblock differs from the undo file's copy.
+fn land_held(st: &mut State) -> Result<(), CommitError> {
+    let Some(sb) = st.held.as_ref().and_then(|h| h.get()) else {
+        return Ok(());
+    };
+    let mut on_disk = vec![0u8; SUPER_LEN];
+    st.dev
+        .read_exact_at(&mut on_disk, st.base + SUPER_OFFSET)
+        .map_err(CommitError::Io)?;
+    if on_disk != sb {
+        write_durably(
+            st,
+            &[Write {
+                offset: SUPER_OFFSET,
+                data: sb,
+            }],
+        )?;
+    }
+    if let Some(h) = &st.held {
+        h.set(None);
+    }
     Ok(())
 }
 
@@ -505,6 +824,83 @@ mod tests {
         );
         let b = std::fs::read(&p).unwrap();
         assert_eq!(&b[..6], &[7, 7, 9, 9, 9, 9]);
+        let _ = std::fs::remove_file(&p);
+    }
+    fn scratch(tag: &str, len: usize) -> (std::path::PathBuf, Arc<File>) {
+        let p = std::env::temp_dir().join(format!("fixer-{tag}-{}", std::process::id()));
+        std::fs::write(&p, vec![0u8; len]).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        (p, Arc::new(f))
+    }
+
+    #[test]
+    fn the_held_superblock_lands_once_at_the_end() {
+        let (p, f) = scratch("held", 16384);
+        let fx = Fixer::start_holding_super(f, 0, 16384, None);
+        let held = fx.held().unwrap();
+        fx.commit(vec![
+            Write {
+                offset: 1000,
+                data: vec![5; 100],
+            },
+            Write {
+                offset: 8192,
+                data: vec![7; 4],
+            },
+        ])
+        .unwrap();
+        let b = std::fs::read(&p).unwrap();
+        assert_eq!(&b[8192..8196], &[7; 4], "the rest lands at once");
+        assert_eq!(&b[1000..1024], &[5; 24], "bytes before the superblock too");
+        assert_eq!(&b[1024..1100], &[0; 76], "the superblock waits");
+        assert!(held.covers(1024, 1) && !held.covers(0, 1024) && !held.covers(2048, 10));
+        let mut view = vec![0u8; 4096];
+        held.patch(0, &mut view);
+        assert_eq!(&view[1024..1100], &[5; 76], "readers see it");
+        assert_eq!(&view[1000..1024], &[0; 24], "only the superblock is held");
+        fx.finish().unwrap();
+        let b = std::fs::read(&p).unwrap();
+        assert_eq!(&b[1000..1100], &[5; 100]);
+        assert!(!held.covers(1024, 1), "nothing is held once it landed");
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn a_dry_run_keeps_every_write_in_memory() {
+        let (p, _) = scratch("dry", 16384);
+        std::fs::write(&p, (0..16384u32).map(|i| i as u8).collect::<Vec<_>>()).unwrap();
+        let ro = Arc::new(File::open(&p).unwrap());
+        let fx = Fixer::start_in_memory(ro, 0, 16384, 4096);
+        let staged = fx.staged().unwrap();
+        fx.commit(vec![
+            Write {
+                offset: 4090,
+                data: vec![0xAA; 12],
+            },
+            Write {
+                offset: 1024,
+                data: vec![0xBB; 4],
+            },
+        ])
+        .unwrap();
+        assert_eq!(fx.discard(vec![(8192, 4096)]).unwrap(), 4096);
+        fx.finish().unwrap();
+        let disk = std::fs::read(&p).unwrap();
+        assert!(
+            disk.iter().enumerate().all(|(i, &b)| b == i as u8),
+            "nothing reached the file"
+        );
+        assert_eq!(staged.blocks(), 2, "blocks 0 and 1");
+        assert!(staged.covers(4000, 100) && !staged.covers(8192, 4096));
+        let mut view = disk[4000..4200].to_vec();
+        staged.patch(4000, &mut view);
+        assert_eq!(&view[90..102], &[0xAA; 12]);
+        assert_eq!(view[89], (4089u32 & 0xff) as u8, "the rest is the file's");
+        assert_eq!(view[102], (4102u32 & 0xff) as u8);
         let _ = std::fs::remove_file(&p);
     }
 }

@@ -14,4 +14,4 @@ pub mod undo;
 
 mod actor;
 
-pub use actor::{CommitError, Fixer, FixerStats, Write};
+pub use actor::{CommitError, Fixer, FixerStats, Held, Staged, Write};

@@ -57,6 +57,11 @@ pub struct UndoLog {
     next_free: u64,
     num_keys: u64,
     state: u32,
+    /// Whether chunks were appended since the index was last written.
+    dirty: bool,
+    /// Key blocks filled since the index was last written, and where they
+    /// go: written only after the data they describe is durable.
+    filled: Vec<(u64, Vec<u8>)>,
 }
 
 impl UndoLog {
@@ -103,6 +108,8 @@ impl UndoLog {
             // write made so far: it is always complete. (e2undo marks a
             // file system "not clean" after replaying an unfinished file.)
             state: STATE_FINISHED,
+            dirty: false,
+            filled: Vec::new(),
         };
         log.update_indexes(dev, true)?;
         Ok(log)
@@ -167,11 +174,14 @@ impl UndoLog {
         }
         self.file.write_all_at(data, self.next_free * self.u)?;
         self.next_free += 1;
+        self.dirty = true;
         if self.keys_in_block == self.keys_per_block() {
-            // A full key block is written now and a new one begun; the
-            // header names its keys only after the next sync.
-            self.write_key_block()?;
-            self.key_block.fill(0);
+            // A full key block is set aside and a new one begun: it is
+            // written at the next sync, once its data is durable.
+            self.seal_key_block();
+            self.filled
+                .push((self.key_block_at, std::mem::take(&mut self.key_block)));
+            self.key_block = vec![0u8; self.u as usize];
             self.keys_in_block = 0;
             self.key_block_at = self.next_free;
             self.next_free += 1;
@@ -179,13 +189,26 @@ impl UndoLog {
         Ok(())
     }
 
-    fn write_key_block(&mut self) -> io::Result<()> {
+    /// Puts the magic and checksum on the key block being filled.
+    fn seal_key_block(&mut self) {
         self.key_block[0..4].copy_from_slice(&KEY_MAGIC.to_le_bytes());
         self.key_block[4..8].fill(0);
         let crc = crc32c_raw(!0, &self.key_block);
         self.key_block[4..8].copy_from_slice(&crc.to_le_bytes());
-        self.file
-            .write_all_at(&self.key_block, self.key_block_at * self.u)
+    }
+
+    /// Writes the key blocks filled since the last sync and the one being
+    /// filled.
+    fn write_key_blocks(&mut self) -> io::Result<()> {
+        for (at, block) in std::mem::take(&mut self.filled) {
+            self.file.write_all_at(&block, at * self.u)?;
+        }
+        if self.keys_in_block > 0 {
+            self.seal_key_block();
+            self.file
+                .write_all_at(&self.key_block, self.key_block_at * self.u)?;
+        }
+        Ok(())
     }
 
     /// Brings the file's index up to date, in an order that keeps it
@@ -195,15 +218,16 @@ impl UndoLog {
     /// write. Until the header is durable, e2undo sees the file as it was
     /// at the last sync.
     fn update_indexes(&mut self, dev: &File, flush: bool) -> io::Result<()> {
-        if self.keys_in_block > 0 {
+        if self.dirty {
             if flush {
                 self.file.sync_data()?;
             }
-            self.write_key_block()?;
+            self.write_key_blocks()?;
             if flush {
                 self.file.sync_data()?;
             }
         }
+        self.dirty = false;
         let mut sb = vec![0u8; 1024];
         // A device too small for a superblock leaves the copy zeroed.
         let _ = dev.read_exact_at(&mut sb, self.base + 1024);

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Which I/O path to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,6 +168,52 @@ pub trait Reader: Send {
     }
 }
 
+/// Bytes written but not yet on the device (a superblock a repair holds
+/// back until its last write, say), laid over what readers return.
+pub trait Overlay: Send + Sync {
+    /// Whether any of `len` bytes at `offset` are covered.
+    fn covers(&self, offset: u64, len: usize) -> bool;
+    /// Overwrites the covered part of `buf`, read at `offset`.
+    fn patch(&self, offset: u64, buf: &mut [u8]);
+}
+
+/// A reader whose results get the overlay's bytes.
+struct Overlaid {
+    inner: Box<dyn Reader>,
+    overlay: Arc<dyn Overlay>,
+}
+
+impl Reader for Overlaid {
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)?;
+        self.overlay.patch(offset, buf);
+        Ok(())
+    }
+
+    fn read_batch_with(
+        &mut self,
+        reqs: &mut [ReadReq<'_>],
+        done: &mut dyn FnMut(usize, &ReadReq<'_>),
+    ) {
+        // Reads the overlay covers are handed on once patched, after the
+        // batch; the others as they finish.
+        let overlay = &self.overlay;
+        let mut later = Vec::new();
+        self.inner.read_batch_with(reqs, &mut |i, r| {
+            if r.result.is_ok() && overlay.covers(r.offset, r.buf.len()) {
+                later.push(i);
+            } else {
+                done(i, r);
+            }
+        });
+        for i in later {
+            let r = &mut reqs[i];
+            overlay.patch(r.offset, r.buf);
+            done(i, r);
+        }
+    }
+}
+
 /// An opened device: its size and a way to make readers. Offsets are
 /// relative to the start of the file system's window of the device.
 pub struct Device {
@@ -179,6 +225,7 @@ pub struct Device {
     kind: DeviceKind,
     uring: bool,
     path: PathBuf,
+    overlay: OnceLock<Arc<dyn Overlay>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -224,12 +271,29 @@ impl Device {
 
     /// Makes a reader for one worker.
     pub fn reader(&self) -> Box<dyn Reader> {
+        let inner = self.plain_reader();
+        match self.overlay.get() {
+            Some(o) => Box::new(Overlaid {
+                inner,
+                overlay: o.clone(),
+            }),
+            None => inner,
+        }
+    }
+
+    fn plain_reader(&self) -> Box<dyn Reader> {
         if self.uring {
             if let Ok(r) = crate::uring::UringReader::new(self.window()) {
                 return Box::new(r);
             }
         }
         Box::new(crate::pread::PreadReader::new(self.window()))
+    }
+
+    /// Lays `overlay` over every read from now on (readers made before
+    /// keep reading the device alone). Set once; later calls are ignored.
+    pub fn lay_over(&self, overlay: Arc<dyn Overlay>) {
+        let _ = self.overlay.set(overlay);
     }
 
     fn window(&self) -> crate::pread::Window {
@@ -260,7 +324,11 @@ impl Device {
 
     /// A one-off read through pread (for start-up reads such as the superblock).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.window().read_exact_at(buf, offset)
+        self.window().read_exact_at(buf, offset)?;
+        if let Some(o) = self.overlay.get() {
+            o.patch(offset, buf);
+        }
+        Ok(())
     }
 }
 
@@ -328,6 +396,7 @@ pub fn open_device(target: &Target, mode: IoMode) -> Result<Device, OpenError> {
         kind,
         uring,
         path: path.to_path_buf(),
+        overlay: OnceLock::new(),
     })
 }
 

@@ -13,5 +13,5 @@ pub mod stages;
 mod uring;
 
 pub use device::{
-    open_device, Device, DeviceKind, IoMode, OpenError, ReadReq, Reader, SpecError, Target,
+    open_device, Device, DeviceKind, IoMode, OpenError, Overlay, ReadReq, Reader, SpecError, Target,
 };

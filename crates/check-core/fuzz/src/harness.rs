@@ -116,6 +116,7 @@ pub fn exercise_keeping(image: &[u8], threads: usize, keep: bool) -> Result<Outc
         optimize_dirs: false,
         bmap2extent: false,
         discard: false,
+        dry_run: false,
     };
     let repaired = repair(&Target::whole(&rw.path), &opts);
     let mut out = Outcome {

@@ -84,6 +84,10 @@ pub struct RepairOptions {
     /// `-E discard`: discard the free space of a file system the repair
     /// found clean and did not change.
     pub discard: bool,
+    /// `--dry-run`: the device is opened read-only and every write is kept
+    /// in memory, where each round's check reads it; nothing reaches the
+    /// device.
+    pub dry_run: bool,
 }
 
 /// The outcome of a repair.
@@ -142,7 +146,12 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             )
         }
     };
-    let file = match fixer::safety::open_for_repair(path, !mounted_root) {
+    let opened = if opts.dry_run {
+        std::fs::File::open(path)
+    } else {
+        fixer::safety::open_for_repair(path, !mounted_root)
+    };
+    let file = match opened {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc_ebusy()) => {
             return fail(
@@ -216,7 +225,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         }
         return r;
     }
-    let undo = match &opts.undo {
+    let undo = match opts.undo.as_ref().filter(|_| !opts.dry_run) {
         Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file, dev.base()) {
             Ok(u) => Some(u),
             Err(e) => {
@@ -230,7 +239,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
         None => None,
     };
     let mut notes = Vec::new();
-    if let Some(p) = &opts.undo {
+    if let Some(p) = opts.undo.as_ref().filter(|_| !opts.dry_run) {
         notes.push(format!(
             "Changes are saved in {}; `e2undo {} {}` puts them back.",
             p.display(),
@@ -238,7 +247,20 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
             path.display()
         ));
     }
-    let fx = fixer::Fixer::start(Arc::new(file), dev.base(), dev.size(), undo);
+    // The primary superblock is held back and written last, once: until
+    // then the device keeps the superblock the undo file's copy describes.
+    let fx = if opts.dry_run {
+        fixer::Fixer::start_in_memory(Arc::new(file), dev.base(), dev.size(), block_size)
+    } else {
+        fixer::Fixer::start_holding_super(Arc::new(file), dev.base(), dev.size(), undo)
+    };
+    if let Some(held) = fx.held() {
+        dev.lay_over(Arc::new(HeldSuper(held)));
+    }
+    let staged = fx.staged();
+    if let Some(s) = &staged {
+        dev.lay_over(Arc::new(StagedWrites(s.clone())));
+    }
     let mut fixed_all: Vec<Finding> = Vec::new();
     let mut modified = false;
     let mut rounds = 0;
@@ -264,6 +286,21 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     }
     // An external journal gets a writer of its own: replay empties it.
     let jfx = match &check_opts.external_journal {
+        Some(j) if opts.dry_run => match std::fs::File::open(j.path()) {
+            Ok(f) => Some(fixer::Fixer::start_in_memory(
+                Arc::new(f),
+                j.base(),
+                j.size(),
+                block_size,
+            )),
+            Err(e) => {
+                stop_reason = Some(format!(
+                    "cannot open the external journal {}: {e}",
+                    j.path().display()
+                ));
+                None
+            }
+        },
         Some(j) => match fixer::safety::open_for_repair(j.path(), !mounted_root) {
             Ok(f) => Some(fixer::Fixer::start(Arc::new(f), j.base(), j.size(), None)),
             Err(e) => {
@@ -327,6 +364,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
                     findings: fixed_all,
                     skipped: Some(s),
                     modified,
+                    dry_run: staged.as_ref().map(|s| s.blocks()),
                     ..Default::default()
                 };
                 report.finish();
@@ -386,215 +424,229 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     let mut lpf_checked = false;
     let mut journal_rechecked = false;
     let mut preen_halt: Option<String> = None;
-    while stop_reason.is_none() && !cancelled {
-        if fixer::safety::interrupted() {
-            cancelled = true;
-            break;
-        }
-        let Some(st) = current.state.as_ref() else {
-            break;
-        };
-        // With nothing else left, /lost+found is made usable, as e2fsck
-        // does on every repair (once: the next check confirms it).
-        if !lpf_checked && st.abort.is_none() && !current.report.findings.iter().any(wants_fix) {
-            lpf_checked = true;
-            let mut io = Io::new(&st.fs);
-            let mut trial = Staging::new(&st.fs, &st.maps, true);
-            match connect::lost_found_findings(st, &mut trial, &mut io) {
-                Ok(found) => current.report.findings.extend(found),
-                Err(why) => notes.push(format!("/lost+found cannot be created: {why}.")),
+    // Pass 3A's rewrites are checked again; what that check finds (a
+    // rebuilt directory's duplicate names, say) gets the rounds once more.
+    let mut after_pass_3a = false;
+    loop {
+        while stop_reason.is_none() && !cancelled {
+            if fixer::safety::interrupted() {
+                cancelled = true;
+                break;
             }
-            let indexed_now: Vec<u32> = st.dx_dirs.iter().map(|&(d, _)| d).collect();
-            for d in rehash::dropped(&indexed_before, &indexed_now, |d| st.maps.is_dir(d)) {
-                current
-                    .report
-                    .findings
-                    .push(Finding::new(Code::RehashDir).ino(d));
-            }
-            // And a journal removed as unusable is made anew, as e2fsck
-            // does at the end of its repair.
-            if journal_removed && !st.fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) {
-                match mkjournal::default_blocks(st.fs.geo.blocks_count) {
-                    Some(_) => current
+            let Some(st) = current.state.as_ref() else {
+                break;
+            };
+            // With nothing else left, /lost+found is made usable, as e2fsck
+            // does on every repair (once: the next check confirms it).
+            if !lpf_checked && st.abort.is_none() && !current.report.findings.iter().any(wants_fix)
+            {
+                lpf_checked = true;
+                let mut io = Io::new(&st.fs);
+                let mut trial = Staging::new(&st.fs, &st.maps, true);
+                match connect::lost_found_findings(st, &mut trial, &mut io) {
+                    Ok(found) => current.report.findings.extend(found),
+                    Err(why) => notes.push(format!("/lost+found cannot be created: {why}.")),
+                }
+                let indexed_now: Vec<u32> = st.dx_dirs.iter().map(|&(d, _)| d).collect();
+                for d in rehash::dropped(&indexed_before, &indexed_now, |d| st.maps.is_dir(d)) {
+                    current
                         .report
                         .findings
-                        .push(Finding::new(Code::RecreateJournal)),
-                    None => notes.push(
-                        "The file system is too small for a journal: it is left without one."
-                            .into(),
-                    ),
+                        .push(Finding::new(Code::RehashDir).ino(d));
+                }
+                // And a journal removed as unusable is made anew, as e2fsck
+                // does at the end of its repair.
+                if journal_removed && !st.fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) {
+                    match mkjournal::default_blocks(st.fs.geo.blocks_count) {
+                        Some(_) => current
+                            .report
+                            .findings
+                            .push(Finding::new(Code::RecreateJournal)),
+                        None => notes.push(
+                            "The file system is too small for a journal: it is left without one."
+                                .into(),
+                        ),
+                    }
                 }
             }
-        }
-        let nothing_left = !current.report.findings.iter().any(wants_fix);
-        if nothing_left && streamed > 0 && rounds < opts.max_rounds {
-            // The check's workers fixed what it found: check again, so
-            // that the last word is a fresh check.
-            rounds += 1;
-            round_times.push(format!(
+            let nothing_left = !current.report.findings.iter().any(wants_fix);
+            if nothing_left && streamed > 0 && rounds < opts.max_rounds {
+                // The check's workers fixed what it found: check again, so
+                // that the last word is a fresh check.
+                rounds += 1;
+                round_times.push(format!(
                 "round {rounds}: {streamed} problems fixed by pass 1's workers during the check"
             ));
+                let t_check = std::time::Instant::now();
+                current = check_fixing(dev.clone(), &check_opts, sink);
+                round_times.push(format!(
+                    "check after round {rounds}: {:.3} s",
+                    t_check.elapsed().as_secs_f64()
+                ));
+                match settle_streamed(&fx, &mut current, &mut fixed_all) {
+                    Ok(n) => streamed = n,
+                    Err(e) => stop_reason = Some(e),
+                }
+                modified |= streamed > 0;
+                continue;
+            }
+            let to_fix: Vec<&Finding> = current
+                .report
+                .findings
+                .iter()
+                .filter(|f| wants_fix(f))
+                .collect();
+            if to_fix.is_empty() && !journal_rechecked && rounds < opts.max_rounds {
+                // Fixes to the journal inode (a size, blocks it should not
+                // have) can leave it unusable, the journal then found only
+                // through the superblock's copy of its map: the journal is
+                // looked at again as at the start, so that the next run finds
+                // nothing to do.
+                journal_rechecked = true;
+                match journal::before_passes(&dev, &fx, external.as_ref(), false) {
+                    Ok(pre) if pre.modified => {
+                        journal_removed |= pre.journal_removed;
+                        notes.extend(pre.notes);
+                        fixed_all.extend(pre.fixed);
+                        modified = true;
+                        lpf_checked = false;
+                        rounds += 1;
+                        round_times.push(format!("round {rounds}: the journal looked at again"));
+                        current = check_fixing(dev.clone(), &check_opts, sink);
+                        match settle_streamed(&fx, &mut current, &mut fixed_all) {
+                            Ok(n) => streamed = n,
+                            Err(e) => stop_reason = Some(e),
+                        }
+                        modified |= streamed > 0;
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(why) => {
+                        stop_reason = Some(why);
+                        break;
+                    }
+                }
+            }
+            if to_fix.is_empty() || rounds >= opts.max_rounds {
+                break;
+            }
+            if opts.mode == Mode::Preen {
+                if let Some(f) = to_fix
+                    .iter()
+                    .find(|f| !preen_ok(f.code) && !entry_cleared(f, &to_fix))
+                {
+                    preen_halt = Some(format!(
+                        "UNEXPECTED INCONSISTENCY ({}); run ext4chk --repair without -p",
+                        f.message()
+                    ));
+                    break;
+                }
+            }
+            rounds += 1;
+            let mut io = Io::new(&st.fs);
+            let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
+            let mut stage = Staging::new(&st.fs, &st.maps, complete);
+            let t_plan = std::time::Instant::now();
+            let fixed = plan_round(st, &current.report, &to_fix, &mut stage, &mut io);
+            let planned = t_plan.elapsed().as_secs_f64();
+            if fixed.is_empty() || stage.is_empty() {
+                break;
+            }
+            let writes = stage.into_writes(&mut io);
+            let nwrites = writes.len();
+            let t_commit = std::time::Instant::now();
+            let committed = fx.commit(writes);
+            round_times.push(format!(
+                "round {rounds}: {} of {} problems fixed, planned in {planned:.3} s, \
+             {nwrites} blocks written in {:.3} s{}",
+                fixed.len(),
+                to_fix.len(),
+                t_commit.elapsed().as_secs_f64(),
+                if streamed > 0 {
+                    format!("; {streamed} more fixed by pass 1's workers during the check")
+                } else {
+                    String::new()
+                }
+            ));
+            match committed {
+                Ok(()) => modified = true,
+                Err(fixer::CommitError::Interrupted) => {
+                    cancelled = true;
+                    break;
+                }
+                Err(e) => {
+                    stop_reason = Some(format!("the repair stopped: {e}"));
+                    break;
+                }
+            }
+            if std::env::var_os("EXT4CHK_DEBUG_ROUNDS").is_some() {
+                for f in &fixed {
+                    eprintln!("round {rounds}: {}", f.message());
+                }
+            }
+            for f in fixed {
+                let mut f = f.clone();
+                f.fixed = true;
+                fixed_all.push(f);
+            }
+            if current.report.findings.len() > SERIAL_FALLBACK && check_opts.threads > 1 {
+                check_opts.threads = 1;
+                check_opts.auto_threads = false;
+                if !serial_noted {
+                    serial_noted = true;
+                    notes.push(format!(
+                        "More than {SERIAL_FALLBACK} problems: checking goes on with one thread."
+                    ));
+                }
+            }
+            drop(io);
             let t_check = std::time::Instant::now();
             current = check_fixing(dev.clone(), &check_opts, sink);
-            round_times.push(format!(
-                "check after round {rounds}: {:.3} s",
-                t_check.elapsed().as_secs_f64()
-            ));
             match settle_streamed(&fx, &mut current, &mut fixed_all) {
                 Ok(n) => streamed = n,
                 Err(e) => stop_reason = Some(e),
             }
             modified |= streamed > 0;
-            continue;
+            round_times.push(format!(
+                "check after round {rounds}: {:.3} s",
+                t_check.elapsed().as_secs_f64()
+            ));
         }
-        let to_fix: Vec<&Finding> = current
-            .report
-            .findings
-            .iter()
-            .filter(|f| wants_fix(f))
-            .collect();
-        if to_fix.is_empty() && !journal_rechecked && rounds < opts.max_rounds {
-            // Fixes to the journal inode (a size, blocks it should not
-            // have) can leave it unusable, the journal then found only
-            // through the superblock's copy of its map: the journal is
-            // looked at again as at the start, so that the next run finds
-            // nothing to do.
-            journal_rechecked = true;
-            match journal::before_passes(&dev, &fx, external.as_ref(), false) {
-                Ok(pre) if pre.modified => {
-                    journal_removed |= pre.journal_removed;
-                    notes.extend(pre.notes);
-                    fixed_all.extend(pre.fixed);
+        if after_pass_3a {
+            break;
+        }
+        if opts.bmap2extent && !cancelled && stop_reason.is_none() {
+            match convert_to_extents(&current, &fx) {
+                Ok(n) => {
                     modified = true;
-                    lpf_checked = false;
-                    rounds += 1;
-                    round_times.push(format!("round {rounds}: the journal looked at again"));
-                    current = check_fixing(dev.clone(), &check_opts, sink);
-                    match settle_streamed(&fx, &mut current, &mut fixed_all) {
-                        Ok(n) => streamed = n,
-                        Err(e) => stop_reason = Some(e),
-                    }
-                    modified |= streamed > 0;
-                    continue;
+                    restructured = true;
+                    round_times.push(format!("bmap2extent: {n} inodes converted"));
+                    current = check_fixing(dev.clone(), &check_opts, None);
                 }
-                Ok(_) => {}
-                Err(why) => {
-                    stop_reason = Some(why);
-                    break;
-                }
+                Err(why) => notes.push(format!("Files could not be converted to extents: {why}.")),
             }
         }
-        if to_fix.is_empty() || rounds >= opts.max_rounds {
-            break;
-        }
-        if opts.mode == Mode::Preen {
-            if let Some(f) = to_fix
-                .iter()
-                .find(|f| !preen_ok(f.code) && !entry_cleared(f, &to_fix))
-            {
-                preen_halt = Some(format!(
-                    "UNEXPECTED INCONSISTENCY ({}); run ext4chk --repair without -p",
-                    f.message()
-                ));
-                break;
-            }
-        }
-        rounds += 1;
-        let mut io = Io::new(&st.fs);
-        let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
-        let mut stage = Staging::new(&st.fs, &st.maps, complete);
-        let t_plan = std::time::Instant::now();
-        let fixed = plan_round(st, &current.report, &to_fix, &mut stage, &mut io);
-        let planned = t_plan.elapsed().as_secs_f64();
-        if fixed.is_empty() || stage.is_empty() {
-            break;
-        }
-        let writes = stage.into_writes(&mut io);
-        let nwrites = writes.len();
-        let t_commit = std::time::Instant::now();
-        let committed = fx.commit(writes);
-        round_times.push(format!(
-            "round {rounds}: {} of {} problems fixed, planned in {planned:.3} s, \
-             {nwrites} blocks written in {:.3} s{}",
-            fixed.len(),
-            to_fix.len(),
-            t_commit.elapsed().as_secs_f64(),
-            if streamed > 0 {
-                format!("; {streamed} more fixed by pass 1's workers during the check")
+        if !cancelled && stop_reason.is_none() {
+            let which = if opts.optimize_dirs {
+                Rehash::All
             } else {
-                String::new()
-            }
-        ));
-        match committed {
-            Ok(()) => modified = true,
-            Err(fixer::CommitError::Interrupted) => {
-                cancelled = true;
-                break;
-            }
-            Err(e) => {
-                stop_reason = Some(format!("the repair stopped: {e}"));
-                break;
-            }
-        }
-        if std::env::var_os("EXT4CHK_DEBUG_ROUNDS").is_some() {
-            for f in &fixed {
-                eprintln!("round {rounds}: {}", f.message());
+                Rehash::Linear
+            };
+            match optimize_directories(&current, &fx, which) {
+                Ok(0) => {}
+                Ok(n) => {
+                    modified = true;
+                    restructured = true;
+                    round_times.push(format!("pass 3A: {n} directories rewritten"));
+                    current = check_fixing(dev.clone(), &check_opts, None);
+                }
+                Err(why) => notes.push(format!("Directories could not be optimized: {why}.")),
             }
         }
-        for f in fixed {
-            let mut f = f.clone();
-            f.fixed = true;
-            fixed_all.push(f);
-        }
-        if current.report.findings.len() > SERIAL_FALLBACK && check_opts.threads > 1 {
-            check_opts.threads = 1;
-            check_opts.auto_threads = false;
-            if !serial_noted {
-                serial_noted = true;
-                notes.push(format!(
-                    "More than {SERIAL_FALLBACK} problems: checking goes on with one thread."
-                ));
-            }
-        }
-        drop(io);
-        let t_check = std::time::Instant::now();
-        current = check_fixing(dev.clone(), &check_opts, sink);
-        match settle_streamed(&fx, &mut current, &mut fixed_all) {
-            Ok(n) => streamed = n,
-            Err(e) => stop_reason = Some(e),
-        }
-        modified |= streamed > 0;
-        round_times.push(format!(
-            "check after round {rounds}: {:.3} s",
-            t_check.elapsed().as_secs_f64()
-        ));
-    }
-    if opts.bmap2extent && !cancelled && stop_reason.is_none() {
-        match convert_to_extents(&current, &fx) {
-            Ok(n) => {
-                modified = true;
-                restructured = true;
-                round_times.push(format!("bmap2extent: {n} inodes converted"));
-                current = check_fixing(dev.clone(), &check_opts, None);
-            }
-            Err(why) => notes.push(format!("Files could not be converted to extents: {why}.")),
-        }
-    }
-    if !cancelled && stop_reason.is_none() {
-        let which = if opts.optimize_dirs {
-            Rehash::All
-        } else {
-            Rehash::Linear
-        };
-        match optimize_directories(&current, &fx, which) {
-            Ok(0) => {}
-            Ok(n) => {
-                modified = true;
-                restructured = true;
-                round_times.push(format!("pass 3A: {n} directories rewritten"));
-                current = check_fixing(dev.clone(), &check_opts, None);
-            }
-            Err(why) => notes.push(format!("Directories could not be optimized: {why}.")),
+        after_pass_3a = true;
+        let more = current.report.findings.iter().any(wants_fix);
+        if !more || rounds >= opts.max_rounds || cancelled || stop_reason.is_some() {
+            break;
         }
     }
     // A repair that moved the journal's blocks (cloning them, say) leaves
@@ -676,6 +728,7 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     report.preen_halt = preen_halt;
     report.forced = forced;
     report.restructured = restructured;
+    report.dry_run = staged.as_ref().map(|s| s.blocks());
     if modified && mounted_root {
         report.notes.push(
             "This is the root file system, mounted read-only, and it was changed: reboot now, before the kernel writes its old view back."
@@ -1257,4 +1310,30 @@ fn rebuilt_by_pass5(code: Code) -> bool {
             | Code::InodeBitmapCsum
             | Code::BlockBitmapCsum
     )
+}
+
+/// The fixer's held superblock, as the readers' overlay.
+struct HeldSuper(Arc<fixer::Held>);
+
+/// A dry run's writes, as the readers' overlay.
+struct StagedWrites(Arc<fixer::Staged>);
+
+impl pipeline::Overlay for StagedWrites {
+    fn covers(&self, offset: u64, len: usize) -> bool {
+        self.0.covers(offset, len)
+    }
+
+    fn patch(&self, offset: u64, buf: &mut [u8]) {
+        self.0.patch(offset, buf);
+    }
+}
+
+impl pipeline::Overlay for HeldSuper {
+    fn covers(&self, offset: u64, len: usize) -> bool {
+        self.0.covers(offset, len)
+    }
+
+    fn patch(&self, offset: u64, buf: &mut [u8]) {
+        self.0.patch(offset, buf);
+    }
 }
