@@ -289,7 +289,8 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
     } else {
         drop(accs);
     }
-    let counted: &[u32] = p2out.as_ref().map_or(&[], |p| &p.counted);
+    let no_counts = pass2::RefCounts::default();
+    let counted = p2out.as_ref().map_or(&no_counts, |p| &p.counted);
     if abort.is_none() {
         if let Some(p) = opts.progress {
             p.phase(4);
@@ -337,11 +338,8 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::
             sockets: st.sockets,
             symlinks: st.symlinks,
             fast_symlinks: st.fast_symlinks,
-            links: counted.iter().map(|&c| u64::from(c)).sum(),
-            extra_links: counted
-                .iter()
-                .map(|&c| u64::from(c.saturating_sub(1)))
-                .sum(),
+            links: counted.iter().map(u64::from).sum(),
+            extra_links: counted.iter().map(|c| u64::from(c.saturating_sub(1))).sum(),
             fragmented_files: st.fragmented,
             fragmented_dirs: st.fragmented_dir,
             ind_dind_tind: [st.ind, st.dind, st.tind],

@@ -38,9 +38,10 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
         out.abort = Some(AbortAt::new(Pass::P3, 2, "the root directory is missing"));
         return out;
     }
-    let idx = |ino: u32| {
-        (maps.is_dir(ino) && (ino as usize) <= p2.parent.len()).then(|| ino as usize - 1)
-    };
+    let n = fs.geo.inodes_count;
+    let idx = |ino: u32| (maps.is_dir(ino) && ino >= 1 && ino <= n).then_some(ino);
+    let parent_of = |ino: u32| p2.parent.get(&ino).copied().unwrap_or(0);
+    let dotdot_of = |ino: u32| p2.dotdot.get(&ino).copied().unwrap_or(0);
     let done = AtomicBitmap::new(u64::from(fs.geo.inodes_count) + 1);
     done.test_and_set(2);
     let mut loop_map: Vec<bool> = Vec::new();
@@ -48,7 +49,6 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
     while let Some(bit) = next {
         next = maps.inode_dir.next_set(bit + 1);
         let dir = bit as u32 + 1;
-        let di = bit as usize;
         let mut ino = dir;
         let mut loop_pass = false;
         let mut steps = 0u32;
@@ -64,10 +64,10 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
                 ));
                 return out;
             };
-            let parent = p2.parent[i];
+            let parent = parent_of(i);
             let looped = loop_pass && loop_map.get(parent as usize).copied().unwrap_or(false);
             if parent == 0 || looped {
-                let shown = if parent != 0 { parent } else { p2.dotdot[i] };
+                let shown = if parent != 0 { parent } else { dotdot_of(i) };
                 out.findings.push(
                     Finding::new(Code::UnconnectedDir)
                         .ino(ino)
@@ -89,12 +89,12 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
                 }
             }
         }
-        if p2.dotdot[di] != p2.parent[di] {
+        if dotdot_of(dir) != parent_of(dir) {
             out.findings.push(
                 Finding::new(Code::BadDotDot)
                     .ino(dir)
-                    .num(u64::from(p2.dotdot[di]))
-                    .num2(u64::from(p2.parent[di])),
+                    .num(u64::from(dotdot_of(dir)))
+                    .num2(u64::from(parent_of(dir))),
             );
         }
     }

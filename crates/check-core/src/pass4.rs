@@ -21,7 +21,13 @@ pub struct P4Out {
 
 /// Runs pass 4. `counted` holds the references pass 2 found (index
 /// `ino - 1`); `ea_inode_refs` the attribute references to EA inodes.
-pub fn run(fs: &Fs, maps: &Maps, cx: &P2Ctx<'_>, counted: &[u32], ea_inode_refs: &[u32]) -> P4Out {
+pub fn run(
+    fs: &Fs,
+    maps: &Maps,
+    cx: &P2Ctx<'_>,
+    counted: &crate::pass2::RefCounts,
+    ea_inode_refs: &[u32],
+) -> P4Out {
     let mut out = P4Out {
         findings: Vec::new(),
         abort: None,
@@ -48,7 +54,7 @@ pub fn run(fs: &Fs, maps: &Maps, cx: &P2Ctx<'_>, counted: &[u32], ea_inode_refs:
             continue;
         }
         let link_count = u32::from(maps.links(i));
-        let mut link_counted = counted.get(idx as usize).copied().unwrap_or(0).min(65500);
+        let mut link_counted = counted.get(idx as usize).min(65500);
         let ea_inode = link_counted == 0
             && io.read_inode(i, &mut buf).is_ok()
             && Inode::new(&buf).is_some_and(|inode| inode.has_flag(flags::EA_INODE));

@@ -9,8 +9,8 @@ mod badinode;
 mod block;
 mod htree;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use ext4_layout::bytes::{le_u16, le_u32, le_u8};
@@ -74,10 +74,14 @@ pub struct P2Ctx<'a> {
     pub maps: &'a Maps,
     /// Encryption policies.
     pub policies: Policies,
-    /// References found per inode (index `ino - 1`), '.' and '..' included.
-    counted: Vec<AtomicU32>,
-    /// The '..' of each directory (index `ino - 1`).
-    dotdot: Vec<AtomicU32>,
+    /// References found per inode (index `ino - 1`), '.' and '..' included:
+    /// two bytes an inode, and the rare counts past 65,535 in `over`.
+    counted: Vec<AtomicU16>,
+    /// What `counted` could not hold, by inode index.
+    over: DirMap,
+    /// The '..' of each directory, by directory: one entry per directory
+    /// rather than a slot per inode.
+    dotdot: DirMap,
     /// Inodes pass 1 scans in each group (the rest are never checked).
     scan_limit: Vec<u32>,
     /// Whether blocks are taken in dir_index order.
@@ -100,8 +104,9 @@ impl<'a> P2Ctx<'a> {
             check_encoding: false,
             maps,
             policies: Policies::default(),
-            counted: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            dotdot: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            counted: (0..n).map(|_| AtomicU16::new(0)).collect(),
+            over: DirMap::default(),
+            dotdot: DirMap::default(),
             scan_limit: (0..fs.geo.group_count)
                 .map(|g| fs.inodes_to_scan(g))
                 .collect(),
@@ -138,20 +143,23 @@ impl<'a> P2Ctx<'a> {
     /// Counts a reference to `ino`.
     #[inline]
     pub fn count_ref(&self, ino: u32) {
-        if let Some(c) = ino
-            .checked_sub(1)
-            .and_then(|i| self.counted.get(i as usize))
-        {
-            // Saturates rather than wraps (the count is capped later).
-            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1));
+        let Some(i) = ino.checked_sub(1) else {
+            return;
+        };
+        if let Some(c) = self.counted.get(i as usize) {
+            if c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1))
+                .is_err()
+            {
+                self.over.add(i, 1);
+            }
         }
     }
 
     /// Records the '..' of a directory.
     #[inline]
     pub fn set_dotdot(&self, dir: u32, target: u32) {
-        if let Some(c) = dir.checked_sub(1).and_then(|i| self.dotdot.get(i as usize)) {
-            c.store(target, Ordering::Relaxed);
+        if dir >= 1 && dir <= self.fs.geo.inodes_count {
+            self.dotdot.set(dir, target);
         }
     }
 
@@ -242,16 +250,80 @@ impl<'a> P2Ctx<'a> {
 }
 
 /// Everything pass 2 hands on.
+/// A value per directory (or per rare inode), set by many workers at
+/// once: sharded maps, so that memory follows the number of entries, not
+/// of inodes.
+pub(crate) struct DirMap {
+    shards: Vec<Mutex<HashMap<u32, u32>>>,
+}
+
+impl Default for DirMap {
+    fn default() -> DirMap {
+        DirMap {
+            shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+impl DirMap {
+    fn set(&self, dir: u32, v: u32) {
+        let shard = &self.shards[dir as usize % self.shards.len()];
+        shard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(dir, v);
+    }
+
+    fn add(&self, key: u32, n: u32) {
+        let shard = &self.shards[key as usize % self.shards.len()];
+        let mut m = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let v = m.entry(key).or_insert(0);
+        *v = v.saturating_add(n);
+    }
+
+    fn into_map(self) -> HashMap<u32, u32> {
+        let mut all = HashMap::new();
+        for s in self.shards {
+            all.extend(s.into_inner().unwrap_or_else(|e| e.into_inner()));
+        }
+        all
+    }
+}
+
+/// References pass 2 found per inode (index `ino - 1`).
+#[derive(Default)]
+pub struct RefCounts {
+    low: Vec<u16>,
+    /// Counts past 65,535: what `low` could not hold.
+    over: HashMap<u32, u32>,
+}
+
+impl RefCounts {
+    /// The references to the inode of index `idx` (`ino - 1`).
+    pub fn get(&self, idx: usize) -> u32 {
+        let low = self.low.get(idx).copied().map_or(0, u32::from);
+        match self.over.get(&(idx as u32)) {
+            Some(&o) => low.saturating_add(o),
+            None => low,
+        }
+    }
+
+    /// Every count, in inode order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.low.len()).map(|i| self.get(i))
+    }
+}
+
 #[derive(Default)]
 pub struct P2Out {
     /// Findings.
     pub findings: Vec<Finding>,
     /// References found per inode (index `ino - 1`), '.' and '..' included.
-    pub counted: Vec<u32>,
-    /// The `dir_info` parent of each directory (index `ino - 1`).
-    pub parent: Vec<u32>,
-    /// The `dir_info` dotdot of each directory (index `ino - 1`).
-    pub dotdot: Vec<u32>,
+    pub counted: RefCounts,
+    /// The `dir_info` parent of each directory that has one.
+    pub parent: HashMap<u32, u32>,
+    /// The `dir_info` dotdot of each directory that has one.
+    pub dotdot: HashMap<u32, u32>,
     /// Directories with duplicate names, for pass 3A.
     pub dup_dirs: Vec<u32>,
     /// Where a fatal problem stopped the check.
@@ -372,9 +444,9 @@ pub fn merge(
         }
     }
     // Parents: the first link to each directory, in block order.
-    let mut parent = vec![0u32; n];
+    let mut parent: HashMap<u32, u32> = HashMap::new();
     if n >= 2 {
-        parent[1] = 2;
+        parent.insert(2, 2);
     }
     let di = cx.dir_index;
     links.sort_unstable_by_key(|l| (l.target, l.key(di)));
@@ -383,9 +455,10 @@ pub fn merge(
         if stop.is_some_and(|k| l.key(di).0 > k) {
             continue;
         }
-        let Some(p) = parent.get_mut(l.target as usize - 1) else {
+        if l.target == 0 || l.target as usize > n {
             continue;
-        };
+        }
+        let p = parent.entry(l.target).or_insert(0);
         if *p != 0 {
             let name = link_name(fs, io, l, &mut bs_buf);
             out.findings.push(
@@ -403,14 +476,14 @@ pub fn merge(
         dx.verify(&mut out.findings, &dup_set);
     }
     out.parent = parent;
-    out.dotdot = std::mem::take(&mut cx.dotdot)
-        .into_iter()
-        .map(AtomicU32::into_inner)
-        .collect();
-    out.counted = std::mem::take(&mut cx.counted)
-        .into_iter()
-        .map(AtomicU32::into_inner)
-        .collect();
+    out.dotdot = std::mem::take(&mut cx.dotdot).into_map();
+    out.counted = RefCounts {
+        low: std::mem::take(&mut cx.counted)
+            .into_iter()
+            .map(AtomicU16::into_inner)
+            .collect(),
+        over: std::mem::take(&mut cx.over).into_map(),
+    };
     out.dup_dirs = dup_set.into_iter().collect();
     out
 }
@@ -438,5 +511,47 @@ fn link_name(fs: &Fs, io: &mut Io<'_>, l: &DirLink, buf: &mut [u8]) -> String {
     match crate::xattr_read::inline_data(io, &inode) {
         Some(d) => name_at(&d),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_counts_past_two_bytes_are_kept_whole() {
+        let over = DirMap::default();
+        over.add(0, 7);
+        over.add(0, 3);
+        over.add(5, 1);
+        let counts = RefCounts {
+            low: vec![u16::MAX, 3, 0, 0, 0, 9],
+            over: over.into_map(),
+        };
+        assert_eq!(counts.get(0), 65_545);
+        assert_eq!(counts.get(1), 3);
+        assert_eq!(counts.get(5), 10);
+        assert_eq!(counts.get(99), 0, "past the end: no references");
+        assert_eq!(counts.iter().map(u64::from).sum::<u64>(), 65_545 + 3 + 10);
+    }
+
+    #[test]
+    fn a_directory_map_keeps_the_last_value_set() {
+        let m = DirMap::default();
+        std::thread::scope(|s| {
+            for t in 0..4u32 {
+                let m = &m;
+                s.spawn(move || {
+                    for d in 0..1000u32 {
+                        m.set(d * 4 + t, d);
+                    }
+                });
+            }
+        });
+        m.set(8, 77);
+        let all = m.into_map();
+        assert_eq!(all.len(), 4000);
+        assert_eq!(all[&8], 77);
+        assert_eq!(all[&(999 * 4 + 3)], 999);
     }
 }

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Times ext4chk against e2fsck on ext4-synth images of growing size, in
+# the same run, and writes the "Scale" section of BENCHMARKS.md.
+#
+#   benches/scale.sh [-r ROUNDS] [-n "1000000 3000000 10000000 30000000"] [-m "warm cold"] [-o FILE]
+#
+# For each inode count an image is written with ext4-synth (default tree:
+# 100 files and 10 subdirectories per directory, one data block per file)
+# into $EXT4CHK_BENCH_DIR (default ~/.cache/ext4chk-bench) and removed
+# afterwards. Each round runs `e2fsck -fn` and `ext4chk -n --threads auto`,
+# in turn first; warm rounds follow one untimed run of each, cold rounds
+# drop the page cache (root) before every run. /usr/bin/time -v records
+# wall, user and sys time, peak RSS and the bytes read from the device.
+# The device's O_DIRECT sequential read rate is measured in the same run
+# on a 2 GiB file of random bytes (the images are sparse). Medians are reported; every raw run is listed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+rounds=3
+sizes="1000000 3000000 10000000 30000000"
+modes="warm cold"
+out="$root/BENCHMARKS.md"
+while getopts "r:n:m:o:" opt; do
+  case $opt in
+    r) rounds=$OPTARG ;;
+    n) sizes=$OPTARG ;;
+    m) modes=$OPTARG ;;
+    o) out=$OPTARG ;;
+    *) sed -n 2,16p "$0"; exit 2 ;;
+  esac
+done
+dir=${EXT4CHK_BENCH_DIR:-$HOME/.cache/ext4chk-bench}
+mkdir -p "$dir"
+e2fsck=$(command -v e2fsck || echo /sbin/e2fsck)
+[ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+[ -x "$e2fsck" ] || { echo "needs e2fsck" >&2; exit 1; }
+if [[ " $modes " == *" cold "* ]] && ! [ -w /proc/sys/vm/drop_caches ]; then
+  echo "cold runs need root (drop_caches)" >&2; exit 1
+fi
+(cd "$root" && cargo build --release --workspace --quiet)
+bin="$root/target/release/ext4chk"
+synth="$root/target/release/ext4-synth"
+raw=$(mktemp)
+facts=$(mktemp)
+tmp=$(mktemp)
+trap 'rm -f "$raw" "$facts" "$tmp"' EXIT
+export LC_ALL=C E2FSCK_CONFIG=/dev/null
+
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+run_one() { # run_one N IMAGE MODE ROUND TOOL
+  [ "$3" = cold ] && drop
+  if [ "$5" = e2fsck ]; then
+    /usr/bin/time -v -o "$tmp" "$e2fsck" -fn "$2" > /dev/null 2>&1 || true
+  else
+    /usr/bin/time -v -o "$tmp" "$bin" -n --threads auto "$2" > /dev/null 2>&1 || true
+  fi
+  python3 - "$tmp" "$1" "$3" "$4" "$5" >> "$raw" <<'PY'
+import sys
+f, n, mode, rnd, tool = sys.argv[1:]
+v = {}
+for line in open(f):
+    k, _, val = line.strip().rpartition(": ")
+    v[k] = val
+t = 0.0
+for p in v["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":"):
+    t = t * 60 + float(p)
+print("\t".join([n, mode, rnd, tool, f"{t:.3f}", v["User time (seconds)"],
+                 v["System time (seconds)"], v["Maximum resident set size (kbytes)"],
+                 str(int(v["File system inputs"]) * 512)]))
+PY
+  echo "$1 $3 round $4 $5: $(tail -1 "$raw" | cut -f5-9)" >&2
+}
+
+# The device's O_DIRECT sequential read rate, measured on a written
+# (not sparse) 2 GiB file beside the images, in the same run.
+rate_file="$dir/rate.bin"
+dd if=/dev/urandom of="$rate_file" bs=4M count=512 status=none
+sync
+drop
+rate=$(dd if="$rate_file" of=/dev/null bs=4M iflag=direct 2>&1 | awk '/copied/ {print $(NF-1), $NF}')
+rm -f "$rate_file"
+echo "O_DIRECT sequential read: $rate" >&2
+
+for n in $sizes; do
+  img="$dir/synth-$n.img"
+  start=$(date +%s.%N)
+  made=$("$synth" --inodes "$n" "$img")
+  gen=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+  echo "$made" >&2
+  summary=$("$bin" -n "$img" 2>/dev/null | tail -1 | sed 's/^[^:]*: //')
+  echo -e "$n\t$gen\t$rate\t$(du -k "$img" | cut -f1)\t$summary\t$made" >> "$facts"
+  for m in $modes; do
+    if [ "$m" = warm ]; then
+      "$e2fsck" -fn "$img" > /dev/null 2>&1 || true
+      "$bin" -n "$img" > /dev/null 2>&1 || true
+    fi
+    for r in $(seq 1 "$rounds"); do
+      if [ $((r % 2)) -eq 1 ]; then order="e2fsck ext4chk"; else order="ext4chk e2fsck"; fi
+      for t in $order; do run_one "$n" "$img" "$m" "$r" "$t"; done
+    done
+  done
+  rm -f "$img"
+done
+
+machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
+ver=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+python3 - "$raw" "$facts" "$out" "$machine" "$ver" "$rounds" <<'PY'
+import sys, statistics
+raw, facts, out, machine, ver, rounds = sys.argv[1:]
+runs = [l.rstrip("\n").split("\t") for l in open(raw) if l.strip()]
+fact = {}
+for l in open(facts):
+    p = l.rstrip("\n").split("\t")
+    fact[p[0]] = p
+def med(n, mode, tool, col):
+    xs = [float(r[col]) for r in runs if r[0] == n and r[1] == mode and r[3] == tool]
+    return statistics.median(xs) if xs else None
+L = ["<!-- scale -->", "## Scale: ext4-synth images from 1M inodes up", "",
+     f"`benches/scale.sh` (commit {ver}; {machine}; {rounds} paired rounds, medians; "
+     "`ext4chk -n --threads auto` against `e2fsck -fn`, in turn first). Images: "
+     "`ext4-synth --inodes N` (100 files and 10 subdirectories per directory, one "
+     "data block per file, 8,192 inodes per group).", "",
+     "| inodes | mode | e2fsck s | ext4chk s | e2fsck ÷ ext4chk | e2fsck RSS MiB | ext4chk RSS MiB | ext4chk bytes/inode RSS | ext4chk µs/inode | read by ext4chk | share of O_DIRECT rate |",
+     "|---|---|---|---|---|---|---|---|---|---|---|"]
+sizes = sorted({r[0] for r in runs}, key=int)
+for n in sizes:
+    f = fact.get(n, [n, "", "", "", "", ""])
+    rate = f[2]
+    mbps = None
+    try:
+        val, unit = rate.split()
+        mbps = float(val) * {"GB/s": 1000, "MB/s": 1, "kB/s": 0.001}.get(unit, 1)
+    except ValueError:
+        pass
+    for mode in ("warm", "cold"):
+        e = med(n, mode, "e2fsck", 4)
+        x = med(n, mode, "ext4chk", 4)
+        if e is None or x is None:
+            continue
+        er = med(n, mode, "e2fsck", 7) / 1024
+        xr = med(n, mode, "ext4chk", 7) / 1024
+        rd = med(n, mode, "ext4chk", 8)
+        share = ""
+        if mode == "cold" and mbps and x > 0:
+            share = f"{rd / x / 1e6 / mbps * 100:.0f}%"
+        inodes = int(n)
+        L.append(f"| {inodes:,} | {mode} | {e:.2f} | {x:.2f} | {e / x:.2f} | {er:.0f} | {xr:.0f} | "
+                 f"{xr * 1048576 / inodes:.1f} | {x / inodes * 1e6:.2f} | {rd / 1e9:.2f} GB | {share} |")
+L += ["", "| inodes | image written in | O_DIRECT sequential read | image on disk | ext4chk's summary |",
+      "|---|---|---|---|---|"]
+for n in sizes:
+    f = fact.get(n)
+    if f:
+        L.append(f"| {int(n):,} | {f[1]} s | {f[2]} | {int(f[3]) / 1048576:.1f} GiB | {f[4]} |")
+L += ["", "Raw runs (inodes, mode, round, tool, wall s, user s, sys s, peak RSS KiB, bytes read):", "", "```"]
+L += ["\t".join(r) for r in runs]
+L += ["```", "<!-- /scale -->", ""]
+text = "\n".join(L)
+try:
+    old = open(out).read()
+except FileNotFoundError:
+    old = ""
+if "<!-- scale -->" in old:
+    a = old.index("<!-- scale -->")
+    b = old.index("<!-- /scale -->") + len("<!-- /scale -->\n") if "<!-- /scale -->" in old else len(old)
+    new = old[:a] + text + old[b:]
+else:
+    new = old.rstrip("\n") + "\n\n" + text
+open(out, "w").write(new)
+print(f"wrote the Scale section of {out}", file=sys.stderr)
+PY
