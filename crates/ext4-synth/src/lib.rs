@@ -429,14 +429,26 @@ fn plan(spec: &Spec) -> Result<Geometry, SynthError> {
             uuid: [0; 16],
         };
         let flex_meta = GROUPS_PER_FLEX * (2 + itb) + 1 + gdt_blocks;
+        if GROUPS_PER_FLEX * (2 + itb) + 1 + 64 <= BPG && flex_meta + 64 > BPG {
+            return Err(SynthError::Spec(format!(
+                "the image would need {groups} block groups ({} TiB), more than one \
+                 descriptor table without meta_bg holds; ask for fewer or smaller files",
+                groups * BPG * BS >> 40
+            )));
+        }
         if flex_meta + 64 > BPG {
             return Err(SynthError::Spec(format!(
                 "--inodes-per-group {ipg} leaves no room in a flex group's first group"
             )));
         }
         let room: u64 = (0..groups).map(|g| (g + 1) * BPG - geo.data_start(g)).sum();
-        // Runs do not split across groups: leave a margin for the ends.
-        let margin = groups * (u64::from(spec.file_blocks) + 64);
+        // Runs do not split across groups: each group may end with a gap
+        // as long as the longest run (a file, or one directory's blocks).
+        let one_dir = (u64::from(spec.files_per_dir) * 2 + u64::from(spec.dir_fanout))
+            * entry_bytes
+            / (BS - 64)
+            + 2;
+        let margin = groups * (u64::from(spec.file_blocks).max(one_dir) + 64);
         if room >= data + margin + data / 16 {
             break;
         }

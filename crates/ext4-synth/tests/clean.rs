@@ -129,6 +129,14 @@ fn bad_specs_are_refused_with_one_line() {
         &["--inodes", "100", "--inodes-per-group", "100"][..],
         &["--inodes", "100", "--dir-fanout", "0"][..],
         &["--inodes", "100", "--files-per-dir", "70000"][..],
+        &[
+            "--inodes",
+            "200000",
+            "--file-blocks",
+            "60000",
+            "--files-per-dir",
+            "10",
+        ][..],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_ext4-synth"))
             .args(args)
