@@ -34,7 +34,7 @@ proptest! {
                 let _ = g.blocks_in_group(Group(grp));
             }
             for i in 0..g.desc_blocks.min(4) {
-                let _ = g.descriptor_block(u64::from(g.first_data_block), i);
+                let _ = g.descriptor_block(g.first_data_block, i);
             }
             let _ = g.backup_groups().take(8).count();
         }

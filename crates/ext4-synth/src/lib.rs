@@ -433,7 +433,7 @@ fn plan(spec: &Spec) -> Result<Geometry, SynthError> {
             return Err(SynthError::Spec(format!(
                 "the image would need {groups} block groups ({} TiB), more than one \
                  descriptor table without meta_bg holds; ask for fewer or smaller files",
-                groups * BPG * BS >> 40
+                (groups * BPG * BS) >> 40
             )));
         }
         if flex_meta + 64 > BPG {

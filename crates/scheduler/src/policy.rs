@@ -78,6 +78,40 @@ pub fn allocate(budget: usize, loads: &[StageLoad]) -> Vec<usize> {
     out
 }
 
+/// Which stage a worker should work on next.
+///
+/// `assigned[i]` counts the workers on stage i now, this worker included
+/// in `current`; `targets` comes from [`allocate`]; `has_work[i]` says
+/// whether stage i has an entry ready. A worker stays while its stage has
+/// work and is not over its target; otherwise it moves to the stage with
+/// work that is furthest below its target. With no work anywhere it idles
+/// (`None`).
+pub fn next_stage(
+    current: Option<usize>,
+    assigned: &[usize],
+    targets: &[usize],
+    has_work: &[bool],
+) -> Option<usize> {
+    let n = assigned.len();
+    if let Some(c) = current {
+        if has_work[c] && assigned[c] <= targets[c] {
+            return Some(c);
+        }
+    }
+    let mut best: Option<(i64, usize)> = None;
+    for i in 0..n {
+        if !has_work[i] {
+            continue;
+        }
+        let others = assigned[i] as i64 - i64::from(current == Some(i));
+        let deficit = targets[i] as i64 - others;
+        if best.is_none_or(|(d, _)| deficit > d) {
+            best = Some((deficit, i));
+        }
+    }
+    best.map(|(_, i)| i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,38 +164,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Which stage a worker should work on next.
-///
-/// `assigned[i]` counts the workers on stage i now, this worker included
-/// in `current`; `targets` comes from [`allocate`]; `has_work[i]` says
-/// whether stage i has an entry ready. A worker stays while its stage has
-/// work and is not over its target; otherwise it moves to the stage with
-/// work that is furthest below its target. With no work anywhere it idles
-/// (`None`).
-pub fn next_stage(
-    current: Option<usize>,
-    assigned: &[usize],
-    targets: &[usize],
-    has_work: &[bool],
-) -> Option<usize> {
-    let n = assigned.len();
-    if let Some(c) = current {
-        if has_work[c] && assigned[c] <= targets[c] {
-            return Some(c);
-        }
-    }
-    let mut best: Option<(i64, usize)> = None;
-    for i in 0..n {
-        if !has_work[i] {
-            continue;
-        }
-        let others = assigned[i] as i64 - i64::from(current == Some(i));
-        let deficit = targets[i] as i64 - others;
-        if best.is_none_or(|(d, _)| deficit > d) {
-            best = Some((deficit, i));
-        }
-    }
-    best.map(|(_, i)| i)
 }

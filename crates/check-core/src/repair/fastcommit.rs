@@ -467,7 +467,7 @@ mod tests {
             tlv(TAG_LINK, &v)
         };
         let b = block(&[head(7), add_range(12, 0, 4, 100), link], 7, true);
-        let log = scan(&[b.clone()], 7);
+        let log = scan(std::slice::from_ref(&b), 7);
         assert_eq!(log.len(), 3);
         assert!(matches!(log[0], Change::AddRange { ino: 12, .. }));
         assert_eq!(
@@ -479,7 +479,10 @@ mod tests {
             }
         );
         assert_eq!(log[2], Change::Tail);
-        assert!(scan(&[b.clone()], 8).is_empty(), "another transaction");
+        assert!(
+            scan(std::slice::from_ref(&b), 8).is_empty(),
+            "another transaction"
+        );
         let bad = block(&[head(7), add_range(12, 0, 4, 100)], 7, false);
         assert!(scan(&[bad], 7).is_empty(), "a bad checksum");
         assert!(scan(&[vec![0u8; 1024]], 7).is_empty(), "no head");
