@@ -727,15 +727,7 @@ mod tests {
 
     #[test]
     fn commits_land_in_order() {
-        let p = std::env::temp_dir().join(format!("fixer-actor-{}", std::process::id()));
-        std::fs::write(&p, vec![0u8; 8192]).unwrap();
-        let f = Arc::new(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&p)
-                .unwrap(),
-        );
+        let (p, f) = scratch("actor", 8192);
         let fx = Fixer::start(f, 0, 8192, None);
         fx.commit(vec![
             Write {
@@ -765,15 +757,7 @@ mod tests {
 
     #[test]
     fn requests_land_by_the_barrier_and_before_a_later_commit() {
-        let p = std::env::temp_dir().join(format!("fixer-req-{}", std::process::id()));
-        std::fs::write(&p, vec![0u8; 1 << 20]).unwrap();
-        let f = Arc::new(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&p)
-                .unwrap(),
-        );
+        let (p, f) = scratch("req", 1 << 20);
         let fx = Fixer::start(f, 0, 1 << 20, None);
         // More than one batch's worth, from several threads at once.
         std::thread::scope(|s| {

@@ -254,12 +254,14 @@ pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
     } else {
         fixer::Fixer::start_holding_super(Arc::new(file), dev.base(), dev.size(), undo)
     };
-    if let Some(held) = fx.held() {
-        dev.lay_over(Arc::new(HeldSuper(held)));
-    }
     let staged = fx.staged();
-    if let Some(s) = &staged {
-        dev.lay_over(Arc::new(StagedWrites(s.clone())));
+    let unwritten = match (fx.held(), &staged) {
+        (Some(h), _) => Some(Unwritten::Held(h)),
+        (None, Some(s)) => Some(Unwritten::Staged(s.clone())),
+        (None, None) => None,
+    };
+    if let Some(u) = unwritten {
+        dev.lay_over(Arc::new(u));
     }
     let mut fixed_all: Vec<Finding> = Vec::new();
     let mut modified = false;
@@ -1312,28 +1314,25 @@ fn rebuilt_by_pass5(code: Code) -> bool {
     )
 }
 
-/// The fixer's held superblock, as the readers' overlay.
-struct HeldSuper(Arc<fixer::Held>);
-
-/// A dry run's writes, as the readers' overlay.
-struct StagedWrites(Arc<fixer::Staged>);
-
-impl pipeline::Overlay for StagedWrites {
-    fn covers(&self, offset: u64, len: usize) -> bool {
-        self.0.covers(offset, len)
-    }
-
-    fn patch(&self, offset: u64, buf: &mut [u8]) {
-        self.0.patch(offset, buf);
-    }
+/// What the fixer has not put on the device (the superblock it holds
+/// back, or a dry run's writes), as the readers' overlay.
+enum Unwritten {
+    Held(Arc<fixer::Held>),
+    Staged(Arc<fixer::Staged>),
 }
 
-impl pipeline::Overlay for HeldSuper {
+impl pipeline::Overlay for Unwritten {
     fn covers(&self, offset: u64, len: usize) -> bool {
-        self.0.covers(offset, len)
+        match self {
+            Unwritten::Held(h) => h.covers(offset, len),
+            Unwritten::Staged(s) => s.covers(offset, len),
+        }
     }
 
     fn patch(&self, offset: u64, buf: &mut [u8]) {
-        self.0.patch(offset, buf);
+        match self {
+            Unwritten::Held(h) => h.patch(offset, buf),
+            Unwritten::Staged(s) => s.patch(offset, buf),
+        }
     }
 }
