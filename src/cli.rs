@@ -32,6 +32,17 @@ pub enum Io {
     Pread,
 }
 
+/// Whether a check reads around the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DirectIo {
+    /// O_DIRECT for a block device; the page cache for an image file.
+    Auto,
+    /// O_DIRECT whenever the file or device takes it.
+    On,
+    /// Always the page cache.
+    Off,
+}
+
 /// Check and repair an ext2/ext3/ext4 file system, using every core.
 ///
 /// Takes e2fsck's options and exit codes. Installed (or linked) as
@@ -155,6 +166,11 @@ pub struct Args {
     /// I/O path.
     #[arg(long = "io", value_enum, default_value = "auto")]
     pub io: Io,
+    /// Read-only checks: read with O_DIRECT, around the page cache (the
+    /// check reads ahead into memory of its own instead). A repair always
+    /// reads through the page cache.
+    #[arg(long = "direct-io", value_enum, default_value = "auto")]
+    pub direct_io: DirectIo,
     /// Run the workers at idle priority (SCHED_IDLE), so that anything
     /// else on the machine comes first.
     #[arg(long, action = ArgAction::Count)]
@@ -288,6 +304,8 @@ pub struct Invocation {
     pub format: Format,
     /// `--io`.
     pub io: Io,
+    /// `--direct-io`.
+    pub direct_io: DirectIo,
     /// `--nice`.
     pub nice: bool,
     /// `--partition`.
@@ -581,6 +599,7 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         threads,
         format: args.format,
         io: args.io,
+        direct_io: args.direct_io,
         nice: args.nice > 0,
         partition,
         dry_run: args.dry_run > 0,

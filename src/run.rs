@@ -13,7 +13,7 @@ use check_core::report::exit;
 use check_core::{CheckOptions, Report};
 use pipeline::{open_device, IoMode, Target};
 
-use crate::cli::{Invocation, Io, Mode, Personality};
+use crate::cli::{DirectIo, Invocation, Io, Mode, Personality};
 use crate::{output, progress};
 
 /// Runs the invocation; returns the exit code.
@@ -269,7 +269,24 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
         );
     }
     let dev = match open_device(target, io_mode(inv.io)) {
-        Ok(d) => Arc::new(d),
+        Ok(mut d) => {
+            let direct = match inv.direct_io {
+                DirectIo::Auto => d.kind() == pipeline::DeviceKind::BlockDevice,
+                DirectIo::On => true,
+                DirectIo::Off => false,
+            };
+            if direct {
+                if let Err(e) = d.go_direct() {
+                    if inv.debug || inv.direct_io == DirectIo::On {
+                        eprintln!(
+                            "{}: {}: O_DIRECT refused ({e}); reading through the page cache",
+                            inv.prog, inv.device
+                        );
+                    }
+                }
+            }
+            Arc::new(d)
+        }
         Err(e) => {
             return Report {
                 device: inv.device.clone(),
@@ -328,8 +345,15 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
             }
         }
     }
-    let mut report = check_core::check(dev, &opts);
+    let mut report = check_core::check(dev.clone(), &opts);
     report.forced = forced_by;
+    if let Some((fetched, taken)) = dev.read_ahead_counts() {
+        report.diagnostics.push(format!(
+            "direct reads: {} MiB read ahead, {} MiB of it used",
+            fetched >> 20,
+            taken >> 20
+        ));
+    }
     report
 }
 

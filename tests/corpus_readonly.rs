@@ -44,6 +44,13 @@ fn corpus_read_only_verdicts_match_e2fsck() {
     check_corpus(Place::Disk, "auto");
 }
 
+/// The direct path (O_DIRECT and its own read-ahead) on image files;
+/// the loop-device test below takes it by default.
+#[test]
+fn corpus_read_only_with_direct_io() {
+    check_corpus_with(Place::Disk, "auto", &["--direct-io", "on"]);
+}
+
 #[test]
 fn corpus_on_tmpfs_through_io_uring() {
     check_corpus(Place::Tmpfs, "uring");
@@ -87,6 +94,10 @@ fn losetup_detach(dev: &str) {
 }
 
 fn check_corpus(place: Place, io: &str) {
+    check_corpus_with(place, io, &[]);
+}
+
+fn check_corpus_with(place: Place, io: &str, extra: &[&str]) {
     let Some(rows) = manifest() else {
         return;
     };
@@ -139,7 +150,10 @@ fn check_corpus(place: Place, io: &str) {
         let target = loopdev
             .clone()
             .unwrap_or_else(|| img.to_str().expect("utf-8 path").to_string());
-        let out = run(&["-n", "--io", io, &target]);
+        let mut args = vec!["-n", "--io", io];
+        args.extend_from_slice(extra);
+        args.push(&target);
+        let out = run(&args);
         if let Some(d) = &loopdev {
             losetup_detach(d);
         }
@@ -191,7 +205,8 @@ fn check_corpus(place: Place, io: &str) {
         }
     }
     eprintln!(
-        "corpus read-only agreement ({place:?}, --io {io}): {agree}/{total} (excluded {})",
+        "corpus read-only agreement ({place:?}, --io {io} {}): {agree}/{total} (excluded {})",
+        extra.join(" "),
         outcomes.len() - total
     );
     assert!(

@@ -23,7 +23,7 @@ _ext4chk() {
 
     case "${cmd}" in
         ext4chk)
-            opts="-a -p -n -y -f -c -C -b -B -d -D -E -F -j -k -l -L -r -s -S -M -I -P -N -t -v -V -z --preen --read-only --repair --force --check-blocks --superblock --blocksize --debug --optimize-dirs --flush --external-journal --keep-badblocks --add-badblocks --set-badblocks --timing --verbose --version --undo --threads --format --io --nice --partition --dry-run --help"
+            opts="-a -p -n -y -f -c -C -b -B -d -D -E -F -j -k -l -L -r -s -S -M -I -P -N -t -v -V -z --preen --read-only --repair --force --check-blocks --superblock --blocksize --debug --optimize-dirs --flush --external-journal --keep-badblocks --add-badblocks --set-badblocks --timing --verbose --version --undo --threads --format --io --direct-io --nice --partition --dry-run --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -111,6 +111,10 @@ _ext4chk() {
                     ;;
                 --io)
                     COMPREPLY=($(compgen -W "auto uring pread" -- "${cur}"))
+                    return 0
+                    ;;
+                --direct-io)
+                    COMPREPLY=($(compgen -W "auto on off" -- "${cur}"))
                     return 0
                     ;;
                 --partition)

@@ -16,6 +16,9 @@ json\t'One JSON document'"
 complete -c ext4chk -l io -d 'I/O path' -r -f -a "auto\t'io_uring when the kernel allows it, else pread'
 uring\t'io_uring only'
 pread\t'pread only'"
+complete -c ext4chk -l direct-io -d 'Read-only checks: read with O_DIRECT, around the page cache (the check reads ahead into memory of its own instead). A repair always reads through the page cache' -r -f -a "auto\t'O_DIRECT for a block device; the page cache for an image file'
+on\t'O_DIRECT whenever the file or device takes it'
+off\t'Always the page cache'"
 complete -c ext4chk -l partition -d 'Check partition N of a whole-disk image or disk (GPT or MBR; numbered from 1)' -r
 complete -c ext4chk -s p -s a -l preen -d 'Repair what is safe to repair without asking; anything else stops with exit 4 (-a is the same)'
 complete -c ext4chk -s n -l read-only -d 'Check without changing anything; the device is opened read-only'

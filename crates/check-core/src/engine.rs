@@ -424,6 +424,9 @@ const PREFETCH_CHUNKS: usize = 8;
 /// (e2fsck's `-E readahead_kb`; 0 turns read-ahead off).
 fn prefetch_chunks(fs: &Fs, readahead_kb: Option<u64>) -> usize {
     match readahead_kb {
+        // Without the kernel's read-ahead, the device's queue is kept
+        // full by asking further ahead.
+        None if fs.dev.is_direct() => PREFETCH_CHUNKS * 4,
         None => PREFETCH_CHUNKS,
         Some(kb) => {
             let chunk_bytes = u64::from(pass1::CHUNK_INODES) * u64::from(fs.geo.inode_size);

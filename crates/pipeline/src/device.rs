@@ -226,6 +226,9 @@ pub struct Device {
     uring: bool,
     path: PathBuf,
     overlay: OnceLock<Arc<dyn Overlay>>,
+    /// The O_DIRECT file and its read-ahead, once [`Device::go_direct`]
+    /// has switched to them.
+    direct: Option<(Arc<File>, Arc<crate::direct::Ahead>)>,
 }
 
 impl std::fmt::Debug for Device {
@@ -262,11 +265,39 @@ impl Device {
 
     /// The name of the I/O path in use, for `-v`.
     pub fn io_path(&self) -> &'static str {
-        if self.uring {
-            "io_uring"
-        } else {
-            "pread"
+        match (self.uring, self.direct.is_some()) {
+            (true, false) => "io_uring",
+            (false, false) => "pread",
+            (true, true) => "io_uring, O_DIRECT",
+            (false, true) => "pread, O_DIRECT",
         }
+    }
+
+    /// Whether reads bypass the page cache (see [`Device::go_direct`]).
+    pub fn is_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// Bytes read ahead on the direct path, and of those, bytes a reader
+    /// took; `None` on the buffered path.
+    pub fn read_ahead_counts(&self) -> Option<(u64, u64)> {
+        self.direct.as_ref().map(|(_, a)| a.counts())
+    }
+
+    /// Switches every later read to O_DIRECT: nothing enters or comes
+    /// from the page cache, and [`Device::prefetch`] reads ahead into a
+    /// bounded store of the device's own. Refused (and the device stays
+    /// as it was) when the file or device does not take O_DIRECT reads.
+    /// Only for a device nobody writes through while it is read: the
+    /// store does not see writes made after it read a range.
+    pub fn go_direct(&mut self) -> io::Result<()> {
+        if self.direct.is_some() {
+            return Ok(());
+        }
+        let file = Arc::new(crate::direct::open_direct(&self.path, self.base)?);
+        let ahead = crate::direct::Ahead::start(file.clone(), self.uring);
+        self.direct = Some((file, ahead));
+        Ok(())
     }
 
     /// Makes a reader for one worker.
@@ -282,6 +313,13 @@ impl Device {
     }
 
     fn plain_reader(&self) -> Box<dyn Reader> {
+        if let Some((_, ahead)) = &self.direct {
+            return Box::new(crate::direct::DirectReader::new(
+                self.window(),
+                Some(ahead.clone()),
+                self.uring,
+            ));
+        }
         if self.uring {
             if let Ok(r) = crate::uring::UringReader::new(self.window()) {
                 return Box::new(r);
@@ -297,17 +335,33 @@ impl Device {
     }
 
     fn window(&self) -> crate::pread::Window {
-        crate::pread::Window {
-            file: self.file.clone(),
-            base: self.base,
-            size: self.size,
+        match &self.direct {
+            Some((f, _)) => crate::pread::Window {
+                file: f.clone(),
+                base: self.base,
+                size: self.size,
+                direct: true,
+            },
+            None => crate::pread::Window {
+                file: self.file.clone(),
+                base: self.base,
+                size: self.size,
+                direct: false,
+            },
         }
     }
 
-    /// Asks the kernel to start reading `len` bytes at `offset` into the
-    /// page cache without waiting (inode tables ahead of the workers).
-    /// Only for image files: it is a hint, and failures are ignored.
+    /// Starts reading `len` bytes at `offset` ahead of the readers that
+    /// will want them (inode tables ahead of the workers): into the
+    /// page cache for an image file, into the device's own store on the
+    /// direct path. A hint: failures are ignored.
     pub fn prefetch(&self, offset: u64, len: u64) {
+        if let Some((_, ahead)) = &self.direct {
+            if len > 0 && offset < self.size {
+                ahead.want(self.base + offset, len.min(self.size - offset));
+            }
+            return;
+        }
         if self.kind != DeviceKind::File || len == 0 {
             return;
         }
@@ -397,6 +451,7 @@ pub fn open_device(target: &Target, mode: IoMode) -> Result<Device, OpenError> {
         uring,
         path: path.to_path_buf(),
         overlay: OnceLock::new(),
+        direct: None,
     })
 }
 

@@ -1,11 +1,13 @@
 //! How blocks get from the device to the checkers: a block reader with an
-//! io_uring path (batched, queued deep) and a pread fallback, plus the
+//! io_uring path (batched, queued deep), a pread fallback and a direct
+//! (O_DIRECT) path with its own read-ahead, plus the
 //! bounded stages that connect passes.
 //!
 //! Nothing here knows what an inode is: callers hand over byte ranges and
 //! get bytes back.
 
 mod device;
+mod direct;
 pub mod partition;
 mod pread;
 pub mod scan;

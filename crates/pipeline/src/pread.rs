@@ -14,11 +14,18 @@ pub(crate) struct Window {
     pub(crate) file: Arc<File>,
     pub(crate) base: u64,
     pub(crate) size: u64,
+    /// `file` was opened with O_DIRECT: reads go through an aligned
+    /// buffer.
+    pub(crate) direct: bool,
 }
 
 impl Window {
     /// Reads `buf.len()` bytes at window offset `offset`.
     pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if self.direct && self.holds(offset, buf.len()) {
+            return crate::direct::read_direct(&self.file, buf, self.base + offset, &mut None);
+        }
+        // Past the end, this fails before reading.
         read_exact_at(&self.file, buf, offset, self.size, self.base)
     }
 

@@ -13,34 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const CHUNK: u64 = 4 << 20;
 /// Threads reading at once (the queue depth the device sees).
 const THREADS: usize = 4;
-/// Alignment of O_DIRECT buffers.
-const ALIGN: usize = 4096;
-
-/// A buffer aligned for O_DIRECT.
-pub struct AlignedBuf {
-    raw: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl AlignedBuf {
-    /// A zeroed buffer of `len` bytes whose start is aligned to 4 KiB.
-    pub fn new(len: usize) -> AlignedBuf {
-        let raw = vec![0u8; len + ALIGN];
-        let start = raw.as_ptr().align_offset(ALIGN).min(ALIGN);
-        AlignedBuf { raw, start, len }
-    }
-
-    /// The bytes.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.raw[self.start..self.start + self.len]
-    }
-
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.raw[self.start..self.start + self.len]
-    }
-}
+pub use crate::direct::AlignedBuf;
 
 /// Opens `path` for the scan's reads: O_DIRECT for a block device when the
 /// kernel allows it, else a normal read-only open.
@@ -130,6 +103,7 @@ pub fn read_all(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::direct::ALIGN;
 
     #[test]
     fn a_readable_file_has_no_bad_blocks() {

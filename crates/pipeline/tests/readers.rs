@@ -38,9 +38,27 @@ fn check_mode(mode: IoMode, tag: &str) {
 }
 
 fn check_mode_in(dir: &std::path::Path, mode: IoMode, tag: &str) {
+    check_in(dir, mode, tag, false);
+}
+
+/// Reads an image through `mode`, on the direct path if `direct` (and
+/// the file system takes O_DIRECT; else the buffered path, which must
+/// then read the same bytes).
+fn check_in(dir: &std::path::Path, mode: IoMode, tag: &str, direct: bool) {
     let path = image(dir, tag);
     let dev = match open_device(&Target::whole(&path), mode) {
-        Ok(d) => d,
+        Ok(mut d) => {
+            if direct {
+                match d.go_direct() {
+                    Ok(()) => assert!(d.is_direct()),
+                    Err(e) => {
+                        eprintln!("O_DIRECT refused in {}: {e}", dir.display());
+                        assert!(!d.is_direct());
+                    }
+                }
+            }
+            d
+        }
         Err(e) => {
             // io_uring may be disabled where the tests run; pread must not be.
             assert_eq!(mode, IoMode::Uring, "{e}");
@@ -56,6 +74,33 @@ fn check_mode_in(dir: &std::path::Path, mode: IoMode, tag: &str) {
         }
         read_and_compare(rd.as_mut());
     }
+    // Read ahead (a whole range, a range past the end, overlapping
+    // ranges), then read parts of it, whole blocks and odd pieces.
+    dev.prefetch(64 << 10, 1 << 20);
+    dev.prefetch(SIZE as u64 - 8192, 1 << 20);
+    dev.prefetch(100 << 10, 8192);
+    for (off, len) in [
+        (64usize << 10, 4096usize),
+        (68 << 10, 100),
+        (70 << 10, 8192),
+        ((64 << 10) + (1 << 20) - 4096, 4096),
+        (SIZE - 8192, 8192),
+        (SIZE - 4096, 4096),
+    ] {
+        let mut b = vec![0u8; len];
+        rd.read_at(&mut b, off as u64).expect("read ahead");
+        assert!(
+            b.iter().enumerate().all(|(i, &x)| x == pattern(off + i)),
+            "bytes at {off}+{len}"
+        );
+    }
+    let mut b = vec![0u8; 4096];
+    assert!(rd.read_at(&mut b, SIZE as u64 - 2048).is_err());
+    let mut b = vec![0u8; 100];
+    dev.read_at(&mut b, 5000).expect("one-off read");
+    assert!(b.iter().enumerate().all(|(i, &x)| x == pattern(5000 + i)));
+    drop(rd);
+    drop(dev);
     let _ = std::fs::remove_file(&path);
 }
 
@@ -99,6 +144,13 @@ fn pread_path_reads_the_right_bytes() {
 }
 
 #[test]
+fn direct_path_reads_the_right_bytes() {
+    let dir = std::env::temp_dir();
+    check_in(&dir, IoMode::Pread, "direct-pread", true);
+    check_in(&dir, IoMode::Uring, "direct-uring", true);
+}
+
+#[test]
 fn uring_path_reads_the_right_bytes() {
     check_mode(IoMode::Uring, "uring");
 }
@@ -115,4 +167,7 @@ fn both_paths_read_images_on_tmpfs() {
     check_mode_in(shm, IoMode::Pread, "shm-pread");
     check_mode_in(shm, IoMode::Uring, "shm-uring");
     check_mode_in(shm, IoMode::Auto, "shm-auto");
+    // tmpfs takes O_DIRECT from Linux 6.6 on; before, it is refused at
+    // open and the reads stay buffered.
+    check_in(shm, IoMode::Auto, "shm-direct", true);
 }
