@@ -4,6 +4,7 @@
 mod cli;
 mod doc;
 mod extended;
+mod json;
 mod output;
 mod progress;
 mod run;

@@ -9,7 +9,7 @@ use crate::cli::{Format, Invocation, Mode, Personality};
 /// Prints the report as the invocation asks.
 pub fn print_report(inv: &Invocation, report: &Report) {
     match inv.format {
-        Format::Json => print!("{}", report.to_json()),
+        Format::Json => print!("{}", crate::json::render(report)),
         Format::Text => {
             if inv.personality == Personality::E2fsck && inv.mode == Mode::Preen {
                 print!("{}", preen_text(report));

@@ -9,7 +9,6 @@ use std::time::Instant;
 use check_core::due::{self, Clock, Due, Skipped};
 use check_core::fs::{open_fs, OpenOptions, SbLoc};
 use check_core::progress::Progress;
-use check_core::report::exit;
 use check_core::{CheckOptions, Report};
 use pipeline::{open_device, IoMode, Target};
 
@@ -21,28 +20,21 @@ pub fn run(inv: &Invocation) -> i32 {
     let started = Instant::now();
     let target = match resolve_target(inv) {
         Ok(t) => t,
-        Err(why) => {
-            eprintln!("{}: {why}", inv.prog);
-            return exit::OPERATIONAL;
-        }
+        Err(why) => return refused(inv, &why, false),
     };
     if inv.flush {
         if let Err(e) = flush(&target.path) {
-            eprintln!(
-                "{}: {}: cannot flush the device's buffers: {e}",
-                inv.prog,
+            let why = format!(
+                "{}: cannot flush the device's buffers: {e}",
                 target.path.display()
             );
-            return exit::OPERATIONAL;
+            return refused(inv, &why, false);
         }
     }
     let journal = match external_journal(inv, &target) {
         Ok(j) => j,
-        Err(why) => {
-            eprintln!("{}: {why}", inv.prog);
-            // As e2fsck: the file system was recognised, its journal not.
-            return exit::OPERATIONAL | exit::UNCORRECTED;
-        }
+        // As e2fsck: the file system was recognised, its journal not.
+        Err(why) => return refused(inv, &why, true),
     };
     let display = progress_display(inv, &target);
     let report = match inv.mode {
@@ -57,6 +49,23 @@ pub fn run(inv: &Invocation) -> i32 {
         print!("{}", output::timing(Some(&report), inv.timing, started));
     }
     code
+}
+
+/// A run that cannot start: one line on stderr and exit code 8 (12 when
+/// the file system is left with errors); with `--format json`, also a
+/// report that says why, so that a pipeline reading it gets a document.
+fn refused(inv: &Invocation, why: &str, uncorrected: bool) -> i32 {
+    eprintln!("{}: {why}", inv.prog);
+    let report = Report {
+        device: inv.device.clone(),
+        aborted: Some(why.to_string()),
+        forced_uncorrected: uncorrected,
+        ..Default::default()
+    };
+    if inv.format == crate::cli::Format::Json {
+        print!("{}", crate::json::render(&report));
+    }
+    report.exit_code()
 }
 
 /// The file system's place: the path, `?offset=`, `--partition`.
@@ -466,7 +475,7 @@ fn print_skipped(inv: &Invocation, r: &Report, s: &Skipped) {
         }
     }
     match inv.format {
-        crate::cli::Format::Json => print!("{}", r.to_json()),
+        crate::cli::Format::Json => print!("{}", crate::json::render(r)),
         crate::cli::Format::Text => println!(
             "{}: clean, {}/{} files, {}/{} blocks{}",
             r.device,

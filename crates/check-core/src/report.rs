@@ -279,85 +279,6 @@ impl Report {
         }
         out
     }
-
-    /// The JSON document: findings, summary and exit code.
-    pub fn to_json(&self) -> String {
-        use serde_json::{json, Map, Value};
-        let findings: Vec<Value> = self
-            .findings
-            .iter()
-            .map(|f| {
-                let mut m = Map::new();
-                m.insert("code".into(), json!(f.code.name()));
-                m.insert(
-                    "e2fsck_code".into(),
-                    json!(format!("0x{:06x}", f.code.e2fsck_code())),
-                );
-                m.insert("pass".into(), json!(f.code.pass().name()));
-                m.insert(
-                    "severity".into(),
-                    json!(match f.code.severity() {
-                        Severity::Error => "error",
-                        Severity::Notice => "notice",
-                    }),
-                );
-                let opt = |m: &mut Map<String, Value>, k: &str, v: Option<u64>| {
-                    if let Some(v) = v {
-                        m.insert(k.into(), json!(v));
-                    }
-                };
-                opt(&mut m, "ino", f.ino.map(u64::from));
-                opt(&mut m, "ino2", f.ino2.map(u64::from));
-                opt(&mut m, "dir", f.dir.map(u64::from));
-                opt(&mut m, "block", f.blk);
-                opt(&mut m, "block2", f.blk2);
-                opt(&mut m, "group", f.group.map(u64::from));
-                opt(&mut m, "num", f.num);
-                opt(&mut m, "num2", f.num2);
-                if let Some(s) = &f.str {
-                    m.insert("str".into(), json!(s));
-                }
-                m.insert("fixed".into(), json!(f.fixed));
-                m.insert("message".into(), json!(f.message()));
-                Value::Object(m)
-            })
-            .collect();
-        let summary = self.summary.as_ref().map(|s| {
-            json!({
-                "inodes_used": s.inodes_used,
-                "inodes_count": s.inodes_count,
-                "blocks_used": s.blocks_used,
-                "blocks_count": s.blocks_count,
-                "non_contiguous": s.non_contiguous,
-                "regular": s.regular,
-                "directories": s.directories,
-                "chardev": s.chardev,
-                "blockdev": s.blockdev,
-                "fifos": s.fifos,
-                "sockets": s.sockets,
-                "symlinks": s.symlinks,
-                "fast_symlinks": s.fast_symlinks,
-                "links": s.links,
-            })
-        });
-        let doc = json!({
-            "device": self.device,
-            "label": self.label,
-            "exit_code": self.exit_code(),
-            "clean": self.exit_code() == 0,
-            "modified": self.modified,
-            "aborted": self.aborted,
-            "preen_halt": self.preen_halt,
-            "dry_run": self.dry_run.is_some(),
-            "would_write_blocks": self.dry_run,
-            "notes": self.notes,
-            "findings": findings,
-            "summary": summary,
-        });
-        let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
-        s.push('\n');
-        s
-    }
 }
 
 #[cfg(test)]
@@ -400,15 +321,5 @@ mod tests {
         r.findings.push(f);
         r.modified = true;
         assert_eq!(r.exit_code(), 3);
-    }
-
-    #[test]
-    fn json_parses() {
-        let mut r = Report::default();
-        r.findings
-            .push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
-        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
-        assert_eq!(v["exit_code"], 4);
-        assert_eq!(v["findings"][0]["code"], "bad-i-size");
     }
 }

@@ -1,0 +1,164 @@
+//! The JSON report: serde types whose shape `docs/report.schema.json`
+//! describes (and `tests/report_schema.rs` holds them to). Fields are in
+//! alphabetical order, as they appear in the output.
+
+use check_core::problem::{Finding, Severity};
+use check_core::{Report, Summary};
+use serde::Serialize;
+
+/// The whole document.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    aborted: Option<&'a str>,
+    clean: bool,
+    device: &'a str,
+    dry_run: bool,
+    exit_code: i32,
+    findings: Vec<JsonFinding<'a>>,
+    label: &'a str,
+    modified: bool,
+    notes: &'a [String],
+    preen_halt: Option<&'a str>,
+    summary: Option<JsonSummary>,
+    would_write_blocks: Option<u64>,
+}
+
+/// One finding; absent fields are left out.
+#[derive(Serialize)]
+struct JsonFinding<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block2: Option<u64>,
+    code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dir: Option<u32>,
+    e2fsck_code: String,
+    fixed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ino: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ino2: Option<u32>,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num2: Option<u64>,
+    pass: &'static str,
+    severity: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    str: Option<&'a str>,
+}
+
+/// The counts of the summary line and of `-v`.
+#[derive(Serialize)]
+struct JsonSummary {
+    blockdev: u64,
+    blocks_count: u64,
+    blocks_used: u64,
+    chardev: u64,
+    directories: u64,
+    fast_symlinks: u64,
+    fifos: u64,
+    inodes_count: u64,
+    inodes_used: u64,
+    links: u64,
+    non_contiguous: u64,
+    regular: u64,
+    sockets: u64,
+    symlinks: u64,
+}
+
+impl<'a> JsonFinding<'a> {
+    fn new(f: &'a Finding) -> Self {
+        JsonFinding {
+            block: f.blk,
+            block2: f.blk2,
+            code: f.code.name(),
+            dir: f.dir,
+            e2fsck_code: format!("0x{:06x}", f.code.e2fsck_code()),
+            fixed: f.fixed,
+            group: f.group,
+            ino: f.ino,
+            ino2: f.ino2,
+            message: f.message(),
+            num: f.num,
+            num2: f.num2,
+            pass: f.code.pass().name(),
+            severity: match f.code.severity() {
+                Severity::Error => "error",
+                Severity::Notice => "notice",
+            },
+            str: f.str.as_deref(),
+        }
+    }
+}
+
+impl JsonSummary {
+    fn new(s: &Summary) -> Self {
+        JsonSummary {
+            blockdev: s.blockdev,
+            blocks_count: s.blocks_count,
+            blocks_used: s.blocks_used,
+            chardev: s.chardev,
+            directories: s.directories,
+            fast_symlinks: s.fast_symlinks,
+            fifos: s.fifos,
+            inodes_count: s.inodes_count,
+            inodes_used: s.inodes_used,
+            links: s.links,
+            non_contiguous: s.non_contiguous,
+            regular: s.regular,
+            sockets: s.sockets,
+            symlinks: s.symlinks,
+        }
+    }
+}
+
+/// The JSON document for `report`, pretty-printed, with a final newline.
+pub fn render(report: &Report) -> String {
+    let exit_code = report.exit_code();
+    let doc = JsonReport {
+        aborted: report.aborted.as_deref(),
+        clean: exit_code == 0,
+        device: &report.device,
+        dry_run: report.dry_run.is_some(),
+        exit_code,
+        findings: report.findings.iter().map(JsonFinding::new).collect(),
+        label: &report.label,
+        modified: report.modified,
+        notes: &report.notes,
+        preen_halt: report.preen_halt.as_deref(),
+        summary: report.summary.as_ref().map(JsonSummary::new),
+        would_write_blocks: report.dry_run,
+    };
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use check_core::problem::Code;
+
+    #[test]
+    fn findings_and_exit_code() {
+        let mut r = Report::default();
+        r.findings
+            .push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
+        let v: serde_json::Value = serde_json::from_str(&render(&r)).expect("json");
+        assert_eq!(v["exit_code"], 4);
+        assert_eq!(v["clean"], false);
+        assert_eq!(v["findings"][0]["code"], "bad-i-size");
+        assert_eq!(v["findings"][0]["ino"], 12);
+        assert!(
+            v["findings"][0].get("block").is_none(),
+            "absent fields are left out"
+        );
+        assert!(v["summary"].is_null());
+        assert!(v["aborted"].is_null());
+    }
+}
