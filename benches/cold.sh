@@ -82,20 +82,7 @@ run_one() { # run_one IMAGE PLACE ROUND TOOL TARGET
   drop
   # shellcheck disable=SC2046
   /usr/bin/time -v -o "$tmp" $(cmd_for "$4" "$5") > /dev/null 2>&1 || true
-  python3 - "$tmp" "$1" "$2" "$3" "$4" >> "$raw" <<'PY'
-import sys
-f, image, place, rnd, tool = sys.argv[1:]
-v = {}
-for line in open(f):
-    k, _, val = line.strip().rpartition(": ")
-    v[k] = val
-t = 0.0
-for p in v["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":"):
-    t = t * 60 + float(p)
-print("\t".join([image, place, rnd, tool, f"{t:.3f}", v["User time (seconds)"],
-                 v["System time (seconds)"], v["Maximum resident set size (kbytes)"],
-                 str(int(v["File system inputs"]) * 512), v.get("Exit status", "?")]))
-PY
+  python3 "$here/timev.py" "$tmp" wall,user,sys,rss,read,exit "$1" "$2" "$3" "$4" >> "$raw"
   echo "$1 $2 round $3 $4: $(tail -1 "$raw" | cut -f5-10)" >&2
 }
 

@@ -61,20 +61,7 @@ run_one() { # run_one N IMAGE MODE ROUND TOOL
     ext4chk) /usr/bin/time -v -o "$tmp" "$bin" -n --threads auto "$2" > /dev/null 2>&1 || true ;;
     direct) /usr/bin/time -v -o "$tmp" "$bin" -n --threads auto --direct-io on "$2" > /dev/null 2>&1 || true ;;
   esac
-  python3 - "$tmp" "$1" "$3" "$4" "$5" >> "$raw" <<'PY'
-import sys
-f, n, mode, rnd, tool = sys.argv[1:]
-v = {}
-for line in open(f):
-    k, _, val = line.strip().rpartition(": ")
-    v[k] = val
-t = 0.0
-for p in v["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":"):
-    t = t * 60 + float(p)
-print("\t".join([n, mode, rnd, tool, f"{t:.3f}", v["User time (seconds)"],
-                 v["System time (seconds)"], v["Maximum resident set size (kbytes)"],
-                 str(int(v["File system inputs"]) * 512)]))
-PY
+  python3 "$here/timev.py" "$tmp" wall,user,sys,rss,read "$1" "$3" "$4" "$5" >> "$raw"
   echo "$1 $3 round $4 $5: $(tail -1 "$raw" | cut -f5-9)" >&2
 }
 

@@ -62,24 +62,7 @@ run_one() { # run_one IMAGE MODE ROUND TOOL
   fi
   # shellcheck disable=SC2046
   /usr/bin/time -v -o "$tmp" $(cmd_for "$4" "$img") > /dev/null 2>&1 || true
-  python3 - "$tmp" "$1" "$2" "$3" "$4" >> "$raw" <<'PY'
-import sys
-f, image, mode, rnd, tool = sys.argv[1:]
-v = {}
-for line in open(f):
-    k, _, val = line.strip().rpartition(": ")
-    v[k] = val
-def secs(s):
-    parts = [float(p) for p in s.split(":")]
-    t = 0.0
-    for p in parts:
-        t = t * 60 + p
-    return t
-wall = secs(v["Elapsed (wall clock) time (h:mm:ss or m:ss)"])
-print("\t".join([image, mode, rnd, tool, f"{wall:.3f}", v["User time (seconds)"],
-                 v["System time (seconds)"], v["Maximum resident set size (kbytes)"],
-                 v.get("Exit status", "?")]))
-PY
+  python3 "$here/timev.py" "$tmp" wall,user,sys,rss,exit "$1" "$2" "$3" "$4" >> "$raw"
 }
 
 tools=(e2fsck t1 t2 auto)
