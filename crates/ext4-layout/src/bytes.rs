@@ -120,45 +120,6 @@ pub fn put_be_u64(b: &mut [u8], off: usize, v: u64) {
     }
 }
 
-/// Generates one accessor method per on-disk field of a byte view.
-///
-/// Each line reads `name: type @ offset, "doc";`. The view must hold its
-/// bytes in `self.0`.
-#[macro_export]
-macro_rules! fields {
-    ($( $(#[$m:meta])* $name:ident : $ty:ident @ $off:expr; )*) => {
-        $(
-            $(#[$m])*
-            #[inline]
-            pub fn $name(&self) -> $ty {
-                $crate::fields!(@read $ty, self.0, $off)
-            }
-        )*
-    };
-    (@read u8, $b:expr, $off:expr) => { $crate::bytes::le_u8($b, $off) };
-    (@read u16, $b:expr, $off:expr) => { $crate::bytes::le_u16($b, $off) };
-    (@read u32, $b:expr, $off:expr) => { $crate::bytes::le_u32($b, $off) };
-    (@read u64, $b:expr, $off:expr) => { $crate::bytes::le_u64($b, $off) };
-}
-
-/// Like [`fields!`], for big-endian structures (jbd2).
-#[macro_export]
-macro_rules! be_fields {
-    ($( $(#[$m:meta])* $name:ident : $ty:ident @ $off:expr; )*) => {
-        $(
-            $(#[$m])*
-            #[inline]
-            pub fn $name(&self) -> $ty {
-                $crate::be_fields!(@read $ty, self.0, $off)
-            }
-        )*
-    };
-    (@read u8, $b:expr, $off:expr) => { $crate::bytes::le_u8($b, $off) };
-    (@read u16, $b:expr, $off:expr) => { $crate::bytes::be_u16($b, $off) };
-    (@read u32, $b:expr, $off:expr) => { $crate::bytes::be_u32($b, $off) };
-    (@read u64, $b:expr, $off:expr) => { $crate::bytes::be_u64($b, $off) };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

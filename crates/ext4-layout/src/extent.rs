@@ -4,7 +4,7 @@
 
 use crate::bytes::{le_u16, le_u32, u64_from_hi_lo};
 use crate::csum::crc32c_raw;
-use crate::fields;
+use crate::on_disk;
 
 /// `eh_magic`.
 pub const EXT4_EXT_MAGIC: u16 = 0xF30A;
@@ -45,19 +45,6 @@ impl<'a> ExtentNode<'a> {
     /// The raw bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.0
-    }
-
-    fields! {
-        /// 0x00: magic, 0xF30A.
-        eh_magic: u16 @ 0x00;
-        /// 0x02: valid entries.
-        eh_entries: u16 @ 0x02;
-        /// 0x04: capacity in entries.
-        eh_max: u16 @ 0x04;
-        /// 0x06: depth of this node; 0 is a leaf.
-        eh_depth: u16 @ 0x06;
-        /// 0x08: generation (unused by ext4).
-        eh_generation: u32 @ 0x08;
     }
 
     /// How many entries fit in this node's bytes (no tail for i_block).
@@ -154,6 +141,20 @@ impl<'a> ExtentNode<'a> {
     pub fn checksum_ok(&self, inode_seed: u32) -> bool {
         self.stored_checksum() == Some(self.computed_checksum(inode_seed))
     }
+}
+
+on_disk! {
+    read ExtentNode, write ExtentNodeMut, le;
+    /// 0x00: magic, 0xF30A.
+    eh_magic: u16 @ 0x00;
+    /// 0x02: valid entries.
+    eh_entries: u16 @ 0x02;
+    /// 0x04: capacity in entries.
+    eh_max: u16 @ 0x04;
+    /// 0x06: depth of this node; 0 is a leaf.
+    eh_depth: u16 @ 0x06;
+    /// 0x08: generation (unused by ext4).
+    eh_generation: u32 @ 0x08;
 }
 
 /// A leaf extent: `len` blocks from logical `ee_block` at physical `start`.

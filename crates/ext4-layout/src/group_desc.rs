@@ -3,7 +3,8 @@
 
 use crate::bytes::{le_u16, le_u32, u32_from_hi_lo, u64_from_hi_lo};
 use crate::csum::{crc16, crc32c_raw};
-use crate::fields;
+use crate::field::Split;
+use crate::on_disk;
 
 /// `bg_flags`: the inode table and bitmap are not initialised.
 pub const BG_INODE_UNINIT: u16 = 0x0001;
@@ -42,53 +43,6 @@ impl<'a> GroupDesc<'a> {
     /// The raw bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.0
-    }
-
-    fields! {
-        /// 0x00: block bitmap location, low 32 bits.
-        bg_block_bitmap_lo: u32 @ 0x00;
-        /// 0x04: inode bitmap location, low 32 bits.
-        bg_inode_bitmap_lo: u32 @ 0x04;
-        /// 0x08: inode table location, low 32 bits.
-        bg_inode_table_lo: u32 @ 0x08;
-        /// 0x0C: free blocks, low 16 bits.
-        bg_free_blocks_count_lo: u16 @ 0x0C;
-        /// 0x0E: free inodes, low 16 bits.
-        bg_free_inodes_count_lo: u16 @ 0x0E;
-        /// 0x10: directories, low 16 bits.
-        bg_used_dirs_count_lo: u16 @ 0x10;
-        /// 0x12: INODE_UNINIT, BLOCK_UNINIT, ITABLE_ZEROED.
-        bg_flags: u16 @ 0x12;
-        /// 0x14: snapshot exclude bitmap, low 32 bits.
-        bg_exclude_bitmap_lo: u32 @ 0x14;
-        /// 0x18: block bitmap checksum, low 16 bits.
-        bg_block_bitmap_csum_lo: u16 @ 0x18;
-        /// 0x1A: inode bitmap checksum, low 16 bits.
-        bg_inode_bitmap_csum_lo: u16 @ 0x1A;
-        /// 0x1C: unused inodes at the end of the table, low 16 bits.
-        bg_itable_unused_lo: u16 @ 0x1C;
-        /// 0x1E: descriptor checksum (crc16 or truncated crc32c).
-        bg_checksum: u16 @ 0x1E;
-        /// 0x20: block bitmap location, high 32 bits.
-        bg_block_bitmap_hi: u32 @ 0x20;
-        /// 0x24: inode bitmap location, high 32 bits.
-        bg_inode_bitmap_hi: u32 @ 0x24;
-        /// 0x28: inode table location, high 32 bits.
-        bg_inode_table_hi: u32 @ 0x28;
-        /// 0x2C: free blocks, high 16 bits.
-        bg_free_blocks_count_hi: u16 @ 0x2C;
-        /// 0x2E: free inodes, high 16 bits.
-        bg_free_inodes_count_hi: u16 @ 0x2E;
-        /// 0x30: directories, high 16 bits.
-        bg_used_dirs_count_hi: u16 @ 0x30;
-        /// 0x32: unused inodes, high 16 bits.
-        bg_itable_unused_hi: u16 @ 0x32;
-        /// 0x34: exclude bitmap, high 32 bits.
-        bg_exclude_bitmap_hi: u32 @ 0x34;
-        /// 0x38: block bitmap checksum, high 16 bits.
-        bg_block_bitmap_csum_hi: u16 @ 0x38;
-        /// 0x3A: inode bitmap checksum, high 16 bits.
-        bg_inode_bitmap_csum_hi: u16 @ 0x3A;
     }
 
     fn wide(&self) -> bool {
@@ -218,6 +172,80 @@ impl<'a> GroupDesc<'a> {
         }
     }
 }
+
+on_disk! {
+    read GroupDesc, write GroupDescMut, le;
+    /// 0x00: block bitmap location, low 32 bits.
+    bg_block_bitmap_lo: u32 @ 0x00;
+    /// 0x04: inode bitmap location, low 32 bits.
+    bg_inode_bitmap_lo: u32 @ 0x04;
+    /// 0x08: inode table location, low 32 bits.
+    bg_inode_table_lo: u32 @ 0x08;
+    /// 0x0C: free blocks, low 16 bits.
+    bg_free_blocks_count_lo: u16 @ 0x0C;
+    /// 0x0E: free inodes, low 16 bits.
+    bg_free_inodes_count_lo: u16 @ 0x0E;
+    /// 0x10: directories, low 16 bits.
+    bg_used_dirs_count_lo: u16 @ 0x10;
+    /// 0x12: INODE_UNINIT, BLOCK_UNINIT, ITABLE_ZEROED.
+    bg_flags: u16 @ 0x12;
+    /// 0x14: snapshot exclude bitmap, low 32 bits.
+    bg_exclude_bitmap_lo: u32 @ 0x14;
+    /// 0x18: block bitmap checksum, low 16 bits.
+    bg_block_bitmap_csum_lo: u16 @ 0x18;
+    /// 0x1A: inode bitmap checksum, low 16 bits.
+    bg_inode_bitmap_csum_lo: u16 @ 0x1A;
+    /// 0x1C: unused inodes at the end of the table, low 16 bits.
+    bg_itable_unused_lo: u16 @ 0x1C;
+    /// 0x1E: descriptor checksum (crc16 or truncated crc32c).
+    bg_checksum: u16 @ 0x1E;
+    /// 0x20: block bitmap location, high 32 bits.
+    bg_block_bitmap_hi: u32 @ 0x20;
+    /// 0x24: inode bitmap location, high 32 bits.
+    bg_inode_bitmap_hi: u32 @ 0x24;
+    /// 0x28: inode table location, high 32 bits.
+    bg_inode_table_hi: u32 @ 0x28;
+    /// 0x2C: free blocks, high 16 bits.
+    bg_free_blocks_count_hi: u16 @ 0x2C;
+    /// 0x2E: free inodes, high 16 bits.
+    bg_free_inodes_count_hi: u16 @ 0x2E;
+    /// 0x30: directories, high 16 bits.
+    bg_used_dirs_count_hi: u16 @ 0x30;
+    /// 0x32: unused inodes, high 16 bits.
+    bg_itable_unused_hi: u16 @ 0x32;
+    /// 0x34: exclude bitmap, high 32 bits.
+    bg_exclude_bitmap_hi: u32 @ 0x34;
+    /// 0x38: block bitmap checksum, high 16 bits.
+    bg_block_bitmap_csum_hi: u16 @ 0x38;
+    /// 0x3A: inode bitmap checksum, high 16 bits.
+    bg_inode_bitmap_csum_hi: u16 @ 0x3A;
+}
+
+/// `bg_block_bitmap_lo`/`_hi`.
+pub const BLOCK_BITMAP: Split<u32, u32> =
+    Split::<u32, u32>::new(field::bg_block_bitmap_lo, field::bg_block_bitmap_hi);
+/// `bg_inode_bitmap_lo`/`_hi`.
+pub const INODE_BITMAP: Split<u32, u32> =
+    Split::<u32, u32>::new(field::bg_inode_bitmap_lo, field::bg_inode_bitmap_hi);
+/// `bg_inode_table_lo`/`_hi`.
+pub const INODE_TABLE: Split<u32, u32> =
+    Split::<u32, u32>::new(field::bg_inode_table_lo, field::bg_inode_table_hi);
+/// `bg_free_blocks_count_lo`/`_hi`.
+pub const FREE_BLOCKS: Split<u16, u16> = Split::<u16, u16>::new(
+    field::bg_free_blocks_count_lo,
+    field::bg_free_blocks_count_hi,
+);
+/// `bg_free_inodes_count_lo`/`_hi`.
+pub const FREE_INODES: Split<u16, u16> = Split::<u16, u16>::new(
+    field::bg_free_inodes_count_lo,
+    field::bg_free_inodes_count_hi,
+);
+/// `bg_used_dirs_count_lo`/`_hi`.
+pub const USED_DIRS: Split<u16, u16> =
+    Split::<u16, u16>::new(field::bg_used_dirs_count_lo, field::bg_used_dirs_count_hi);
+/// `bg_itable_unused_lo`/`_hi`.
+pub const ITABLE_UNUSED: Split<u16, u16> =
+    Split::<u16, u16>::new(field::bg_itable_unused_lo, field::bg_itable_unused_hi);
 
 /// Reads the stored checksum bytes without a view (handy for patching).
 pub fn stored_checksum(desc: &[u8]) -> u16 {

@@ -3,7 +3,8 @@
 
 use crate::bytes::{le_u16, le_u32, sub, u32_from_hi_lo, u64_from_hi_lo};
 use crate::csum::crc32c_raw;
-use crate::fields;
+use crate::field::Split;
+use crate::on_disk;
 
 /// Size of the original inode.
 pub const GOOD_OLD_INODE_SIZE: usize = 128;
@@ -165,59 +166,6 @@ impl<'a> Inode<'a> {
     /// The raw bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.0
-    }
-
-    fields! {
-        /// 0x00: file mode (type and permissions).
-        i_mode: u16 @ 0x00;
-        /// 0x02: owner uid, low 16 bits.
-        i_uid: u16 @ 0x02;
-        /// 0x04: size in bytes, low 32 bits.
-        i_size_lo: u32 @ 0x04;
-        /// 0x08: access time.
-        i_atime: u32 @ 0x08;
-        /// 0x0C: inode change time.
-        i_ctime: u32 @ 0x0C;
-        /// 0x10: modification time.
-        i_mtime: u32 @ 0x10;
-        /// 0x14: deletion time (or the next orphan's inode number).
-        i_dtime: u32 @ 0x14;
-        /// 0x18: group id, low 16 bits.
-        i_gid: u16 @ 0x18;
-        /// 0x1A: hard link count.
-        i_links_count: u16 @ 0x1A;
-        /// 0x1C: block count, low 32 bits.
-        i_blocks_lo: u32 @ 0x1C;
-        /// 0x20: inode flags.
-        i_flags: u32 @ 0x20;
-        /// 0x24: version (Linux) or translator (Hurd).
-        l_i_version: u32 @ 0x24;
-        /// 0x64: file version, for NFS.
-        i_generation: u32 @ 0x64;
-        /// 0x68: extended attribute block, low 32 bits.
-        i_file_acl_lo: u32 @ 0x68;
-        /// 0x6C: size in bytes, high 32 bits.
-        i_size_high: u32 @ 0x6C;
-        /// 0x70: obsolete fragment address.
-        i_faddr: u32 @ 0x70;
-        /// 0x74: block count, high 16 bits (Linux).
-        l_i_blocks_high: u16 @ 0x74;
-        /// 0x76: extended attribute block, high 16 bits (Linux).
-        l_i_file_acl_high: u16 @ 0x76;
-        /// 0x78: owner uid, high 16 bits.
-        l_i_uid_high: u16 @ 0x78;
-        /// 0x7A: group id, high 16 bits.
-        l_i_gid_high: u16 @ 0x7A;
-        /// 0x7C: inode checksum, low 16 bits.
-        l_i_checksum_lo: u16 @ 0x7C;
-        /// 0x7E: reserved.
-        l_i_reserved: u16 @ 0x7E;
-        /// 0x74: fragment number (Hurd).
-        h_i_frag: u8 @ 0x74;
-        /// 0x75: fragment size (Hurd).
-        h_i_fsize: u8 @ 0x75;
-        /// 0x80: size of the extra fields past 128 bytes.
-        i_extra_isize_raw: u16 @ 0x80;
     }
 
     /// Whether the inode has room past 128 bytes.
@@ -425,6 +373,99 @@ impl<'a> Inode<'a> {
             return None;
         }
         self.0.get(start..)
+    }
+}
+
+on_disk! {
+    read Inode, write InodeMut, le;
+    /// 0x00: file mode (type and permissions).
+    i_mode: u16 @ 0x00;
+    /// 0x02: owner uid, low 16 bits.
+    i_uid: u16 @ 0x02;
+    /// 0x04: size in bytes, low 32 bits.
+    i_size_lo: u32 @ 0x04;
+    /// 0x08: access time.
+    i_atime: u32 @ 0x08;
+    /// 0x0C: inode change time.
+    i_ctime: u32 @ 0x0C;
+    /// 0x10: modification time.
+    i_mtime: u32 @ 0x10;
+    /// 0x14: deletion time (or the next orphan's inode number).
+    i_dtime: u32 @ 0x14;
+    /// 0x18: group id, low 16 bits.
+    i_gid: u16 @ 0x18;
+    /// 0x1A: hard link count.
+    i_links_count: u16 @ 0x1A;
+    /// 0x1C: block count, low 32 bits.
+    i_blocks_lo: u32 @ 0x1C;
+    /// 0x20: inode flags.
+    i_flags: u32 @ 0x20;
+    /// 0x24: version (Linux) or translator (Hurd).
+    l_i_version: u32 @ 0x24;
+    /// 0x64: file version, for NFS.
+    i_generation: u32 @ 0x64;
+    /// 0x68: extended attribute block, low 32 bits.
+    i_file_acl_lo: u32 @ 0x68;
+    /// 0x6C: size in bytes, high 32 bits.
+    i_size_high: u32 @ 0x6C;
+    /// 0x70: obsolete fragment address.
+    i_faddr: u32 @ 0x70;
+    /// 0x74: block count, high 16 bits (Linux).
+    l_i_blocks_high: u16 @ 0x74;
+    /// 0x76: extended attribute block, high 16 bits (Linux).
+    l_i_file_acl_high: u16 @ 0x76;
+    /// 0x78: owner uid, high 16 bits.
+    l_i_uid_high: u16 @ 0x78;
+    /// 0x7A: group id, high 16 bits.
+    l_i_gid_high: u16 @ 0x7A;
+    /// 0x7C: inode checksum, low 16 bits.
+    l_i_checksum_lo: u16 @ 0x7C;
+    /// 0x7E: reserved.
+    l_i_reserved: u16 @ 0x7E;
+    /// 0x74: fragment number (Hurd).
+    h_i_frag: u8 @ 0x74;
+    /// 0x75: fragment size (Hurd).
+    h_i_fsize: u8 @ 0x75;
+    /// 0x80: size of the extra fields past 128 bytes.
+    i_extra_isize_raw: u16 @ 0x80;
+}
+
+/// `i_size_lo` and `i_size_high` together.
+pub const SIZE: Split<u32, u32> = Split::<u32, u32>::new(field::i_size_lo, field::i_size_high);
+/// `i_blocks_lo` and `l_i_blocks_high` together.
+pub const BLOCKS: Split<u32, u16> =
+    Split::<u32, u16>::new(field::i_blocks_lo, field::l_i_blocks_high);
+/// `i_file_acl_lo` and `l_i_file_acl_high` together.
+pub const FILE_ACL: Split<u32, u16> =
+    Split::<u32, u16>::new(field::i_file_acl_lo, field::l_i_file_acl_high);
+
+impl InodeMut<'_> {
+    /// Sets the size, both halves.
+    pub fn set_size(&mut self, v: u64) {
+        SIZE.set(self.bytes(), v)
+    }
+
+    /// Sets `i_blocks` as stored, both halves.
+    pub fn set_blocks(&mut self, v: u64) {
+        BLOCKS.set(self.bytes(), v)
+    }
+
+    /// Sets the extended attribute block, both halves.
+    pub fn set_file_acl(&mut self, v: u64) {
+        FILE_ACL.set(self.bytes(), v)
+    }
+
+    /// Sets and clears flags in `i_flags`.
+    pub fn change_flags(&mut self, set: u32, clear: u32) {
+        let v = (self.get(field::i_flags) | set) & !clear;
+        self.set(field::i_flags, v)
+    }
+
+    /// `i_block`: the block map, the extent tree's root or inline data.
+    pub fn i_block(&mut self) -> &mut [u8] {
+        let b = self.bytes();
+        let end = (I_BLOCK_OFFSET + I_BLOCK_SIZE).min(b.len());
+        &mut b[I_BLOCK_OFFSET.min(end)..end]
     }
 }
 

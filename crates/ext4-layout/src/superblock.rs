@@ -4,7 +4,8 @@
 use crate::bytes::{le_u32, sub, u64_from_hi_lo};
 use crate::csum::{crc32c_raw, CRC32C_INIT};
 use crate::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
-use crate::fields;
+use crate::field::Split;
+use crate::on_disk;
 
 /// Size of the superblock in bytes.
 pub const SUPERBLOCK_SIZE: usize = 1024;
@@ -60,191 +61,6 @@ impl<'a> Superblock<'a> {
     /// The raw bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.0
-    }
-
-    fields! {
-        /// 0x00: total number of inodes.
-        s_inodes_count: u32 @ 0x00;
-        /// 0x04: total number of blocks, low 32 bits.
-        s_blocks_count_lo: u32 @ 0x04;
-        /// 0x08: blocks reserved for the super user, low 32 bits.
-        s_r_blocks_count_lo: u32 @ 0x08;
-        /// 0x0C: free blocks, low 32 bits.
-        s_free_blocks_count_lo: u32 @ 0x0C;
-        /// 0x10: free inodes.
-        s_free_inodes_count: u32 @ 0x10;
-        /// 0x14: first data block (1 for 1 KiB blocks, else 0).
-        s_first_data_block: u32 @ 0x14;
-        /// 0x18: block size is 1024 << this.
-        s_log_block_size: u32 @ 0x18;
-        /// 0x1C: cluster size is 1024 << this (bigalloc).
-        s_log_cluster_size: u32 @ 0x1C;
-        /// 0x20: blocks per group.
-        s_blocks_per_group: u32 @ 0x20;
-        /// 0x24: clusters per group.
-        s_clusters_per_group: u32 @ 0x24;
-        /// 0x28: inodes per group.
-        s_inodes_per_group: u32 @ 0x28;
-        /// 0x2C: last mount time.
-        s_mtime: u32 @ 0x2C;
-        /// 0x30: last write time.
-        s_wtime: u32 @ 0x30;
-        /// 0x34: mounts since the last check.
-        s_mnt_count: u16 @ 0x34;
-        /// 0x36: mounts allowed before a check (signed on disk).
-        s_max_mnt_count: u16 @ 0x36;
-        /// 0x38: magic, 0xEF53.
-        s_magic: u16 @ 0x38;
-        /// 0x3A: file system state bits.
-        s_state: u16 @ 0x3A;
-        /// 0x3C: behaviour when errors are detected.
-        s_errors: u16 @ 0x3C;
-        /// 0x3E: minor revision level.
-        s_minor_rev_level: u16 @ 0x3E;
-        /// 0x40: time of the last check.
-        s_lastcheck: u32 @ 0x40;
-        /// 0x44: maximum time between checks.
-        s_checkinterval: u32 @ 0x44;
-        /// 0x48: creator operating system.
-        s_creator_os: u32 @ 0x48;
-        /// 0x4C: revision level.
-        s_rev_level: u32 @ 0x4C;
-        /// 0x50: default uid for reserved blocks.
-        s_def_resuid: u16 @ 0x50;
-        /// 0x52: default gid for reserved blocks.
-        s_def_resgid: u16 @ 0x52;
-        /// 0x54: first non-reserved inode (dynamic revision).
-        s_first_ino_raw: u32 @ 0x54;
-        /// 0x58: inode size in bytes (dynamic revision).
-        s_inode_size_raw: u16 @ 0x58;
-        /// 0x5A: group number of this superblock copy.
-        s_block_group_nr: u16 @ 0x5A;
-        /// 0x5C: compatible feature set.
-        s_feature_compat_raw: u32 @ 0x5C;
-        /// 0x60: incompatible feature set.
-        s_feature_incompat_raw: u32 @ 0x60;
-        /// 0x64: read-only compatible feature set.
-        s_feature_ro_compat_raw: u32 @ 0x64;
-        /// 0xC8: compression algorithms in use.
-        s_algorithm_usage_bitmap: u32 @ 0xC8;
-        /// 0xCC: blocks to preallocate for files.
-        s_prealloc_blocks: u8 @ 0xCC;
-        /// 0xCD: blocks to preallocate for directories.
-        s_prealloc_dir_blocks: u8 @ 0xCD;
-        /// 0xCE: group descriptor blocks reserved for online growth.
-        s_reserved_gdt_blocks: u16 @ 0xCE;
-        /// 0xE0: journal inode number.
-        s_journal_inum: u32 @ 0xE0;
-        /// 0xE4: journal device number.
-        s_journal_dev: u32 @ 0xE4;
-        /// 0xE8: head of the orphan inode list.
-        s_last_orphan: u32 @ 0xE8;
-        /// 0xFC: default directory hash version.
-        s_def_hash_version: u8 @ 0xFC;
-        /// 0xFD: what `s_jnl_blocks` holds (1 = a copy of the journal's i_block).
-        s_jnl_backup_type: u8 @ 0xFD;
-        /// 0xFE: group descriptor size (64bit only).
-        s_desc_size_raw: u16 @ 0xFE;
-        /// 0x100: default mount options.
-        s_default_mount_opts: u32 @ 0x100;
-        /// 0x104: first meta block group (meta_bg).
-        s_first_meta_bg: u32 @ 0x104;
-        /// 0x108: file system creation time.
-        s_mkfs_time: u32 @ 0x108;
-        /// 0x150: total number of blocks, high 32 bits.
-        s_blocks_count_hi: u32 @ 0x150;
-        /// 0x154: reserved blocks, high 32 bits.
-        s_r_blocks_count_hi: u32 @ 0x154;
-        /// 0x158: free blocks, high 32 bits.
-        s_free_blocks_count_hi: u32 @ 0x158;
-        /// 0x15C: every inode has at least this much extra space.
-        s_min_extra_isize: u16 @ 0x15C;
-        /// 0x15E: new inodes should have this much extra space.
-        s_want_extra_isize: u16 @ 0x15E;
-        /// 0x160: miscellaneous flags (hash signedness, test file system).
-        s_flags: u32 @ 0x160;
-        /// 0x164: RAID stride.
-        s_raid_stride: u16 @ 0x164;
-        /// 0x166: MMP update interval in seconds.
-        s_mmp_update_interval: u16 @ 0x166;
-        /// 0x168: block holding the MMP structure.
-        s_mmp_block: u64 @ 0x168;
-        /// 0x170: RAID stripe width.
-        s_raid_stripe_width: u32 @ 0x170;
-        /// 0x174: flex group size is 2 to this power.
-        s_log_groups_per_flex: u8 @ 0x174;
-        /// 0x175: metadata checksum algorithm (1 = crc32c).
-        s_checksum_type: u8 @ 0x175;
-        /// 0x176: encryption level.
-        s_encryption_level: u8 @ 0x176;
-        /// 0x178: kilobytes written over the file system's life.
-        s_kbytes_written: u64 @ 0x178;
-        /// 0x180: inode of the active snapshot.
-        s_snapshot_inum: u32 @ 0x180;
-        /// 0x184: id of the active snapshot.
-        s_snapshot_id: u32 @ 0x184;
-        /// 0x188: blocks reserved for the active snapshot.
-        s_snapshot_r_blocks_count: u64 @ 0x188;
-        /// 0x190: head of the snapshot list.
-        s_snapshot_list: u32 @ 0x190;
-        /// 0x194: number of errors seen.
-        s_error_count: u32 @ 0x194;
-        /// 0x198: time of the first error.
-        s_first_error_time: u32 @ 0x198;
-        /// 0x19C: inode of the first error.
-        s_first_error_ino: u32 @ 0x19C;
-        /// 0x1A0: block of the first error.
-        s_first_error_block: u64 @ 0x1A0;
-        /// 0x1C8: source line of the first error.
-        s_first_error_line: u32 @ 0x1C8;
-        /// 0x1CC: time of the last error.
-        s_last_error_time: u32 @ 0x1CC;
-        /// 0x1D0: inode of the last error.
-        s_last_error_ino: u32 @ 0x1D0;
-        /// 0x1D4: source line of the last error.
-        s_last_error_line: u32 @ 0x1D4;
-        /// 0x1D8: block of the last error.
-        s_last_error_block: u64 @ 0x1D8;
-        /// 0x240: user quota inode.
-        s_usr_quota_inum: u32 @ 0x240;
-        /// 0x244: group quota inode.
-        s_grp_quota_inum: u32 @ 0x244;
-        /// 0x248: overhead clusters.
-        s_overhead_clusters: u32 @ 0x248;
-        /// 0x24C: first backup group (sparse_super2).
-        s_backup_bgs_0: u32 @ 0x24C;
-        /// 0x250: second backup group (sparse_super2).
-        s_backup_bgs_1: u32 @ 0x250;
-        /// 0x268: lost+found inode hint.
-        s_lpf_ino: u32 @ 0x268;
-        /// 0x26C: project quota inode.
-        s_prj_quota_inum: u32 @ 0x26C;
-        /// 0x270: crc32c(uuid) when metadata_csum_seed is set.
-        s_checksum_seed: u32 @ 0x270;
-        /// 0x274: high byte of s_wtime.
-        s_wtime_hi: u8 @ 0x274;
-        /// 0x275: high byte of s_mtime.
-        s_mtime_hi: u8 @ 0x275;
-        /// 0x276: high byte of s_mkfs_time.
-        s_mkfs_time_hi: u8 @ 0x276;
-        /// 0x277: high byte of s_lastcheck.
-        s_lastcheck_hi: u8 @ 0x277;
-        /// 0x278: high byte of s_first_error_time.
-        s_first_error_time_hi: u8 @ 0x278;
-        /// 0x279: high byte of s_last_error_time.
-        s_last_error_time_hi: u8 @ 0x279;
-        /// 0x27A: error code of the first error.
-        s_first_error_errcode: u8 @ 0x27A;
-        /// 0x27B: error code of the last error.
-        s_last_error_errcode: u8 @ 0x27B;
-        /// 0x27C: file name encoding (casefold).
-        s_encoding: u16 @ 0x27C;
-        /// 0x27E: file name encoding flags.
-        s_encoding_flags: u16 @ 0x27E;
-        /// 0x280: orphan file inode.
-        s_orphan_file_inum: u32 @ 0x280;
-        /// 0x3FC: crc32c of the bytes before it.
-        s_checksum: u32 @ 0x3FC;
     }
 
     /// 0x68: the file system UUID.
@@ -416,6 +232,202 @@ impl<'a> Superblock<'a> {
         }
     }
 }
+
+on_disk! {
+    read Superblock, write SuperblockMut, le;
+    /// 0x00: total number of inodes.
+    s_inodes_count: u32 @ 0x00;
+    /// 0x04: total number of blocks, low 32 bits.
+    s_blocks_count_lo: u32 @ 0x04;
+    /// 0x08: blocks reserved for the super user, low 32 bits.
+    s_r_blocks_count_lo: u32 @ 0x08;
+    /// 0x0C: free blocks, low 32 bits.
+    s_free_blocks_count_lo: u32 @ 0x0C;
+    /// 0x10: free inodes.
+    s_free_inodes_count: u32 @ 0x10;
+    /// 0x14: first data block (1 for 1 KiB blocks, else 0).
+    s_first_data_block: u32 @ 0x14;
+    /// 0x18: block size is 1024 << this.
+    s_log_block_size: u32 @ 0x18;
+    /// 0x1C: cluster size is 1024 << this (bigalloc).
+    s_log_cluster_size: u32 @ 0x1C;
+    /// 0x20: blocks per group.
+    s_blocks_per_group: u32 @ 0x20;
+    /// 0x24: clusters per group.
+    s_clusters_per_group: u32 @ 0x24;
+    /// 0x28: inodes per group.
+    s_inodes_per_group: u32 @ 0x28;
+    /// 0x2C: last mount time.
+    s_mtime: u32 @ 0x2C;
+    /// 0x30: last write time.
+    s_wtime: u32 @ 0x30;
+    /// 0x34: mounts since the last check.
+    s_mnt_count: u16 @ 0x34;
+    /// 0x36: mounts allowed before a check (signed on disk).
+    s_max_mnt_count: u16 @ 0x36;
+    /// 0x38: magic, 0xEF53.
+    s_magic: u16 @ 0x38;
+    /// 0x3A: file system state bits.
+    s_state: u16 @ 0x3A;
+    /// 0x3C: behaviour when errors are detected.
+    s_errors: u16 @ 0x3C;
+    /// 0x3E: minor revision level.
+    s_minor_rev_level: u16 @ 0x3E;
+    /// 0x40: time of the last check.
+    s_lastcheck: u32 @ 0x40;
+    /// 0x44: maximum time between checks.
+    s_checkinterval: u32 @ 0x44;
+    /// 0x48: creator operating system.
+    s_creator_os: u32 @ 0x48;
+    /// 0x4C: revision level.
+    s_rev_level: u32 @ 0x4C;
+    /// 0x50: default uid for reserved blocks.
+    s_def_resuid: u16 @ 0x50;
+    /// 0x52: default gid for reserved blocks.
+    s_def_resgid: u16 @ 0x52;
+    /// 0x54: first non-reserved inode (dynamic revision).
+    s_first_ino_raw: u32 @ 0x54;
+    /// 0x58: inode size in bytes (dynamic revision).
+    s_inode_size_raw: u16 @ 0x58;
+    /// 0x5A: group number of this superblock copy.
+    s_block_group_nr: u16 @ 0x5A;
+    /// 0x5C: compatible feature set.
+    s_feature_compat_raw: u32 @ 0x5C;
+    /// 0x60: incompatible feature set.
+    s_feature_incompat_raw: u32 @ 0x60;
+    /// 0x64: read-only compatible feature set.
+    s_feature_ro_compat_raw: u32 @ 0x64;
+    /// 0xC8: compression algorithms in use.
+    s_algorithm_usage_bitmap: u32 @ 0xC8;
+    /// 0xCC: blocks to preallocate for files.
+    s_prealloc_blocks: u8 @ 0xCC;
+    /// 0xCD: blocks to preallocate for directories.
+    s_prealloc_dir_blocks: u8 @ 0xCD;
+    /// 0xCE: group descriptor blocks reserved for online growth.
+    s_reserved_gdt_blocks: u16 @ 0xCE;
+    /// 0xE0: journal inode number.
+    s_journal_inum: u32 @ 0xE0;
+    /// 0xE4: journal device number.
+    s_journal_dev: u32 @ 0xE4;
+    /// 0xE8: head of the orphan inode list.
+    s_last_orphan: u32 @ 0xE8;
+    /// 0xFC: default directory hash version.
+    s_def_hash_version: u8 @ 0xFC;
+    /// 0xFD: what `s_jnl_blocks` holds (1 = a copy of the journal's i_block).
+    s_jnl_backup_type: u8 @ 0xFD;
+    /// 0xFE: group descriptor size (64bit only).
+    s_desc_size_raw: u16 @ 0xFE;
+    /// 0x100: default mount options.
+    s_default_mount_opts: u32 @ 0x100;
+    /// 0x104: first meta block group (meta_bg).
+    s_first_meta_bg: u32 @ 0x104;
+    /// 0x108: file system creation time.
+    s_mkfs_time: u32 @ 0x108;
+    /// 0x150: total number of blocks, high 32 bits.
+    s_blocks_count_hi: u32 @ 0x150;
+    /// 0x154: reserved blocks, high 32 bits.
+    s_r_blocks_count_hi: u32 @ 0x154;
+    /// 0x158: free blocks, high 32 bits.
+    s_free_blocks_count_hi: u32 @ 0x158;
+    /// 0x15C: every inode has at least this much extra space.
+    s_min_extra_isize: u16 @ 0x15C;
+    /// 0x15E: new inodes should have this much extra space.
+    s_want_extra_isize: u16 @ 0x15E;
+    /// 0x160: miscellaneous flags (hash signedness, test file system).
+    s_flags: u32 @ 0x160;
+    /// 0x164: RAID stride.
+    s_raid_stride: u16 @ 0x164;
+    /// 0x166: MMP update interval in seconds.
+    s_mmp_update_interval: u16 @ 0x166;
+    /// 0x168: block holding the MMP structure.
+    s_mmp_block: u64 @ 0x168;
+    /// 0x170: RAID stripe width.
+    s_raid_stripe_width: u32 @ 0x170;
+    /// 0x174: flex group size is 2 to this power.
+    s_log_groups_per_flex: u8 @ 0x174;
+    /// 0x175: metadata checksum algorithm (1 = crc32c).
+    s_checksum_type: u8 @ 0x175;
+    /// 0x176: encryption level.
+    s_encryption_level: u8 @ 0x176;
+    /// 0x178: kilobytes written over the file system's life.
+    s_kbytes_written: u64 @ 0x178;
+    /// 0x180: inode of the active snapshot.
+    s_snapshot_inum: u32 @ 0x180;
+    /// 0x184: id of the active snapshot.
+    s_snapshot_id: u32 @ 0x184;
+    /// 0x188: blocks reserved for the active snapshot.
+    s_snapshot_r_blocks_count: u64 @ 0x188;
+    /// 0x190: head of the snapshot list.
+    s_snapshot_list: u32 @ 0x190;
+    /// 0x194: number of errors seen.
+    s_error_count: u32 @ 0x194;
+    /// 0x198: time of the first error.
+    s_first_error_time: u32 @ 0x198;
+    /// 0x19C: inode of the first error.
+    s_first_error_ino: u32 @ 0x19C;
+    /// 0x1A0: block of the first error.
+    s_first_error_block: u64 @ 0x1A0;
+    /// 0x1C8: source line of the first error.
+    s_first_error_line: u32 @ 0x1C8;
+    /// 0x1CC: time of the last error.
+    s_last_error_time: u32 @ 0x1CC;
+    /// 0x1D0: inode of the last error.
+    s_last_error_ino: u32 @ 0x1D0;
+    /// 0x1D4: source line of the last error.
+    s_last_error_line: u32 @ 0x1D4;
+    /// 0x1D8: block of the last error.
+    s_last_error_block: u64 @ 0x1D8;
+    /// 0x240: user quota inode.
+    s_usr_quota_inum: u32 @ 0x240;
+    /// 0x244: group quota inode.
+    s_grp_quota_inum: u32 @ 0x244;
+    /// 0x248: overhead clusters.
+    s_overhead_clusters: u32 @ 0x248;
+    /// 0x24C: first backup group (sparse_super2).
+    s_backup_bgs_0: u32 @ 0x24C;
+    /// 0x250: second backup group (sparse_super2).
+    s_backup_bgs_1: u32 @ 0x250;
+    /// 0x268: lost+found inode hint.
+    s_lpf_ino: u32 @ 0x268;
+    /// 0x26C: project quota inode.
+    s_prj_quota_inum: u32 @ 0x26C;
+    /// 0x270: crc32c(uuid) when metadata_csum_seed is set.
+    s_checksum_seed: u32 @ 0x270;
+    /// 0x274: high byte of s_wtime.
+    s_wtime_hi: u8 @ 0x274;
+    /// 0x275: high byte of s_mtime.
+    s_mtime_hi: u8 @ 0x275;
+    /// 0x276: high byte of s_mkfs_time.
+    s_mkfs_time_hi: u8 @ 0x276;
+    /// 0x277: high byte of s_lastcheck.
+    s_lastcheck_hi: u8 @ 0x277;
+    /// 0x278: high byte of s_first_error_time.
+    s_first_error_time_hi: u8 @ 0x278;
+    /// 0x279: high byte of s_last_error_time.
+    s_last_error_time_hi: u8 @ 0x279;
+    /// 0x27A: error code of the first error.
+    s_first_error_errcode: u8 @ 0x27A;
+    /// 0x27B: error code of the last error.
+    s_last_error_errcode: u8 @ 0x27B;
+    /// 0x27C: file name encoding (casefold).
+    s_encoding: u16 @ 0x27C;
+    /// 0x27E: file name encoding flags.
+    s_encoding_flags: u16 @ 0x27E;
+    /// 0x280: orphan file inode.
+    s_orphan_file_inum: u32 @ 0x280;
+    /// 0x3FC: crc32c of the bytes before it.
+    s_checksum: u32 @ 0x3FC;
+}
+
+/// `s_blocks_count_lo`/`_hi`.
+pub const BLOCKS_COUNT: Split<u32, u32> =
+    Split::<u32, u32>::new(field::s_blocks_count_lo, field::s_blocks_count_hi);
+/// `s_r_blocks_count_lo`/`_hi`.
+pub const R_BLOCKS_COUNT: Split<u32, u32> =
+    Split::<u32, u32>::new(field::s_r_blocks_count_lo, field::s_r_blocks_count_hi);
+/// `s_free_blocks_count_lo`/`_hi`.
+pub const FREE_BLOCKS_COUNT: Split<u32, u32> =
+    Split::<u32, u32>::new(field::s_free_blocks_count_lo, field::s_free_blocks_count_hi);
 
 fn array16(b: &[u8], off: usize) -> [u8; 16] {
     let mut out = [0u8; 16];

@@ -1,9 +1,9 @@
 //! The journal superblock, in the first block of the journal.
 
 use super::{blocktype, BlockHeader};
-use crate::be_fields;
 use crate::bytes::{be_u32, sub};
 use crate::csum::{crc32c_raw, CRC32C_INIT};
+use crate::on_disk;
 
 /// Byte offset of `s_checksum`.
 pub const S_CHECKSUM_OFFSET: usize = 0xFC;
@@ -89,41 +89,6 @@ impl<'a> JournalSuperblock<'a> {
         })
     }
 
-    be_fields! {
-        /// 0x0C: journal block size.
-        s_blocksize: u32 @ 0x0C;
-        /// 0x10: total blocks in the journal.
-        s_maxlen: u32 @ 0x10;
-        /// 0x14: first block of log information.
-        s_first: u32 @ 0x14;
-        /// 0x18: first commit ID expected in the log.
-        s_sequence: u32 @ 0x18;
-        /// 0x1C: block where the log starts; 0 means the journal is clean.
-        s_start: u32 @ 0x1C;
-        /// 0x20: error value set by jbd2_journal_abort (signed).
-        s_errno_raw: u32 @ 0x20;
-        /// 0x24: compatible features (v2).
-        s_feature_compat: u32 @ 0x24;
-        /// 0x28: incompatible features (v2).
-        s_feature_incompat: u32 @ 0x28;
-        /// 0x2C: read-only compatible features (v2).
-        s_feature_ro_compat: u32 @ 0x2C;
-        /// 0x40: number of file systems sharing the journal.
-        s_nr_users: u32 @ 0x40;
-        /// 0x44: dynamic superblock copy location.
-        s_dynsuper: u32 @ 0x44;
-        /// 0x48: limit of journal blocks per transaction.
-        s_max_transaction: u32 @ 0x48;
-        /// 0x4C: limit of data blocks per transaction.
-        s_max_trans_data: u32 @ 0x4C;
-        /// 0x50: checksum type (4 = crc32c).
-        s_checksum_type: u8 @ 0x50;
-        /// 0x54: blocks of the fast commit area.
-        s_num_fc_blks: u32 @ 0x54;
-        /// 0xFC: crc32c of the superblock.
-        s_checksum: u32 @ 0xFC;
-    }
-
     /// `s_errno` as a signed value.
     pub fn s_errno(&self) -> i32 {
         i32::from_be_bytes(self.s_errno_raw().to_be_bytes())
@@ -180,4 +145,40 @@ impl<'a> JournalSuperblock<'a> {
     pub fn checksum_ok(&self) -> bool {
         be_u32(self.0, S_CHECKSUM_OFFSET) == self.computed_checksum()
     }
+}
+
+on_disk! {
+    read JournalSuperblock, write JournalSuperblockMut, be;
+    /// 0x0C: journal block size.
+    s_blocksize: u32 @ 0x0C;
+    /// 0x10: total blocks in the journal.
+    s_maxlen: u32 @ 0x10;
+    /// 0x14: first block of log information.
+    s_first: u32 @ 0x14;
+    /// 0x18: first commit ID expected in the log.
+    s_sequence: u32 @ 0x18;
+    /// 0x1C: block where the log starts; 0 means the journal is clean.
+    s_start: u32 @ 0x1C;
+    /// 0x20: error value set by jbd2_journal_abort (signed).
+    s_errno_raw: u32 @ 0x20;
+    /// 0x24: compatible features (v2).
+    s_feature_compat: u32 @ 0x24;
+    /// 0x28: incompatible features (v2).
+    s_feature_incompat: u32 @ 0x28;
+    /// 0x2C: read-only compatible features (v2).
+    s_feature_ro_compat: u32 @ 0x2C;
+    /// 0x40: number of file systems sharing the journal.
+    s_nr_users: u32 @ 0x40;
+    /// 0x44: dynamic superblock copy location.
+    s_dynsuper: u32 @ 0x44;
+    /// 0x48: limit of journal blocks per transaction.
+    s_max_transaction: u32 @ 0x48;
+    /// 0x4C: limit of data blocks per transaction.
+    s_max_trans_data: u32 @ 0x4C;
+    /// 0x50: checksum type (4 = crc32c).
+    s_checksum_type: u8 @ 0x50;
+    /// 0x54: blocks of the fast commit area.
+    s_num_fc_blks: u32 @ 0x54;
+    /// 0xFC: crc32c of the superblock.
+    s_checksum: u32 @ 0xFC;
 }
