@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
-use crate::exit;
 use crate::extended::{self, Extended};
+use check_core::report::exit;
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -376,26 +376,23 @@ fn skipped_report(inv: &Invocation, s: Skipped) -> Report {
 
 /// A repair (`-y`) or preen (`-p`).
 fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Device>>) -> Report {
-    let opts = check_core::repair::RepairOptions {
+    let opts = repair::RepairOptions {
         check: check_options(inv, journal),
         io: io_mode(inv.io),
         mode: if inv.mode == Mode::Repair {
-            check_core::repair::Mode::All
+            repair::Mode::All
         } else {
-            check_core::repair::Mode::Preen
+            repair::Mode::Preen
         },
         undo: inv.undo.clone(),
         max_rounds: 16,
         skip_if_clean: (!forced(inv)).then(clock),
         journal_only: inv.ext.journal_only,
-        bad_blocks: inv
-            .bad_blocks
-            .any()
-            .then(|| check_core::repair::badblocks::Change {
-                scan: inv.bad_blocks.scan,
-                keep: inv.bad_blocks.keep,
-                file: inv.bad_blocks.file.clone(),
-            }),
+        bad_blocks: inv.bad_blocks.any().then(|| repair::badblocks::Change {
+            scan: inv.bad_blocks.scan,
+            keep: inv.bad_blocks.keep,
+            file: inv.bad_blocks.file.clone(),
+        }),
         optimize_dirs: inv.optimize_dirs,
         bmap2extent: inv.ext.bmap2extent,
         discard: inv.ext.discard,
@@ -410,7 +407,7 @@ fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Devic
             );
         }
     }
-    let r = check_core::repair::repair(target, &opts);
+    let r = repair::repair(target, &opts);
     if inv.debug {
         eprintln!("{}: {} check-and-fix round(s)", inv.prog, r.rounds);
     }

@@ -11,6 +11,7 @@ use crate::fs::{open_fs, Fs, OpenOptions};
 use crate::io::Io;
 use crate::problem::{Code, Finding, Pass};
 use crate::report::{Report, Summary};
+use crate::sink::FixSink;
 use crate::{journal, pass1, pass1b, pass2, pass3, pass4, pass5, postpass, super_check};
 
 /// Checks the file system on `dev` without changing anything.
@@ -55,10 +56,10 @@ pub fn check_with_state(dev: Arc<Device>, opts: &CheckOptions) -> Checked {
     check_fixing(dev, opts, None)
 }
 
-/// A check that, given a fixer, has pass 1's workers send it the repairs
+/// A check that, given a sink, has pass 1's workers send it the repairs
 /// they can make on the spot (see [`pass1::Pass1::sink`]); the findings
 /// so repaired come back marked fixed. Without one, nothing is written.
-pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&fixer::Fixer>) -> Checked {
+pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn FixSink>) -> Checked {
     let mut report = Report {
         device: dev.path().display().to_string(),
         ..Default::default()

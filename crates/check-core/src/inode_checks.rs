@@ -2,7 +2,7 @@
 //! inode), pass 2 (which reports it when an entry points at it) and pass 4.
 
 use ext4_layout::extent::{ExtentNode, EXT4_EXT_MAGIC};
-use ext4_layout::inode::{flags, Inode, S_IFMT};
+use ext4_layout::inode::{flags, Inode};
 
 use crate::io::Io;
 use crate::xattr_read;
@@ -79,12 +79,4 @@ pub fn symlink_ok(io: &mut Io<'_>, inode: &Inode<'_>, csum_ok: bool) -> bool {
         data.iter().position(|&b| b == 0).unwrap_or(data.len())
     };
     len < data.len() && len as u64 == size
-}
-
-/// Whether the mode's type bits name one of the seven file types.
-pub fn mode_type_valid(mode: u16) -> bool {
-    matches!(
-        mode & S_IFMT,
-        0o010000 | 0o020000 | 0o040000 | 0o060000 | 0o100000 | 0o120000 | 0o140000
-    )
 }

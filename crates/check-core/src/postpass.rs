@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use ext4_layout::bytes::le_u32;
 use ext4_layout::features::{CompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
+use ext4_layout::orphan::{CsumKey, OrphanBlock};
 
 use crate::blockiter::for_each_block;
 use crate::fs::Fs;
@@ -110,19 +110,14 @@ pub fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
                 why = "a block cannot be read".into();
                 break;
             }
-            let tail = bs as usize - 8;
-            let mut clean = buf[..tail].iter().all(|&x| x == 0)
-                && le_u32(&buf, tail) == crate::repair::orphan::MAGIC;
-            if clean && fs.metadata_csum() {
-                let c = crate::repair::orphan::block_csum(
-                    geo.csum_seed,
-                    ino,
-                    inode.i_generation(),
-                    b,
-                    &buf,
-                );
-                clean = le_u32(&buf, tail + 4) == c;
-            }
+            let key = fs.metadata_csum().then_some(CsumKey {
+                seed: geo.csum_seed,
+                ino,
+                generation: inode.i_generation(),
+                block: b,
+            });
+            let block = OrphanBlock::new(&buf);
+            let clean = block.is_empty() && block.is_valid(key);
             if !clean {
                 out.push(Finding::new(Code::OrphanBlockDirty).ino(ino).blk(b));
                 result = 1;

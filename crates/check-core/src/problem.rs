@@ -65,8 +65,133 @@ impl Pass {
     }
 }
 
+/// Where a fix changes nothing but the inode's own fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Local {
+    No,
+    Yes,
+    /// Only for regular files (a directory's size bounds what pass 2
+    /// reads, a symlink's what its target is).
+    RegularOnly,
+}
+
+/// Where fixing a problem keeps the check's later findings valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Keeps {
+    No,
+    Yes,
+    /// For every inode but directories.
+    NotForDirectories,
+}
+
+/// What a repair may do about a problem and what fixing it disturbs, as
+/// e2fsck's problem table carries `PR_PREEN_OK` and its other flags. Each
+/// code's policy is the bracketed column of the table below:
+///
+/// - `preen`: preen mode (`-p`) fixes it without asking;
+/// - `fix`: a notice that still calls for a change (every error does);
+/// - `pass5`: pass 5's rebuild of the bitmaps and counts fixes it;
+/// - `local` / `local_regular`: the fix changes nothing but the inode's own
+///   fields, for every inode / only for regular files, so pass 1's workers
+///   may send it to the writer while they check;
+/// - `keeps` / `keeps_nondir`: fixing it leaves the later passes' findings
+///   valid (no block or inode changes hands, no entry changes), for every
+///   inode / for all but directories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixPolicy {
+    /// Preen may fix it.
+    pub preen: bool,
+    /// A notice that calls for a change.
+    pub fix_notice: bool,
+    /// Pass 5's rebuild fixes it.
+    pub rebuilt_by_pass5: bool,
+    local: Local,
+    keeps: Keeps,
+}
+
+impl FixPolicy {
+    /// No column set.
+    pub const NONE: FixPolicy = FixPolicy {
+        preen: false,
+        fix_notice: false,
+        rebuilt_by_pass5: false,
+        local: Local::No,
+        keeps: Keeps::No,
+    };
+
+    const fn preen(self) -> Self {
+        FixPolicy {
+            preen: true,
+            ..self
+        }
+    }
+
+    const fn fix(self) -> Self {
+        FixPolicy {
+            fix_notice: true,
+            ..self
+        }
+    }
+
+    const fn pass5(self) -> Self {
+        FixPolicy {
+            rebuilt_by_pass5: true,
+            ..self
+        }
+    }
+
+    const fn local(self) -> Self {
+        FixPolicy {
+            local: Local::Yes,
+            ..self
+        }
+    }
+
+    const fn local_regular(self) -> Self {
+        FixPolicy {
+            local: Local::RegularOnly,
+            ..self
+        }
+    }
+
+    const fn keeps(self) -> Self {
+        FixPolicy {
+            keeps: Keeps::Yes,
+            ..self
+        }
+    }
+
+    const fn keeps_nondir(self) -> Self {
+        FixPolicy {
+            keeps: Keeps::NotForDirectories,
+            ..self
+        }
+    }
+
+    /// Whether the fix changes nothing but the inode's own fields, in an
+    /// inode that is (or is not) a regular file.
+    pub fn inode_local(&self, regular: bool) -> bool {
+        match self.local {
+            Local::No => false,
+            Local::Yes => true,
+            Local::RegularOnly => regular,
+        }
+    }
+
+    /// Whether fixing it keeps the check's later findings valid, for an
+    /// inode known to be a directory or not (`None`: no inode, or not
+    /// known).
+    pub fn keeps_check(&self, directory: Option<bool>) -> bool {
+        match self.keeps {
+            Keeps::No => false,
+            Keeps::Yes => true,
+            Keeps::NotForDirectories => directory == Some(false),
+        }
+    }
+}
+
 macro_rules! codes {
-    ($( $(#[$m:meta])* $variant:ident = $e2:literal, $name:literal, $pass:ident, $sev:ident, $msg:literal; )*) => {
+    ($( $(#[$m:meta])* $variant:ident = $e2:literal, $name:literal, $pass:ident, $sev:ident [$($flag:ident)*], $msg:literal; )*) => {
         /// A problem code. The discriminant-free enum keeps codes stable by
         /// name; [`Code::e2fsck_code`] gives e2fsck's number.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,748 +227,753 @@ macro_rules! codes {
             pub fn template(self) -> &'static str {
                 match self { $( Code::$variant => $msg, )* }
             }
+
+            /// How a repair treats it: the table's bracketed column.
+            pub const fn policy(self) -> FixPolicy {
+                match self { $( Code::$variant => FixPolicy::NONE $(.$flag())*, )* }
+            }
         }
     };
 }
 
 codes! {
     /// superblock-primary-bad (no e2fsck equivalent).
-    SuperblockUsedBackup = 0x000000, "superblock-primary-bad", Super, Notice,
+    SuperblockUsedBackup = 0x000000, "superblock-primary-bad", Super, Notice [fix],
         "the primary superblock is unusable ({str}); the backup at block {blk} was used";
     /// superblock-from-backup (no e2fsck equivalent: its -b option).
-    SuperblockFromBackup = 0x000000, "superblock-from-backup", Super, Notice,
+    SuperblockFromBackup = 0x000000, "superblock-from-backup", Super, Notice [fix],
         "the superblock at block {blk} was used, as asked; a repair writes it and its group descriptors to the primary place";
     /// state-not-clean (no e2fsck problem code: e2fsck marks the file
     /// system valid at the end of every repair).
-    StateNotClean = 0x000000, "state-not-clean", Super, Notice,
+    StateNotClean = 0x000000, "state-not-clean", Super, Notice [],
         "the file system was not marked clean (not cleanly unmounted, or checked from a backup superblock)";
     /// descriptors-primary-bad (e2fsck PR_0_CHECK_DESC_FAILED).
-    DescriptorsUsedBackup = 0x000045, "descriptors-primary-bad", Super, Notice,
+    DescriptorsUsedBackup = 0x000045, "descriptors-primary-bad", Super, Notice [fix],
         "the primary group descriptors are unusable ({str}); the backup at block {blk} was used";
     /// descriptors-bad (e2fsck PR_0_CHECK_DESC_FAILED).
-    DescriptorsBad = 0x000045, "descriptors-bad", Super, Notice,
+    DescriptorsBad = 0x000045, "descriptors-bad", Super, Notice [],
         "the group descriptors look bad: {str}";
     /// fs-size-wrong (e2fsck PR_0_FS_SIZE_WRONG).
-    FsSizeWrong = 0x000005, "fs-size-wrong", Super, Notice,
+    FsSizeWrong = 0x000005, "fs-size-wrong", Super, Notice [],
         "the file system is {blk} blocks long but the device holds only {blk2}";
     /// superblock-corrupt (e2fsck PR_0_MISC_CORRUPT_SUPER).
-    SuperblockCorrupt = 0x00000b, "superblock-corrupt", Super, Notice,
+    SuperblockCorrupt = 0x00000b, "superblock-corrupt", Super, Notice [],
         "superblock field {str} has an invalid value {num}";
     /// inode-count-wrong (e2fsck PR_0_INODE_COUNT_WRONG).
-    InodeCountWrong = 0x00000d, "inode-count-wrong", Super, Notice,
+    InodeCountWrong = 0x00000d, "inode-count-wrong", Super, Notice [],
         "the inode count is {num}, should be {num2}";
     /// first-data-block-wrong (e2fsck PR_0_FIRST_DATA_BLOCK).
-    FirstDataBlockWrong = 0x000008, "first-data-block-wrong", Super, Notice,
+    FirstDataBlockWrong = 0x000008, "first-data-block-wrong", Super, Notice [],
         "the first data block is {num}, should be {num2}";
     /// bad-min-extra-isize (e2fsck PR_0_BAD_MIN_EXTRA_ISIZE).
-    BadMinExtraIsize = 0x00004d, "bad-min-extra-isize", Super, Notice,
+    BadMinExtraIsize = 0x00004d, "bad-min-extra-isize", Super, Notice [fix],
         "s_min_extra_isize {num} is invalid";
     /// bad-want-extra-isize (e2fsck PR_0_BAD_WANT_EXTRA_ISIZE).
-    BadWantExtraIsize = 0x00004e, "bad-want-extra-isize", Super, Notice,
+    BadWantExtraIsize = 0x00004e, "bad-want-extra-isize", Super, Notice [fix],
         "s_want_extra_isize {num} is invalid";
     /// meta-and-gdt-csum (e2fsck PR_0_META_AND_GDT_CSUM_SET).
-    MetaAndGdtCsum = 0x000046, "meta-and-gdt-csum", Super, Notice,
+    MetaAndGdtCsum = 0x000046, "meta-and-gdt-csum", Super, Notice [preen],
         "both metadata_csum and uninit_bg are set; uninit_bg should be cleared";
     /// csum-seed-without-metadata-csum (e2fsck PR_0_CSUM_SEED_WITHOUT_META_CSUM).
-    CsumSeedWithoutMetaCsum = 0x00004b, "csum-seed-without-metadata-csum", Super, Notice,
+    CsumSeedWithoutMetaCsum = 0x00004b, "csum-seed-without-metadata-csum", Super, Notice [preen],
         "metadata_csum_seed is set without metadata_csum";
     /// 64bit-without-extents (e2fsck PR_0_64BIT_WITHOUT_EXTENTS).
-    Bit64WithoutExtents = 0x000048, "64bit-without-extents", Super, Notice,
+    Bit64WithoutExtents = 0x000048, "64bit-without-extents", Super, Notice [preen],
         "64bit is set without extents";
     /// first-meta-bg-too-big (e2fsck PR_0_FIRST_META_BG_TOO_BIG).
-    FirstMetaBgTooBig = 0x000049, "first-meta-bg-too-big", Super, Notice,
+    FirstMetaBgTooBig = 0x000049, "first-meta-bg-too-big", Super, Notice [fix],
         "s_first_meta_bg {num} is larger than the descriptor table ({num2} blocks)";
     /// block-bitmap-not-in-group (e2fsck PR_0_BB_NOT_GROUP).
-    BlockBitmapNotInGroup = 0x000001, "block-bitmap-not-in-group", Super, Notice,
+    BlockBitmapNotInGroup = 0x000001, "block-bitmap-not-in-group", Super, Notice [fix],
         "the block bitmap of group {group} is not in the group (block {blk})";
     /// inode-bitmap-not-in-group (e2fsck PR_0_IB_NOT_GROUP).
-    InodeBitmapNotInGroup = 0x000002, "inode-bitmap-not-in-group", Super, Notice,
+    InodeBitmapNotInGroup = 0x000002, "inode-bitmap-not-in-group", Super, Notice [fix],
         "the inode bitmap of group {group} is not in the group (block {blk})";
     /// inode-table-not-in-group (e2fsck PR_0_ITABLE_NOT_GROUP).
-    InodeTableNotInGroup = 0x000003, "inode-table-not-in-group", Super, Notice,
+    InodeTableNotInGroup = 0x000003, "inode-table-not-in-group", Super, Notice [fix],
         "the inode table of group {group} is not in the group (block {blk})";
     /// group-desc-checksum (e2fsck PR_0_GDT_CSUM).
-    GroupDescChecksum = 0x000035, "group-desc-checksum", Super, Notice,
+    GroupDescChecksum = 0x000035, "group-desc-checksum", Super, Notice [preen fix],
         "the descriptor checksum of group {group} is {num:x}, should be {num2:x}";
     /// group-uninit-without-csum (e2fsck PR_0_GDT_UNINIT).
-    GroupUninitWithoutCsum = 0x000036, "group-uninit-without-csum", Super, Notice,
+    GroupUninitWithoutCsum = 0x000036, "group-uninit-without-csum", Super, Notice [preen fix],
         "group {group} has uninit flags or unused inodes but descriptors have no checksums";
     /// last-group-block-uninit (e2fsck PR_0_BB_UNINIT_LAST).
-    LastGroupBlockUninit = 0x000039, "last-group-block-uninit", Super, Notice,
+    LastGroupBlockUninit = 0x000039, "last-group-block-uninit", Super, Notice [preen],
         "the last group ({group}) is marked BLOCK_UNINIT";
     /// group-itable-unused-invalid (e2fsck PR_0_GDT_ITABLE_UNUSED).
-    GroupItableUnusedInvalid = 0x000038, "group-itable-unused-invalid", Super, Notice,
+    GroupItableUnusedInvalid = 0x000038, "group-itable-unused-invalid", Super, Notice [preen],
         "group {group} has {num} unused inodes, more than its free inodes";
     /// future-last-mount (e2fsck PR_0_FUTURE_SB_LAST_MOUNT).
-    FutureLastMount = 0x000031, "future-last-mount", Super, Notice,
+    FutureLastMount = 0x000031, "future-last-mount", Super, Notice [preen],
         "the last mount time is in the future";
     /// future-last-write (e2fsck PR_0_FUTURE_SB_LAST_WRITE).
-    FutureLastWrite = 0x000032, "future-last-write", Super, Notice,
+    FutureLastWrite = 0x000032, "future-last-write", Super, Notice [preen],
         "the last write time is in the future";
     /// journal-backup-updated (e2fsck PR_0_BACKUP_JNL). Repair only: the
     /// superblock's copy of the journal inode's block map is written.
-    JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice,
+    JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice [],
         "the superblock's backup of the journal inode's block map was missing or stale";
     /// journal-moved-hidden (e2fsck PR_0_MOVE_JOURNAL). Repair only: a
     /// journal that is a visible file moves to the hidden journal inode.
-    JournalMovedToHidden = 0x000028, "journal-moved-hidden", Super, Notice,
+    JournalMovedToHidden = 0x000028, "journal-moved-hidden", Super, Notice [],
         "the journal is a visible file (inode {ino}); it moves to the hidden journal inode";
     /// journal-replay-stopped (no e2fsck problem code: its "journal
     /// checksum error found"). Repair only: recovery stopped at a damaged
     /// transaction; what came before it was replayed.
-    JournalReplayStopped = 0x000000, "journal-replay-stopped", Super, Notice,
+    JournalReplayStopped = 0x000000, "journal-replay-stopped", Super, Notice [],
         "journal recovery stopped early: {str}";
     /// invalid-quota-inode (e2fsck PR_0_INVALID_QUOTA_INO).
-    InvalidQuotaInode = 0x00004f, "invalid-quota-inode", Super, Notice,
+    InvalidQuotaInode = 0x00004f, "invalid-quota-inode", Super, Notice [fix],
         "the {str} quota inode {ino} is invalid";
     /// resize-inode-with-meta-bg (e2fsck PR_0_DISABLE_RESIZE_INODE).
-    DisableResizeInode = 0x000051, "resize-inode-with-meta-bg", Super, Notice,
+    DisableResizeInode = 0x000051, "resize-inode-with-meta-bg", Super, Notice [],
         "resize_inode and meta_bg are both set";
     /// reserved-gdt-without-resize-inode (e2fsck PR_0_NONZERO_RESERVED_GDT_BLOCKS).
-    NonzeroReservedGdt = 0x00002e, "reserved-gdt-without-resize-inode", Super, Notice,
+    NonzeroReservedGdt = 0x00002e, "reserved-gdt-without-resize-inode", Super, Notice [],
         "s_reserved_gdt_blocks is {num} without resize_inode";
     /// resize-inode-not-clear (e2fsck PR_0_CLEAR_RESIZE_INODE).
-    ClearResizeInode = 0x00002f, "resize-inode-not-clear", Super, Notice,
+    ClearResizeInode = 0x00002f, "resize-inode-not-clear", Super, Notice [],
         "the resize inode is not clear although resize_inode is off";
     /// resize-inode-invalid (e2fsck PR_0_RESIZE_INODE_INVALID).
-    ResizeInodeInvalid = 0x000030, "resize-inode-invalid", Super, Notice,
+    ResizeInodeInvalid = 0x000030, "resize-inode-invalid", Super, Notice [],
         "the resize inode is invalid ({str})";
     /// hurd-filetype (e2fsck PR_0_HURD_CLEAR_FILETYPE).
-    HurdFiletype = 0x00000e, "hurd-filetype", Super, Notice,
+    HurdFiletype = 0x00000e, "hurd-filetype", Super, Notice [],
         "a Hurd file system has the filetype feature";
     /// journal-needs-recovery (no e2fsck equivalent).
-    JournalNeedsRecovery = 0x000000, "journal-needs-recovery", Super, Notice,
+    JournalNeedsRecovery = 0x000000, "journal-needs-recovery", Super, Notice [preen],
         "the journal needs recovery; a read-only check does not replay it, so what follows describes the file system without it";
     /// journal-inode-bad (e2fsck PR_0_JOURNAL_BAD_INODE).
-    JournalBadInode = 0x00000f, "journal-inode-bad", Super, Notice,
+    JournalBadInode = 0x00000f, "journal-inode-bad", Super, Notice [preen],
         "the journal inode is invalid ({str})";
     /// journal-superblock-bad (e2fsck PR_0_JOURNAL_BAD_SUPER).
-    JournalBadSuper = 0x000015, "journal-superblock-bad", Super, Notice,
+    JournalBadSuper = 0x000015, "journal-superblock-bad", Super, Notice [preen],
         "the journal superblock is corrupt ({str})";
     /// journal-unsupported (e2fsck PR_0_JOURNAL_UNSUPP_INCOMPAT).
-    JournalUnsupported = 0x000026, "journal-unsupported", Super, Notice,
+    JournalUnsupported = 0x000026, "journal-unsupported", Super, Notice [],
         "the journal uses unsupported features or version ({str})";
     /// journal-multi-fs (e2fsck PR_0_JOURNAL_UNSUPP_MULTIFS).
-    JournalMultiFs = 0x000010, "journal-multi-fs", Super, Notice,
+    JournalMultiFs = 0x000010, "journal-multi-fs", Super, Notice [],
         "the journal claims to be shared by {num} file systems";
     /// recover-without-journal (e2fsck PR_0_JOURNAL_RECOVER_SET).
-    JournalRecoverWithoutJournal = 0x000017, "recover-without-journal", Super, Notice,
+    JournalRecoverWithoutJournal = 0x000017, "recover-without-journal", Super, Notice [preen],
         "needs_recovery is set but the file system has no journal";
     /// journal-flag-missing (e2fsck PR_0_JOURNAL_HAS_JOURNAL).
-    JournalFlagMissing = 0x000016, "journal-flag-missing", Super, Notice,
+    JournalFlagMissing = 0x000016, "journal-flag-missing", Super, Notice [preen],
         "a journal is present but has_journal is not set";
     /// journal-recovery-flag-clear (e2fsck PR_0_JOURNAL_RECOVERY_CLEAR).
-    JournalRecoveryFlagClear = 0x000018, "journal-recovery-flag-clear", Super, Notice,
+    JournalRecoveryFlagClear = 0x000018, "journal-recovery-flag-clear", Super, Notice [preen],
         "the journal has data to replay but needs_recovery is not set";
     /// journal-errno (no e2fsck equivalent).
-    JournalErrno = 0x000000, "journal-errno", Super, Notice,
+    JournalErrno = 0x000000, "journal-errno", Super, Notice [preen],
         "the journal recorded error {num}; the file system will be marked as having errors";
     /// external-journal (e2fsck PR_0_CANT_FIND_JOURNAL).
-    ExternalJournal = 0x000011, "external-journal", Super, Notice,
+    ExternalJournal = 0x000011, "external-journal", Super, Notice [],
         "the file system's external journal cannot be found (name its device with -j)";
     /// external-journal-bad-super (e2fsck PR_0_EXT_JOURNAL_BAD_SUPER).
-    ExternalJournalBadSuper = 0x000012, "external-journal-bad-super", Super, Notice,
+    ExternalJournalBadSuper = 0x000012, "external-journal-bad-super", Super, Notice [],
         "the external journal has a bad superblock ({str})";
     /// external-journal-wrong-fs (e2fsck PR_0_JOURNAL_BAD_UUID).
-    ExternalJournalWrongFs = 0x000013, "external-journal-wrong-fs", Super, Notice,
+    ExternalJournalWrongFs = 0x000013, "external-journal-wrong-fs", Super, Notice [],
         "the external journal does not belong to this file system";
     /// mmp-invalid (e2fsck PR_0_MMP_INVALID_BLK).
-    MmpInvalid = 0x000042, "mmp-invalid", Super, Notice,
+    MmpInvalid = 0x000042, "mmp-invalid", Super, Notice [preen],
         "the multiple-mount protection block is invalid ({str})";
     /// journal-recreated (e2fsck PR_6_RECREATE_JOURNAL). Repair only: a
     /// journal removed as unusable is replaced by a new, empty one.
-    RecreateJournal = 0x060001, "journal-recreated", P5, Notice,
+    RecreateJournal = 0x060001, "journal-recreated", P5, Notice [preen fix],
         "the journal was removed as unusable; a new one is needed";
     /// orphan-file-without-journal (e2fsck PR_6_ORPHAN_FILE_WITHOUT_JOURNAL).
-    OrphanFileWithoutJournal = 0x060007, "orphan-file-without-journal", P5, Error,
+    OrphanFileWithoutJournal = 0x060007, "orphan-file-without-journal", P5, Error [preen],
         "the file system has an orphan file but no journal";
     /// orphan-file-block-dirty (e2fsck PR_6_ORPHAN_BLOCK_DIRTY).
-    OrphanBlockDirty = 0x06000c, "orphan-file-block-dirty", P5, Error,
+    OrphanBlockDirty = 0x06000c, "orphan-file-block-dirty", P5, Error [preen],
         "orphan file (inode {ino}) block {blk} is not clean";
     /// orphan-present-clean-file (e2fsck PR_6_ORPHAN_PRESENT_CLEAN_FILE).
-    OrphanPresentCleanFile = 0x06000d, "orphan-present-clean-file", P5, Error,
+    OrphanPresentCleanFile = 0x06000d, "orphan-present-clean-file", P5, Error [preen],
         "orphan_present is set but the orphan file is clean";
     /// orphan-present-no-file (e2fsck PR_6_ORPHAN_PRESENT_NO_FILE).
-    OrphanPresentNoFile = 0x06000e, "orphan-present-no-file", P5, Error,
+    OrphanPresentNoFile = 0x06000e, "orphan-present-no-file", P5, Error [preen],
         "orphan_present is set but there is no orphan file";
     /// orphan-file-corrupted (e2fsck PR_6_ORPHAN_FILE_CORRUPTED).
-    OrphanFileCorrupted = 0x060009, "orphan-file-corrupted", P5, Error,
+    OrphanFileCorrupted = 0x060009, "orphan-file-corrupted", P5, Error [preen],
         "the orphan file (inode {ino}) is corrupt ({str})";
     /// quota-mismatch (e2fsck PR_6_UPDATE_QUOTAS).
-    QuotaMismatch = 0x060002, "quota-mismatch", P5, Error,
+    QuotaMismatch = 0x060002, "quota-mismatch", P5, Error [preen],
         "the {str} quota file does not match the usage found";
     /// root-not-dir (e2fsck PR_1_ROOT_NO_DIR).
-    RootNotDir = 0x010001, "root-not-dir", P1, Error,
+    RootNotDir = 0x010001, "root-not-dir", P1, Error [],
         "the root inode is not a directory";
     /// root-dtime (e2fsck PR_1_ROOT_DTIME).
-    RootDtime = 0x010002, "root-dtime", P1, Error,
+    RootDtime = 0x010002, "root-dtime", P1, Error [preen keeps],
         "the root inode has dtime set";
     /// reserved-inode-bad-mode (e2fsck PR_1_RESERVED_BAD_MODE).
-    ReservedBadMode = 0x010003, "reserved-inode-bad-mode", P1, Error,
+    ReservedBadMode = 0x010003, "reserved-inode-bad-mode", P1, Error [preen],
         "reserved inode {ino} has a bad mode ({num:o})";
     /// deleted-inode-zero-dtime (e2fsck PR_1_ZERO_DTIME).
-    ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error,
+    ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error [preen],
         "deleted inode {ino} has a zero dtime";
     /// inode-in-use-dtime (e2fsck PR_1_SET_DTIME).
-    SetDtime = 0x010005, "inode-in-use-dtime", P1, Error,
+    SetDtime = 0x010005, "inode-in-use-dtime", P1, Error [preen local keeps],
         "inode {ino} is in use but has dtime set";
     /// block-bitmap-conflict (e2fsck PR_1_BB_CONFLICT).
-    BlockBitmapConflict = 0x010007, "block-bitmap-conflict", P1, Error,
+    BlockBitmapConflict = 0x010007, "block-bitmap-conflict", P1, Error [],
         "the block bitmap of group {group} at block {blk} conflicts with other metadata";
     /// inode-bitmap-conflict (e2fsck PR_1_IB_CONFLICT).
-    InodeBitmapConflict = 0x010008, "inode-bitmap-conflict", P1, Error,
+    InodeBitmapConflict = 0x010008, "inode-bitmap-conflict", P1, Error [],
         "the inode bitmap of group {group} at block {blk} conflicts with other metadata";
     /// inode-table-conflict (e2fsck PR_1_ITABLE_CONFLICT).
-    InodeTableConflict = 0x010009, "inode-table-conflict", P1, Error,
+    InodeTableConflict = 0x010009, "inode-table-conflict", P1, Error [],
         "the inode table of group {group} at block {blk} conflicts with other metadata";
     /// imagic-without-feature (e2fsck PR_1_SET_IMAGIC).
-    SetImagic = 0x01002f, "imagic-without-feature", P1, Error,
+    SetImagic = 0x01002f, "imagic-without-feature", P1, Error [],
         "inode {ino} has the imagic flag but the file system does not support it";
     /// special-file-immutable (e2fsck PR_1_SET_IMMUTABLE).
-    SetImmutable = 0x010030, "special-file-immutable", P1, Notice,
+    SetImmutable = 0x010030, "special-file-immutable", P1, Notice [preen fix],
         "special inode {ino} has the immutable or append-only flag";
     /// special-file-nonzero-size (e2fsck PR_1_SET_NONZSIZE).
-    SetNonzeroSize = 0x010032, "special-file-nonzero-size", P1, Error,
+    SetNonzeroSize = 0x010032, "special-file-nonzero-size", P1, Error [preen],
         "special inode {ino} has a non-zero size {num}";
     /// journal-inode-not-clear (e2fsck PR_1_JOURNAL_INODE_NOT_CLEAR).
-    JournalInodeNotClear = 0x010034, "journal-inode-not-clear", P1, Error,
+    JournalInodeNotClear = 0x010034, "journal-inode-not-clear", P1, Error [preen],
         "the journal inode is in use but the file system has no journal";
     /// journal-inode-bad-mode (e2fsck PR_1_JOURNAL_BAD_MODE).
-    JournalBadMode = 0x010035, "journal-inode-bad-mode", P1, Error,
+    JournalBadMode = 0x010035, "journal-inode-bad-mode", P1, Error [preen],
         "the journal inode is not a regular file";
     /// low-dtime (e2fsck PR_1_LOW_DTIME).
-    LowDtime = 0x010036, "low-dtime", P1, Error,
+    LowDtime = 0x010036, "low-dtime", P1, Error [],
         "inode {ino} was part of the orphan list (dtime {num})";
     /// bad-extra-isize (e2fsck PR_1_EXTRA_ISIZE).
-    ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error,
+    ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error [preen],
         "inode {ino} has i_extra_isize {num}, which is invalid";
     /// xattr-name-len (e2fsck PR_1_ATTR_NAME_LEN).
-    AttrNameLen = 0x010050, "xattr-name-len", P1, Error,
+    AttrNameLen = 0x010050, "xattr-name-len", P1, Error [preen],
         "inode {ino} has an extended attribute with a bad name length {num}";
     /// xattr-value-size (e2fsck PR_1_ATTR_VALUE_SIZE).
-    AttrValueSize = 0x010053, "xattr-value-size", P1, Error,
+    AttrValueSize = 0x010053, "xattr-value-size", P1, Error [preen],
         "inode {ino} has an extended attribute with a bad value size {num}";
     /// xattr-hash (e2fsck PR_1_ATTR_HASH).
-    AttrHash = 0x010054, "xattr-hash", P1, Error,
+    AttrHash = 0x010054, "xattr-hash", P1, Error [preen],
         "inode {ino} has an extended attribute with a bad hash {num}";
     /// xattr-value-inode-bad (e2fsck PR_1_ATTR_VALUE_EA_INODE).
-    AttrValueEaInode = 0x010083, "xattr-value-inode-bad", P1, Error,
+    AttrValueEaInode = 0x010083, "xattr-value-inode-bad", P1, Error [preen],
         "inode {ino} has an extended attribute whose value inode {num} is invalid";
     /// xattr-value-inode-flag (e2fsck PR_1_ATTR_NO_EA_INODE_FL).
-    AttrNoEaInodeFlag = 0x010085, "xattr-value-inode-flag", P1, Error,
+    AttrNoEaInodeFlag = 0x010085, "xattr-value-inode-flag", P1, Error [preen],
         "inode {ino} has an extended attribute whose value inode {num} lacks the EA_INODE flag";
     /// ea-inode-flag-missing (e2fsck PR_1_ATTR_SET_EA_INODE_FL).
-    AttrSetEaInodeFlag = 0x010086, "ea-inode-flag-missing", P1, Error,
+    AttrSetEaInodeFlag = 0x010086, "ea-inode-flag-missing", P1, Error [preen],
         "EA inode {num} used by inode {ino} lacks the EA_INODE flag";
     /// xattr-collision (e2fsck PR_1_INODE_EA_ALLOC_COLLISION).
-    InodeEaAllocCollision = 0x010069, "xattr-collision", P1, Error,
+    InodeEaAllocCollision = 0x010069, "xattr-collision", P1, Error [],
         "inode {ino} has extended attributes that overlap";
     /// timestamp-out-of-range (e2fsck PR_1_EA_TIME_OUT_OF_RANGE).
-    EaTimeOutOfRange = 0x010082, "timestamp-out-of-range", P1, Notice,
+    EaTimeOutOfRange = 0x010082, "timestamp-out-of-range", P1, Notice [preen fix keeps],
         "inode {ino} has timestamps beyond the representable range";
     /// looks-like-directory (e2fsck PR_1_TREAT_AS_DIRECTORY).
-    TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error,
+    TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error [],
         "inode {ino} has mode {num:o} but looks like a directory";
     /// extents-without-feature (e2fsck PR_1_EXTENTS_SET).
-    ExtentsSet = 0x01005a, "extents-without-feature", P1, Error,
+    ExtentsSet = 0x01005a, "extents-without-feature", P1, Error [],
         "inode {ino} has the extents flag but the file system has no extents feature";
     /// extent-feature-missing (e2fsck PR_1_EXTENT_FEATURE).
-    ExtentFeature = 0x01005b, "extent-feature-missing", P1, Error,
+    ExtentFeature = 0x01005b, "extent-feature-missing", P1, Error [],
         "inode {ino} is in extent format but the file system lacks the extent feature";
     /// extent-flag-missing (e2fsck PR_1_UNSET_EXTENT_FL).
-    UnsetExtentFlag = 0x01005c, "extent-flag-missing", P1, Error,
+    UnsetExtentFlag = 0x01005c, "extent-flag-missing", P1, Error [preen],
         "inode {ino} has an extent header but not the extents flag";
     /// fast-symlink-extents-flag (e2fsck PR_1_FAST_SYMLINK_EXTENT_FL).
-    FastSymlinkExtentFlag = 0x01005d, "fast-symlink-extents-flag", P1, Error,
+    FastSymlinkExtentFlag = 0x01005d, "fast-symlink-extents-flag", P1, Error [],
         "fast symlink {ino} has the extents flag set";
     /// quota-inode-bad-mode (e2fsck PR_1_QUOTA_BAD_MODE).
-    QuotaBadMode = 0x010062, "quota-inode-bad-mode", P1, Error,
+    QuotaBadMode = 0x010062, "quota-inode-bad-mode", P1, Error [preen],
         "quota inode {ino} is not a regular file";
     /// quota-inode-not-clear (e2fsck PR_1_QUOTA_INODE_NOT_CLEAR).
-    QuotaInodeNotClear = 0x010063, "quota-inode-not-clear", P1, Error,
+    QuotaInodeNotClear = 0x010063, "quota-inode-not-clear", P1, Error [preen],
         "quota inode {ino} is in use but quotas are off";
     /// bad-blocks-inode-invalid (e2fsck PR_1_INVALID_BAD_INODE).
-    InvalidBadInode = 0x010065, "bad-blocks-inode-invalid", P1, Error,
+    InvalidBadInode = 0x010065, "bad-blocks-inode-invalid", P1, Error [],
         "the bad blocks inode looks invalid";
     /// inode-garbage (e2fsck PR_1_INODE_IS_GARBAGE).
-    InodeIsGarbage = 0x010067, "inode-garbage", P1, Error,
+    InodeIsGarbage = 0x010067, "inode-garbage", P1, Error [],
         "inode {ino} seems to contain garbage";
     /// inode-checksum (e2fsck PR_1_INODE_ONLY_CSUM_INVALID).
-    InodeOnlyCsumInvalid = 0x010068, "inode-checksum", P1, Error,
+    InodeOnlyCsumInvalid = 0x010068, "inode-checksum", P1, Error [preen local keeps],
         "inode {ino} passes checks but its checksum does not match";
     /// inline-data-feature-missing (e2fsck PR_1_INLINE_DATA_FEATURE).
-    InlineDataFeature = 0x01006f, "inline-data-feature-missing", P1, Error,
+    InlineDataFeature = 0x01006f, "inline-data-feature-missing", P1, Error [preen],
         "inode {ino} has inline data but the file system lacks the inline_data feature";
     /// inline-data-without-feature (e2fsck PR_1_INLINE_DATA_SET).
-    InlineDataSet = 0x010070, "inline-data-without-feature", P1, Error,
+    InlineDataSet = 0x010070, "inline-data-without-feature", P1, Error [],
         "inode {ino} has the inline data flag but the file system has no inline_data feature";
     /// inline-data-attr-missing (e2fsck PR_1_INLINE_DATA_NO_ATTR).
-    InlineDataNoAttr = 0x010075, "inline-data-attr-missing", P1, Error,
+    InlineDataNoAttr = 0x010075, "inline-data-attr-missing", P1, Error [],
         "inode {ino} has inline data but its system.data attribute is missing or bad";
     /// special-file-extents-inline (e2fsck PR_1_SPECIAL_EXTENTS_IDATA).
-    SpecialExtentsIdata = 0x010076, "special-file-extents-inline", P1, Notice,
+    SpecialExtentsIdata = 0x010076, "special-file-extents-inline", P1, Notice [preen fix],
         "special inode {ino} has the extents or inline data flag";
     /// inline-and-extents-extent (e2fsck PR_1_CLEAR_INLINE_DATA_FOR_EXTENT).
-    ClearInlineDataForExtent = 0x010077, "inline-and-extents-extent", P1, Error,
+    ClearInlineDataForExtent = 0x010077, "inline-and-extents-extent", P1, Error [],
         "inode {ino} has both inline data and extents flags; it looks like an extent file";
     /// inline-and-extents-inline (e2fsck PR_1_CLEAR_EXTENT_FOR_INLINE_DATA).
-    ClearExtentForInlineData = 0x010078, "inline-and-extents-inline", P1, Error,
+    ClearExtentForInlineData = 0x010078, "inline-and-extents-inline", P1, Error [],
         "inode {ino} has both inline data and extents flags; it looks like an inline data file";
     /// inline-and-extents-blockmap (e2fsck PR_1_CLEAR_EXTENT_INLINE_DATA_FLAGS).
-    ClearExtentInlineDataFlags = 0x010079, "inline-and-extents-blockmap", P1, Error,
+    ClearExtentInlineDataFlags = 0x010079, "inline-and-extents-blockmap", P1, Error [],
         "inode {ino} has both inline data and extents flags; it looks like a block-mapped file";
     /// inline-and-extents-unknown (e2fsck PR_1_CLEAR_EXTENT_INLINE_DATA_INODE).
-    ClearExtentInlineDataInode = 0x01007a, "inline-and-extents-unknown", P1, Error,
+    ClearExtentInlineDataInode = 0x01007a, "inline-and-extents-unknown", P1, Error [],
         "inode {ino} has both inline data and extents flags and matches neither format";
     /// casefold-nondir (e2fsck PR_1_CASEFOLD_NONDIR).
-    CasefoldNondir = 0x010088, "casefold-nondir", P1, Error,
+    CasefoldNondir = 0x010088, "casefold-nondir", P1, Error [],
         "inode {ino} has the casefold flag but is not a directory";
     /// casefold-without-feature (e2fsck PR_1_CASEFOLD_FEATURE).
-    CasefoldFeature = 0x010089, "casefold-without-feature", P1, Error,
+    CasefoldFeature = 0x010089, "casefold-without-feature", P1, Error [],
         "inode {ino} has the casefold flag but the file system lacks the casefold feature";
     /// encryption-xattr-missing (e2fsck PR_1_MISSING_ENCRYPTION_XATTR).
-    MissingEncryptionXattr = 0x01008a, "encryption-xattr-missing", P1, Error,
+    MissingEncryptionXattr = 0x01008a, "encryption-xattr-missing", P1, Error [],
         "encrypted inode {ino} has no encryption context";
     /// encryption-xattr-corrupt (e2fsck PR_1_CORRUPT_ENCRYPTION_XATTR).
-    CorruptEncryptionXattr = 0x01008b, "encryption-xattr-corrupt", P1, Error,
+    CorruptEncryptionXattr = 0x01008b, "encryption-xattr-corrupt", P1, Error [],
         "encrypted inode {ino} has a corrupt encryption context";
     /// orphan-file-bad-mode (e2fsck PR_1_ORPHAN_FILE_BAD_MODE).
-    OrphanFileBadMode = 0x01008f, "orphan-file-bad-mode", P1, Error,
+    OrphanFileBadMode = 0x01008f, "orphan-file-bad-mode", P1, Error [preen],
         "the orphan file inode {ino} is not a regular file";
     /// orphan-file-not-clear (e2fsck PR_1_ORPHAN_FILE_NOT_CLEAR).
-    OrphanFileNotClear = 0x010090, "orphan-file-not-clear", P1, Error,
+    OrphanFileNotClear = 0x010090, "orphan-file-not-clear", P1, Error [preen],
         "the orphan file inode {ino} is in use but the feature is off";
     /// bad-blocks-in-bad-blocks (e2fsck PR_1_BADBLOCKS_IN_BADBLOCKS).
-    BadblocksInBadblocks = 0x01007b, "bad-blocks-in-bad-blocks", P1, Error,
+    BadblocksInBadblocks = 0x01007b, "bad-blocks-in-bad-blocks", P1, Error [],
         "the bad blocks inode lies in a bad block";
     /// bad-block-in-metadata (e2fsck PR_1_BBINODE_BAD_METABLOCK_PROMPT).
-    BbinodeBadMetablock = 0x010016, "bad-block-in-metadata", P1, Error,
+    BbinodeBadMetablock = 0x010016, "bad-block-in-metadata", P1, Error [],
         "a bad block lies in file system metadata";
     /// resize-inode-recreate-failed (e2fsck PR_1_RESIZE_INODE_CREATE).
-    ResizeInodeCreate = 0x01004e, "resize-inode-recreate-failed", P1, Error,
+    ResizeInodeCreate = 0x01004e, "resize-inode-recreate-failed", P1, Error [],
         "the resize inode cannot be recreated on a read-only check";
     /// metadata-needs-relocation (e2fsck PR_1_RELOC_TO).
-    RelocateMetadata = 0x010021, "metadata-needs-relocation", P1, Error,
+    RelocateMetadata = 0x010021, "metadata-needs-relocation", P1, Error [preen],
         "the {str} of group {group} is missing and would have to be relocated";
     /// illegal-block (e2fsck PR_1_ILLEGAL_BLOCK_NUM).
-    IllegalBlock = 0x01000e, "illegal-block", P1, Error,
+    IllegalBlock = 0x01000e, "illegal-block", P1, Error [],
         "inode {ino} has illegal block {blk} at {str}";
     /// too-many-illegal-blocks (e2fsck PR_1_TOO_MANY_BAD_BLOCKS).
-    TooManyBadBlocks = 0x010011, "too-many-illegal-blocks", P1, Error,
+    TooManyBadBlocks = 0x010011, "too-many-illegal-blocks", P1, Error [],
         "inode {ino} has too many illegal blocks";
     /// bad-i-blocks (e2fsck PR_1_BAD_I_BLOCKS).
-    BadIBlocks = 0x01000d, "bad-i-blocks", P1, Error,
+    BadIBlocks = 0x01000d, "bad-i-blocks", P1, Error [preen local keeps],
         "inode {ino} has i_blocks {num}, should be {num2}";
     /// bad-i-size (e2fsck PR_1_BAD_I_SIZE).
-    BadISize = 0x01000c, "bad-i-size", P1, Error,
+    BadISize = 0x01000c, "bad-i-size", P1, Error [preen local_regular keeps_nondir],
         "inode {ino} has size {num}, should be {num2}";
     /// zero-length-dir (e2fsck PR_1_ZERO_LENGTH_DIR).
-    ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error,
+    ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error [preen],
         "directory inode {ino} has no blocks";
     /// dir-block-unreadable (no e2fsck equivalent).
-    DirBlockCorrupt = 0x000000, "dir-block-unreadable", P1, Error,
+    DirBlockCorrupt = 0x000000, "dir-block-unreadable", P1, Error [],
         "directory inode {ino} block {blk} cannot be read";
     /// too-big (e2fsck PR_1_TOOBIG_DIR).
-    TooBig = 0x010044, "too-big", P1, Error,
+    TooBig = 0x010044, "too-big", P1, Error [],
         "inode {ino} is too big at block {blk} (logical {num})";
     /// extent-bad-start (e2fsck PR_1_EXTENT_BAD_START_BLK).
-    ExtentBadStart = 0x010058, "extent-bad-start", P1, Error,
+    ExtentBadStart = 0x010058, "extent-bad-start", P1, Error [],
         "inode {ino} has an extent with a bad physical start (logical {num}, physical {blk}, length {num2})";
     /// extent-ends-beyond (e2fsck PR_1_EXTENT_ENDS_BEYOND).
-    ExtentEndsBeyond = 0x010059, "extent-ends-beyond", P1, Error,
+    ExtentEndsBeyond = 0x010059, "extent-ends-beyond", P1, Error [],
         "inode {ino} has an extent that runs past the end of the file system (logical {num}, physical {blk}, length {num2})";
     /// extent-length-zero (e2fsck PR_1_EXTENT_LENGTH_ZERO).
-    ExtentLengthZero = 0x010066, "extent-length-zero", P1, Error,
+    ExtentLengthZero = 0x010066, "extent-length-zero", P1, Error [],
         "inode {ino} has a zero-length extent (logical {num}, physical {blk})";
     /// extents-out-of-order (e2fsck PR_1_OUT_OF_ORDER_EXTENTS).
-    OutOfOrderExtents = 0x01005e, "extents-out-of-order", P1, Error,
+    OutOfOrderExtents = 0x01005e, "extents-out-of-order", P1, Error [],
         "inode {ino} has out-of-order extents (logical {num}, physical {blk}, length {num2})";
     /// extent-end-out-of-bounds (e2fsck PR_1_EXTENT_END_OUT_OF_BOUNDS).
-    ExtentEndOutOfBounds = 0x01006e, "extent-end-out-of-bounds", P1, Error,
+    ExtentEndOutOfBounds = 0x01006e, "extent-end-out-of-bounds", P1, Error [],
         "inode {ino}: extent tree (at level {num2}) could be shorter; logical block {num} is out of bounds";
     /// extent-root-invalid (e2fsck PR_1_MISSING_EXTENT_HEADER).
-    ExtentHeaderInvalid = 0x010081, "extent-root-invalid", P1, Error,
+    ExtentHeaderInvalid = 0x010081, "extent-root-invalid", P1, Error [],
         "inode {ino} has the extents flag but no valid extent header";
     /// extent-walk-failed (e2fsck PR_1_EXTENT_ITERATE_FAILURE).
-    ExtentIterateFailure = 0x010057, "extent-walk-failed", P1, Error,
+    ExtentIterateFailure = 0x010057, "extent-walk-failed", P1, Error [],
         "the extent tree of inode {ino} cannot be walked ({str})";
     /// extent-tree-too-deep (e2fsck PR_1_EXTENT_BAD_MAX_DEPTH).
-    ExtentBadMaxDepth = 0x01007f, "extent-tree-too-deep", P1, Notice,
+    ExtentBadMaxDepth = 0x01007f, "extent-tree-too-deep", P1, Notice [preen fix],
         "inode {ino} has an extent tree of depth {num}, more than {num2}";
     /// extent-collision (e2fsck PR_1_EXTENT_COLLISION).
-    ExtentCollision = 0x01007d, "extent-collision", P1, Error,
+    ExtentCollision = 0x01007d, "extent-collision", P1, Error [],
         "inode {ino} has overlapping extents (logical {num}, physical {blk}, length {num2})";
     /// cluster-misaligned (e2fsck PR_1_MISALIGNED_CLUSTER): on bigalloc, a
     /// block whose place in its logical cluster differs from its place in
     /// the physical one. The block counts as claimed twice, so pass 1B
     /// gives the file a copy.
-    MisalignedCluster = 0x010074, "cluster-misaligned", P1, Notice,
+    MisalignedCluster = 0x010074, "cluster-misaligned", P1, Notice [],
         "inode {ino} logical block {blk} (physical block {blk2}) breaks the cluster allocation rules; pass 1B deals with it";
     /// dir-extent-gap (e2fsck PR_1_COLLAPSE_DBLOCK).
-    CollapseDblock = 0x010072, "dir-extent-gap", P1, Error,
+    CollapseDblock = 0x010072, "dir-extent-gap", P1, Error [],
         "directory inode {ino} has a gap before logical block {num}";
     /// htree-not-dir (e2fsck PR_1_HTREE_NODIR).
-    HtreeNodir = 0x010048, "htree-not-dir", P1, Error,
+    HtreeNodir = 0x010048, "htree-not-dir", P1, Error [preen],
         "inode {ino} has the htree flag but is not a directory";
     /// htree-without-feature (e2fsck PR_1_HTREE_SET).
-    HtreeSet = 0x010047, "htree-without-feature", P1, Error,
+    HtreeSet = 0x010047, "htree-without-feature", P1, Error [preen],
         "inode {ino} has the htree flag but the file system lacks dir_index";
     /// htree-root-bad (e2fsck PR_1_HTREE_BADROOT).
-    HtreeRootBad = 0x010049, "htree-root-bad", P1, Error,
+    HtreeRootBad = 0x010049, "htree-root-bad", P1, Error [preen],
         "inode {ino} has a bad htree root node";
     /// htree-hash-version (e2fsck PR_1_HTREE_HASHV).
-    HtreeHashv = 0x01004a, "htree-hash-version", P1, Error,
+    HtreeHashv = 0x01004a, "htree-hash-version", P1, Error [preen],
         "inode {ino} has an unsupported htree hash version {num}";
     /// htree-needs-siphash (e2fsck PR_1_HTREE_NEEDS_SIPHASH).
-    HtreeNeedsSiphash = 0x01008d, "htree-needs-siphash", P1, Error,
+    HtreeNeedsSiphash = 0x01008d, "htree-needs-siphash", P1, Error [preen],
         "inode {ino} is encrypted and case-folded but its htree does not use SipHash";
     /// htree-cannot-siphash (e2fsck PR_1_HTREE_CANNOT_SIPHASH).
-    HtreeCannotSiphash = 0x01008e, "htree-cannot-siphash", P1, Error,
+    HtreeCannotSiphash = 0x01008e, "htree-cannot-siphash", P1, Error [preen],
         "inode {ino} uses SipHash but is not encrypted and case-folded";
     /// htree-incompat-flag (e2fsck PR_1_HTREE_INCOMPAT).
-    HtreeIncompat = 0x01004b, "htree-incompat-flag", P1, Error,
+    HtreeIncompat = 0x01004b, "htree-incompat-flag", P1, Error [preen],
         "inode {ino} has an htree with incompatible flags";
     /// htree-too-deep (e2fsck PR_1_HTREE_DEPTH).
-    HtreeDepth = 0x01004c, "htree-too-deep", P1, Error,
+    HtreeDepth = 0x01004c, "htree-too-deep", P1, Error [preen],
         "inode {ino} has an htree of depth {num}, which is too deep";
     /// map-block-on-metadata (e2fsck PR_1_CRITICAL_METADATA_COLLISION).
-    CriticalMetadataCollision = 0x010071, "map-block-on-metadata", P1, Notice,
+    CriticalMetadataCollision = 0x010071, "map-block-on-metadata", P1, Notice [],
         "inode {ino} has a map block {blk} on top of critical metadata";
     /// extent-tree-could-be-smaller (e2fsck PR_1E_CAN_COLLAPSE_EXTENT_TREE).
-    ExtentTreeOptimize = 0x014006, "extent-tree-could-be-smaller", P1, Notice,
+    ExtentTreeOptimize = 0x014006, "extent-tree-could-be-smaller", P1, Notice [preen],
         "the extent tree of inode {ino} could be {str}";
     /// extent-index-start (e2fsck PR_1_EXTENT_INDEX_START_INVALID).
-    ExtentIndexStartInvalid = 0x01006d, "extent-index-start", P1, Error,
+    ExtentIndexStartInvalid = 0x01006d, "extent-index-start", P1, Error [],
         "inode {ino}: an extent index starts at logical {num}, should be {num2}";
     /// extent-only-checksum (e2fsck PR_1_EXTENT_ONLY_CSUM_INVALID).
-    ExtentOnlyCsumInvalid = 0x01006a, "extent-only-checksum", P1, Error,
+    ExtentOnlyCsumInvalid = 0x01006a, "extent-only-checksum", P1, Error [],
         "inode {ino} extent block {blk} passes checks but fails its checksum";
     /// extent-node-invalid (e2fsck PR_1_EXTENT_HEADER_INVALID).
-    ExtentNodeInvalid = 0x01005f, "extent-node-invalid", P1, Error,
+    ExtentNodeInvalid = 0x01005f, "extent-node-invalid", P1, Error [],
         "inode {ino} has a damaged extent tree node at block {blk} ({str})";
     /// uninit-dir-extent (e2fsck PR_1_UNINIT_DBLOCK).
-    UninitExtentOnDir = 0x010073, "uninit-dir-extent", P1, Error,
+    UninitExtentOnDir = 0x010073, "uninit-dir-extent", P1, Error [preen],
         "directory inode {ino} has an uninitialized extent (logical {num}, physical {blk})";
     /// xattr-block-bad (e2fsck PR_1_BAD_EA_BLOCK).
-    EaBlockBad = 0x01003a, "xattr-block-bad", P1, Error,
+    EaBlockBad = 0x01003a, "xattr-block-bad", P1, Error [],
         "inode {ino} has a bad extended attribute block {blk}";
     /// xattr-block-refcount (e2fsck PR_1_EXTATTR_REFCOUNT).
-    EaBlockRefcount = 0x01003c, "xattr-block-refcount", P1, Error,
+    EaBlockRefcount = 0x01003c, "xattr-block-refcount", P1, Error [],
         "extended attribute block {blk} has reference count {num}, should be {num2}";
     /// xattr-block-checksum (e2fsck PR_1_EA_BLOCK_ONLY_CSUM_INVALID).
-    EaBlockCsum = 0x01006c, "xattr-block-checksum", P1, Error,
+    EaBlockCsum = 0x01006c, "xattr-block-checksum", P1, Error [],
         "extended attribute block {blk} of inode {ino} fails its checksum";
     /// xattr-block-multi (e2fsck PR_1_EA_MULTI_BLOCK).
-    EaBlockMultiple = 0x01003e, "xattr-block-multi", P1, Error,
+    EaBlockMultiple = 0x01003e, "xattr-block-multi", P1, Error [],
         "extended attribute block {blk} of inode {ino} claims more than one block";
     /// xattr-block-header (e2fsck PR_1_BAD_EA_BLOCK).
-    EaBlockHeader = 0x01003a, "xattr-block-header", P1, Error,
+    EaBlockHeader = 0x01003a, "xattr-block-header", P1, Error [],
         "inode {ino} has an extended attribute block {blk} with a bad header";
     /// xattr-block-entry (e2fsck PR_1_EA_BAD_NAME).
-    EaBlockEntry = 0x010041, "xattr-block-entry", P1, Error,
+    EaBlockEntry = 0x010041, "xattr-block-entry", P1, Error [],
         "extended attribute block {blk} of inode {ino} has a bad entry ({str})";
     /// xattr-without-feature (e2fsck PR_2_FILE_ACL_ZERO).
-    EaAclWithoutFeature = 0x02000e, "xattr-without-feature", P1, Error,
+    EaAclWithoutFeature = 0x02000e, "xattr-without-feature", P1, Error [],
         "inode {ino} has an extended attribute block but the file system lacks ext_attr";
     /// bad-blocks-inode-illegal (e2fsck PR_1_BB_ILLEGAL_BLOCK_NUM).
-    BadBlockInBadBlockInode = 0x010012, "bad-blocks-inode-illegal", P1, Error,
+    BadBlockInBadBlockInode = 0x010012, "bad-blocks-inode-illegal", P1, Error [],
         "the bad blocks inode has illegal block {blk}";
     /// multiply-claimed-blocks (e2fsck PR_1D_DUP_FILE).
-    DupBlocks = 0x013001, "multiply-claimed-blocks", P1B, Error,
+    DupBlocks = 0x013001, "multiply-claimed-blocks", P1B, Error [],
         "inode {ino} has {num} multiply-claimed block(s), shared with {num2} file(s): {str}";
     /// multiply-claimed-metadata (e2fsck PR_1D_SHARE_METADATA).
-    DupBlocksMetadata = 0x013003, "multiply-claimed-metadata", P1B, Error,
+    DupBlocksMetadata = 0x013003, "multiply-claimed-metadata", P1B, Error [],
         "inode {ino} has block(s) shared with file system metadata: {str}";
     /// dot-wrong-inode (e2fsck PR_2_BAD_INODE_DOT).
-    BadInodeDot = 0x020001, "dot-wrong-inode", P2, Error,
+    BadInodeDot = 0x020001, "dot-wrong-inode", P2, Error [],
         "'.' in directory {dir} points to inode {ino}";
     /// entry-bad-inode (e2fsck PR_2_BAD_INO).
-    BadIno = 0x020002, "entry-bad-inode", P2, Error,
+    BadIno = 0x020002, "entry-bad-inode", P2, Error [],
         "entry '{str}' in directory {dir} has bad inode number {ino}";
     /// entry-unused-inode (e2fsck PR_2_UNUSED_INODE).
-    UnusedInode = 0x020003, "entry-unused-inode", P2, Error,
+    UnusedInode = 0x020003, "entry-unused-inode", P2, Error [preen],
         "entry '{str}' in directory {dir} points to unused inode {ino}";
     /// entry-link-to-dot (e2fsck PR_2_LINK_DOT).
-    LinkDot = 0x020004, "entry-link-to-dot", P2, Error,
+    LinkDot = 0x020004, "entry-link-to-dot", P2, Error [],
         "entry '{str}' in directory {dir} is a link to '.'";
     /// entry-bad-block-inode (e2fsck PR_2_BB_INODE).
-    BbInode = 0x020005, "entry-bad-block-inode", P2, Error,
+    BbInode = 0x020005, "entry-bad-block-inode", P2, Error [],
         "entry '{str}' in directory {dir} points to inode {ino} in a bad block";
     /// entry-link-to-dir (e2fsck PR_2_LINK_DIR).
-    LinkDir = 0x020006, "entry-link-to-dir", P2, Error,
+    LinkDir = 0x020006, "entry-link-to-dir", P2, Error [],
         "entry '{str}' in directory {dir} is a second link to directory {ino}";
     /// entry-link-to-root (e2fsck PR_2_LINK_ROOT).
-    LinkRoot = 0x020007, "entry-link-to-root", P2, Error,
+    LinkRoot = 0x020007, "entry-link-to-root", P2, Error [],
         "entry '{str}' in directory {dir} is a link to the root directory";
     /// entry-bad-name (e2fsck PR_2_BAD_NAME).
-    BadName = 0x020008, "entry-bad-name", P2, Error,
+    BadName = 0x020008, "entry-bad-name", P2, Error [],
         "entry '{str}' in directory {dir} has an illegal character in its name";
     /// missing-dot (e2fsck PR_2_MISSING_DOT).
-    MissingDot = 0x020009, "missing-dot", P2, Error,
+    MissingDot = 0x020009, "missing-dot", P2, Error [],
         "directory {dir} is missing '.'";
     /// missing-dot-dot (e2fsck PR_2_MISSING_DOT_DOT).
-    MissingDotDot = 0x02000a, "missing-dot-dot", P2, Error,
+    MissingDotDot = 0x02000a, "missing-dot-dot", P2, Error [],
         "directory {dir} is missing '..'";
     /// first-entry-not-dot (e2fsck PR_2_1ST_NOT_DOT).
-    FirstNotDot = 0x02000b, "first-entry-not-dot", P2, Error,
+    FirstNotDot = 0x02000b, "first-entry-not-dot", P2, Error [],
         "the first entry '{str}' of directory {dir} should be '.'";
     /// second-entry-not-dot-dot (e2fsck PR_2_2ND_NOT_DOT_DOT).
-    SecondNotDotDot = 0x02000c, "second-entry-not-dot-dot", P2, Error,
+    SecondNotDotDot = 0x02000c, "second-entry-not-dot-dot", P2, Error [],
         "the second entry '{str}' of directory {dir} should be '..'";
     /// faddr-nonzero (e2fsck PR_2_FADDR_ZERO).
-    FaddrZero = 0x02000d, "faddr-nonzero", P2, Error,
+    FaddrZero = 0x02000d, "faddr-nonzero", P2, Error [],
         "inode {ino} has a non-zero i_faddr {num}";
     /// file-acl-without-feature (e2fsck PR_2_FILE_ACL_ZERO).
-    FileAclZero = 0x02000e, "file-acl-without-feature", P2, Error,
+    FileAclZero = 0x02000e, "file-acl-without-feature", P2, Error [],
         "inode {ino} has an extended attribute block {blk} but the file system lacks ext_attr";
     /// dir-size-high (e2fsck PR_2_DIR_SIZE_HIGH_ZERO).
-    DirSizeHighZero = 0x02000f, "dir-size-high", P2, Error,
+    DirSizeHighZero = 0x02000f, "dir-size-high", P2, Error [],
         "directory inode {ino} has a non-zero i_size_high {num}";
     /// frag-nonzero (e2fsck PR_2_FRAG_ZERO).
-    FragZero = 0x020010, "frag-nonzero", P2, Error,
+    FragZero = 0x020010, "frag-nonzero", P2, Error [],
         "inode {ino} has a non-zero fragment number {num}";
     /// fsize-nonzero (e2fsck PR_2_FSIZE_ZERO).
-    FsizeZero = 0x020011, "fsize-nonzero", P2, Error,
+    FsizeZero = 0x020011, "fsize-nonzero", P2, Error [],
         "inode {ino} has a non-zero fragment size {num}";
     /// bad-mode (e2fsck PR_2_BAD_MODE).
-    BadMode = 0x020012, "bad-mode", P2, Error,
+    BadMode = 0x020012, "bad-mode", P2, Error [],
         "inode {ino} has a bad mode {num:o}";
     /// dir-corrupted (e2fsck PR_2_DIR_CORRUPTED).
-    DirCorrupted = 0x020013, "dir-corrupted", P2, Error,
+    DirCorrupted = 0x020013, "dir-corrupted", P2, Error [],
         "directory {dir} block {num} is corrupt at offset {num2}";
     /// dir-hole (e2fsck PR_2_DIRECTORY_HOLE).
-    DirectoryHole = 0x020015, "dir-hole", P2, Error,
+    DirectoryHole = 0x020015, "dir-hole", P2, Error [],
         "directory {dir} has a hole at block {num}";
     /// dot-not-terminated (e2fsck PR_2_DOT_NULL_TERM).
-    DotNullTerm = 0x020016, "dot-not-terminated", P2, Error,
+    DotNullTerm = 0x020016, "dot-not-terminated", P2, Error [],
         "'.' in directory {dir} is not NUL-terminated";
     /// dot-dot-not-terminated (e2fsck PR_2_DOT_DOT_NULL_TERM).
-    DotDotNullTerm = 0x020017, "dot-dot-not-terminated", P2, Error,
+    DotDotNullTerm = 0x020017, "dot-dot-not-terminated", P2, Error [],
         "'..' in directory {dir} is not NUL-terminated";
     /// bad-char-device (e2fsck PR_2_BAD_CHAR_DEV).
-    BadCharDev = 0x020018, "bad-char-device", P2, Error,
+    BadCharDev = 0x020018, "bad-char-device", P2, Error [],
         "inode {ino} is an invalid character device";
     /// bad-block-device (e2fsck PR_2_BAD_BLOCK_DEV).
-    BadBlockDev = 0x020019, "bad-block-device", P2, Error,
+    BadBlockDev = 0x020019, "bad-block-device", P2, Error [],
         "inode {ino} is an invalid block device";
     /// duplicate-dot (e2fsck PR_2_DUP_DOT).
-    DupDot = 0x02001a, "duplicate-dot", P2, Error,
+    DupDot = 0x02001a, "duplicate-dot", P2, Error [],
         "directory {dir} has a second '.' entry";
     /// duplicate-dot-dot (e2fsck PR_2_DUP_DOT_DOT).
-    DupDotDot = 0x02001b, "duplicate-dot-dot", P2, Error,
+    DupDotDot = 0x02001b, "duplicate-dot-dot", P2, Error [],
         "directory {dir} has a second '..' entry";
     /// final-rec-len (e2fsck PR_2_FINAL_RECLEN).
-    FinalRecLen = 0x02001d, "final-rec-len", P2, Error,
+    FinalRecLen = 0x02001d, "final-rec-len", P2, Error [],
         "the last entry of directory {dir} has a bad rec_len {num}";
     /// dir-block-read-error (e2fsck PR_2_READ_DIRBLOCK).
-    ReadDirBlock = 0x020020, "dir-block-read-error", P2, Error,
+    ReadDirBlock = 0x020020, "dir-block-read-error", P2, Error [],
         "directory {dir} block {blk} cannot be read";
     /// dot-rec-len-big (e2fsck PR_2_SPLIT_DOT).
-    SplitDot = 0x020024, "dot-rec-len-big", P2, Notice,
+    SplitDot = 0x020024, "dot-rec-len-big", P2, Notice [fix],
         "'.' in directory {dir} has rec_len {num}; it could be split";
     /// bad-fifo (e2fsck PR_2_BAD_FIFO).
-    BadFifo = 0x020025, "bad-fifo", P2, Error,
+    BadFifo = 0x020025, "bad-fifo", P2, Error [],
         "inode {ino} is an invalid FIFO";
     /// bad-socket (e2fsck PR_2_BAD_SOCKET).
-    BadSocket = 0x020026, "bad-socket", P2, Error,
+    BadSocket = 0x020026, "bad-socket", P2, Error [],
         "inode {ino} is an invalid socket";
     /// filetype-unset (e2fsck PR_2_SET_FILETYPE).
-    SetFiletype = 0x020027, "filetype-unset", P2, Notice,
+    SetFiletype = 0x020027, "filetype-unset", P2, Notice [preen fix],
         "entry '{str}' in directory {dir} has file type 0, should be {num2}";
     /// filetype-wrong (e2fsck PR_2_BAD_FILETYPE).
-    BadFiletype = 0x020028, "filetype-wrong", P2, Error,
+    BadFiletype = 0x020028, "filetype-wrong", P2, Error [],
         "entry '{str}' in directory {dir} has file type {num}, should be {num2}";
     /// filetype-without-feature (e2fsck PR_2_CLEAR_FILETYPE).
-    ClearFiletype = 0x020029, "filetype-without-feature", P2, Error,
+    ClearFiletype = 0x020029, "filetype-without-feature", P2, Error [preen],
         "entry '{str}' in directory {dir} has a file type but the file system lacks the filetype feature";
     /// entry-empty-name (e2fsck PR_2_NULL_NAME).
-    NullName = 0x020030, "entry-empty-name", P2, Error,
+    NullName = 0x020030, "entry-empty-name", P2, Error [],
         "an entry in directory {dir} has an empty name";
     /// bad-symlink (e2fsck PR_2_INVALID_SYMLINK).
-    InvalidSymlink = 0x020031, "bad-symlink", P2, Error,
+    InvalidSymlink = 0x020031, "bad-symlink", P2, Error [],
         "symlink {ino} is invalid";
     /// file-acl-bad (e2fsck PR_2_FILE_ACL_BAD).
-    FileAclBad = 0x020032, "file-acl-bad", P2, Error,
+    FileAclBad = 0x020032, "file-acl-bad", P2, Error [],
         "inode {ino} has an invalid extended attribute block {blk}";
     /// large-file-feature-missing (e2fsck PR_2_FEATURE_LARGE_FILES).
-    FeatureLargeFiles = 0x020033, "large-file-feature-missing", P2, Error,
+    FeatureLargeFiles = 0x020033, "large-file-feature-missing", P2, Error [preen],
         "the file system has large files but lacks the large_file feature";
     /// htree-block-not-referenced (e2fsck PR_2_HTREE_NOTREF).
-    HtreeNotRef = 0x020034, "htree-block-not-referenced", P2, Notice,
+    HtreeNotRef = 0x020034, "htree-block-not-referenced", P2, Notice [],
         "htree directory {dir} block {num} is not referenced";
     /// htree-block-referenced-twice (e2fsck PR_2_HTREE_DUPREF).
-    HtreeDupRef = 0x020035, "htree-block-referenced-twice", P2, Notice,
+    HtreeDupRef = 0x020035, "htree-block-referenced-twice", P2, Notice [],
         "htree directory {dir} block {num} is referenced twice";
     /// htree-min-hash (e2fsck PR_2_HTREE_MIN_HASH).
-    HtreeMinHash = 0x020036, "htree-min-hash", P2, Notice,
+    HtreeMinHash = 0x020036, "htree-min-hash", P2, Notice [],
         "htree directory {dir} block {num} has a hash below its range";
     /// htree-max-hash (e2fsck PR_2_HTREE_MAX_HASH).
-    HtreeMaxHash = 0x020037, "htree-max-hash", P2, Notice,
+    HtreeMaxHash = 0x020037, "htree-max-hash", P2, Notice [],
         "htree directory {dir} block {num} has a hash above its range";
     /// htree-invalid (e2fsck PR_2_HTREE_CLEAR).
-    HtreeClear = 0x020038, "htree-invalid", P2, Error,
+    HtreeClear = 0x020038, "htree-invalid", P2, Error [],
         "htree directory {dir} has an invalid index";
     /// large-dir-feature-missing (e2fsck PR_2_FEATURE_LARGE_DIRS).
-    FeatureLargeDirs = 0x020039, "large-dir-feature-missing", P1, Error,
+    FeatureLargeDirs = 0x020039, "large-dir-feature-missing", P1, Error [preen],
         "the file system has large directories but lacks the large_dir feature";
     /// htree-bad-block (e2fsck PR_2_HTREE_BADBLK).
-    HtreeBadBlk = 0x02003a, "htree-bad-block", P2, Error,
+    HtreeBadBlk = 0x02003a, "htree-bad-block", P2, Error [],
         "htree directory {dir} has a bad block number {num} in its index";
     /// htree-bad-root (e2fsck PR_2_HTREE_BAD_ROOT).
-    HtreeBadRoot = 0x02003c, "htree-bad-root", P2, Error,
+    HtreeBadRoot = 0x02003c, "htree-bad-root", P2, Error [preen],
         "htree directory {dir} has a bad root node";
     /// htree-bad-limit (e2fsck PR_2_HTREE_BAD_LIMIT).
-    HtreeBadLimit = 0x02003d, "htree-bad-limit", P2, Error,
+    HtreeBadLimit = 0x02003d, "htree-bad-limit", P2, Error [preen],
         "htree directory {dir} block {blk} has limit {num}, should be {num2}";
     /// htree-bad-count (e2fsck PR_2_HTREE_BAD_COUNT).
-    HtreeBadCount = 0x02003e, "htree-bad-count", P2, Error,
+    HtreeBadCount = 0x02003e, "htree-bad-count", P2, Error [preen],
         "htree directory {dir} block {blk} has count {num}, limit {num2}";
     /// htree-hash-order (e2fsck PR_2_HTREE_HASH_ORDER).
-    HtreeHashOrder = 0x02003f, "htree-hash-order", P2, Error,
+    HtreeHashOrder = 0x02003f, "htree-hash-order", P2, Error [preen],
         "htree directory {dir} block {blk} has out-of-order hashes";
     /// htree-bad-depth (e2fsck PR_2_HTREE_BAD_DEPTH).
-    HtreeBadDepth = 0x020040, "htree-bad-depth", P2, Notice,
+    HtreeBadDepth = 0x020040, "htree-bad-depth", P2, Notice [],
         "htree directory {dir} leaf block {num} is at the wrong depth";
     /// duplicate-entry (e2fsck PR_2_REPORT_DUP_DIRENT).
-    ReportDupDirent = 0x020043, "duplicate-entry", P2, Notice,
+    ReportDupDirent = 0x020043, "duplicate-entry", P2, Notice [],
         "directory {dir} has a duplicate entry '{str}'";
     /// duplicate-entry-same-inode (e2fsck PR_2_DUPLICATE_DIRENT).
-    DuplicateDirent = 0x020041, "duplicate-entry-same-inode", P3, Error,
+    DuplicateDirent = 0x020041, "duplicate-entry-same-inode", P3, Error [],
         "directory {dir} has entry '{str}' twice for the same inode";
     /// duplicate-name (e2fsck PR_2_NON_UNIQUE_FILE).
-    NonUniqueFile = 0x020042, "duplicate-name", P3, Error,
+    NonUniqueFile = 0x020042, "duplicate-name", P3, Error [],
         "directory {dir} has two files named '{str}'";
     /// blocks-hi-nonzero (e2fsck PR_2_BLOCKS_HI_ZERO).
-    BlocksHiZero = 0x020044, "blocks-hi-nonzero", P2, Error,
+    BlocksHiZero = 0x020044, "blocks-hi-nonzero", P2, Error [],
         "inode {ino} has a non-zero i_blocks_hi {num}";
     /// htree-unexpected-block (e2fsck PR_2_UNEXPECTED_HTREE_BLOCK).
-    UnexpectedHtreeBlock = 0x020045, "htree-unexpected-block", P2, Error,
+    UnexpectedHtreeBlock = 0x020045, "htree-unexpected-block", P2, Error [],
         "htree directory {dir} has an unexpected block {num}";
     /// entry-in-uninit-group (e2fsck PR_2_INOREF_BG_INO_UNINIT).
-    InorefBgInoUninit = 0x020046, "entry-in-uninit-group", P2, Error,
+    InorefBgInoUninit = 0x020046, "entry-in-uninit-group", P2, Error [preen],
         "entry '{str}' in directory {dir} points to inode {ino} in a group marked INODE_UNINIT";
     /// entry-in-unused-area (e2fsck PR_2_INOREF_IN_UNUSED).
-    InorefInUnused = 0x020047, "entry-in-unused-area", P2, Error,
+    InorefInUnused = 0x020047, "entry-in-unused-area", P2, Error [preen],
         "entry '{str}' in directory {dir} points to inode {ino} past the group's used inode area";
     /// file-acl-hi-nonzero (e2fsck PR_2_I_FILE_ACL_HI_ZERO).
-    IFileAclHiZero = 0x020048, "file-acl-hi-nonzero", P2, Error,
+    IFileAclHiZero = 0x020048, "file-acl-hi-nonzero", P2, Error [preen],
         "inode {ino} has a non-zero i_file_acl_hi {num}";
     /// htree-root-checksum (e2fsck PR_2_HTREE_ROOT_CSUM_INVALID).
-    HtreeRootCsum = 0x020049, "htree-root-checksum", P2, Error,
+    HtreeRootCsum = 0x020049, "htree-root-checksum", P2, Error [preen],
         "htree directory {dir} root fails its checksum";
     /// htree-node-checksum (e2fsck PR_2_HTREE_NODE_CSUM_INVALID).
-    HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error,
+    HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error [preen],
         "htree directory {dir} node block {num} fails its checksum";
     /// dir-block-checksum-missing (e2fsck PR_2_LEAF_NODE_MISSING_CSUM).
-    LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error,
+    LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error [preen],
         "directory {dir} block {num} has no checksum";
     /// dir-block-checksum (e2fsck PR_2_LEAF_NODE_ONLY_CSUM_INVALID).
-    LeafOnlyCsumInvalid = 0x02004d, "dir-block-checksum", P2, Error,
+    LeafOnlyCsumInvalid = 0x02004d, "dir-block-checksum", P2, Error [preen],
         "directory {dir} block {num} passes checks but fails its checksum";
     /// inline-dir-bad-size (e2fsck PR_2_BAD_INLINE_DIR_SIZE).
-    BadInlineDirSize = 0x02004e, "inline-dir-bad-size", P2, Error,
+    BadInlineDirSize = 0x02004e, "inline-dir-bad-size", P2, Error [],
         "inline directory {dir} has a bad size {num}";
     /// encrypted-name-bad (e2fsck PR_2_BAD_ENCRYPTED_NAME).
-    BadEncryptedName = 0x020050, "encrypted-name-bad", P2, Error,
+    BadEncryptedName = 0x020050, "encrypted-name-bad", P2, Error [],
         "entry in encrypted directory {dir} has a too-short name ({num} bytes)";
     /// unencrypted-in-encrypted-dir (e2fsck PR_2_UNENCRYPTED_FILE).
-    UnencryptedFile = 0x020051, "unencrypted-in-encrypted-dir", P2, Error,
+    UnencryptedFile = 0x020051, "unencrypted-in-encrypted-dir", P2, Error [],
         "entry '{str}' in encrypted directory {dir} points to unencrypted inode {ino}";
     /// encryption-policy-mismatch (e2fsck PR_2_INCONSISTENT_ENCRYPTION_POLICY).
-    InconsistentEncryptionPolicy = 0x020052, "encryption-policy-mismatch", P2, Error,
+    InconsistentEncryptionPolicy = 0x020052, "encryption-policy-mismatch", P2, Error [],
         "entry in encrypted directory {dir} points to inode {ino} with another policy";
     /// entry-bad-encoding (e2fsck PR_2_BAD_ENCODED_NAME).
-    BadEncodedName = 0x020053, "entry-bad-encoding", P2, Error,
+    BadEncodedName = 0x020053, "entry-bad-encoding", P2, Error [],
         "entry in directory {dir} has a name that is not valid UTF-8";
     /// duplicate-encrypted-name (e2fsck PR_2_NON_UNIQUE_FILE_NO_RENAME).
-    NonUniqueFileNoRename = 0x020054, "duplicate-encrypted-name", P3, Error,
+    NonUniqueFileNoRename = 0x020054, "duplicate-encrypted-name", P3, Error [],
         "encrypted directory {dir} has a duplicate entry";
     /// inode-unreadable (no e2fsck equivalent).
-    InodeReadFailed = 0x000000, "inode-unreadable", P2, Error,
+    InodeReadFailed = 0x000000, "inode-unreadable", P2, Error [],
         "inode {ino} cannot be read reliably ({str})";
     /// root-missing (e2fsck PR_3_NO_ROOT_INODE).
-    NoRootInode = 0x030001, "root-missing", P3, Error,
+    NoRootInode = 0x030001, "root-missing", P3, Error [],
         "the root inode is not allocated";
     /// dir-unconnected (e2fsck PR_3_UNCONNECTED_DIR).
-    UnconnectedDir = 0x030003, "dir-unconnected", P3, Error,
+    UnconnectedDir = 0x030003, "dir-unconnected", P3, Error [],
         "directory {ino} is not connected to the tree (its '..' says {num})";
     /// dot-dot-wrong (e2fsck PR_3_BAD_DOT_DOT).
-    BadDotDot = 0x030005, "dot-dot-wrong", P3, Error,
+    BadDotDot = 0x030005, "dot-dot-wrong", P3, Error [],
         "'..' in directory {ino} is {num}, should be {num2}";
     /// lost-found-missing (e2fsck PR_3_NO_LF_DIR). Looked for by a repair
     /// only, which creates it, as e2fsck does; a read-only check is silent.
-    NoLostFound = 0x030004, "lost-found-missing", P3, Error,
+    NoLostFound = 0x030004, "lost-found-missing", P3, Error [preen],
         "/lost+found is missing";
     /// lost-found-not-dir (e2fsck PR_3_LPF_NOTDIR). Repair only: the entry
     /// is unlinked and a directory created.
-    LostFoundNotDir = 0x030017, "lost-found-not-dir", P3, Error,
+    LostFoundNotDir = 0x030017, "lost-found-not-dir", P3, Error [],
         "/lost+found (inode {ino}) is not a directory";
     /// lost-found-inline (e2fsck PR_3_LPF_INLINE_DATA). Repair only.
-    LostFoundInline = 0x030018, "lost-found-inline", P3, Error,
+    LostFoundInline = 0x030018, "lost-found-inline", P3, Error [],
         "/lost+found (inode {ino}) has inline data";
     /// lost-found-encrypted (e2fsck PR_3_LPF_ENCRYPTED). Repair only.
-    LostFoundEncrypted = 0x03001B, "lost-found-encrypted", P3, Error,
+    LostFoundEncrypted = 0x03001B, "lost-found-encrypted", P3, Error [],
         "/lost+found (inode {ino}) is encrypted";
     /// dir-reindexed (e2fsck PR_3A_OPTIMIZE_DIR). Repair only: a directory
     /// whose hash index was dropped gets a new one, as in e2fsck's pass 3A.
-    RehashDir = 0x031004, "dir-reindexed", P3, Notice,
+    RehashDir = 0x031004, "dir-reindexed", P3, Notice [preen fix],
         "directory {ino} lost its hash index and needs a new one";
     /// root-not-dir-fatal (e2fsck PR_3_ROOT_NOT_DIR_ABORT).
-    RootNotDirAbort = 0x030014, "root-not-dir-fatal", P3, Error,
+    RootNotDirAbort = 0x030014, "root-not-dir-fatal", P3, Error [],
         "the root inode is not a directory; the check cannot continue";
     /// unattached-zero-length (e2fsck PR_4_ZERO_LEN_INODE).
-    ZeroLenInode = 0x040001, "unattached-zero-length", P4, Notice,
+    ZeroLenInode = 0x040001, "unattached-zero-length", P4, Notice [preen],
         "unattached inode {ino} has zero length";
     /// unattached-inode (e2fsck PR_4_UNATTACHED_INODE).
-    UnattachedInode = 0x040002, "unattached-inode", P4, Error,
+    UnattachedInode = 0x040002, "unattached-inode", P4, Error [],
         "inode {ino} is not referenced by any directory";
     /// link-count-wrong (e2fsck PR_4_BAD_REF_COUNT).
-    BadRefCount = 0x040003, "link-count-wrong", P4, Error,
+    BadRefCount = 0x040003, "link-count-wrong", P4, Error [preen keeps],
         "inode {ino} has link count {num}, should be {num2}";
     /// ea-inode-ref-count (e2fsck PR_4_EA_INODE_REF_COUNT).
-    EaInodeRefCount = 0x040005, "ea-inode-ref-count", P4, Error,
+    EaInodeRefCount = 0x040005, "ea-inode-ref-count", P4, Error [preen keeps],
         "EA inode {ino} has reference count {num}, should be {num2}";
     /// dir-nlink-feature-missing (e2fsck PR_4_DIR_NLINK_FEATURE).
-    DirNlinkFeature = 0x040006, "dir-nlink-feature-missing", P4, Error,
+    DirNlinkFeature = 0x040006, "dir-nlink-feature-missing", P4, Error [],
         "directory {ino} has more than 65000 links but the file system lacks dir_nlink";
     /// block-bitmap-differs (e2fsck PR_5_BLOCK_BITMAP_END).
-    BlockBitmapDiff = 0x050006, "block-bitmap-differs", P5, Error,
+    BlockBitmapDiff = 0x050006, "block-bitmap-differs", P5, Error [preen pass5],
         "block bitmap differences: {str}";
     /// inode-bitmap-differs (e2fsck PR_5_INODE_BITMAP_END).
-    InodeBitmapDiff = 0x05000a, "inode-bitmap-differs", P5, Error,
+    InodeBitmapDiff = 0x05000a, "inode-bitmap-differs", P5, Error [preen pass5],
         "inode bitmap differences: {str}";
     /// block-in-uninit-group (e2fsck PR_5_BLOCK_UNINIT).
-    BlockUninit = 0x050018, "block-in-uninit-group", P5, Error,
+    BlockUninit = 0x050018, "block-in-uninit-group", P5, Error [preen pass5],
         "group {group} is marked BLOCK_UNINIT but block {blk} is in use";
     /// inode-in-uninit-group (e2fsck PR_5_INODE_UNINIT).
-    InodeUninit = 0x050019, "inode-in-uninit-group", P5, Error,
+    InodeUninit = 0x050019, "inode-in-uninit-group", P5, Error [preen pass5],
         "group {group} is marked INODE_UNINIT but inode {ino} is in use";
     /// group-free-blocks-wrong (e2fsck PR_5_FREE_BLOCK_COUNT_GROUP).
-    FreeBlocksGroup = 0x05000e, "group-free-blocks-wrong", P5, Error,
+    FreeBlocksGroup = 0x05000e, "group-free-blocks-wrong", P5, Error [preen pass5],
         "group {group} has {num} free blocks, should be {num2}";
     /// group-free-inodes-wrong (e2fsck PR_5_FREE_INODE_COUNT_GROUP).
-    FreeInodesGroup = 0x05000b, "group-free-inodes-wrong", P5, Error,
+    FreeInodesGroup = 0x05000b, "group-free-inodes-wrong", P5, Error [preen pass5],
         "group {group} has {num} free inodes, should be {num2}";
     /// group-dirs-wrong (e2fsck PR_5_FREE_DIR_COUNT_GROUP).
-    DirsCountGroup = 0x05000c, "group-dirs-wrong", P5, Error,
+    DirsCountGroup = 0x05000c, "group-dirs-wrong", P5, Error [preen pass5],
         "group {group} has {num} directories, should be {num2}";
     /// free-blocks-wrong (e2fsck PR_5_FREE_BLOCK_COUNT).
-    FreeBlocksTotal = 0x05000f, "free-blocks-wrong", P5, Notice,
+    FreeBlocksTotal = 0x05000f, "free-blocks-wrong", P5, Notice [preen pass5 fix],
         "the superblock says {num} free blocks, should be {num2}";
     /// free-inodes-wrong (e2fsck PR_5_FREE_INODE_COUNT).
-    FreeInodesTotal = 0x05000d, "free-inodes-wrong", P5, Notice,
+    FreeInodesTotal = 0x05000d, "free-inodes-wrong", P5, Notice [preen pass5 fix],
         "the superblock says {num} free inodes, should be {num2}";
     /// inode-bitmap-padding (e2fsck PR_5_INODE_BMAP_PADDING).
-    InodeBmapPadding = 0x050001, "inode-bitmap-padding", P5, Error,
+    InodeBmapPadding = 0x050001, "inode-bitmap-padding", P5, Error [preen pass5],
         "the padding at the end of the inode bitmap is not set";
     /// block-bitmap-padding (e2fsck PR_5_BLOCK_BMAP_PADDING).
-    BlockBmapPadding = 0x050002, "block-bitmap-padding", P5, Error,
+    BlockBmapPadding = 0x050002, "block-bitmap-padding", P5, Error [preen pass5],
         "the padding at the end of the block bitmap is not set";
     /// inode-bitmap-checksum (e2fsck PR_5_INODE_BITMAP_CSUM_INVALID).
-    InodeBitmapCsum = 0x05001a, "inode-bitmap-checksum", P5, Error,
+    InodeBitmapCsum = 0x05001a, "inode-bitmap-checksum", P5, Error [preen pass5],
         "the inode bitmap of group {group} fails its checksum";
     /// block-bitmap-checksum (e2fsck PR_5_BLOCK_BITMAP_CSUM_INVALID).
-    BlockBitmapCsum = 0x05001b, "block-bitmap-checksum", P5, Error,
+    BlockBitmapCsum = 0x05001b, "block-bitmap-checksum", P5, Error [preen pass5],
         "the block bitmap of group {group} fails its checksum";
 }
 

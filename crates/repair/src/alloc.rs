@@ -2,8 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::ctx::Maps;
-use crate::fs::Fs;
+use check_core::ctx::Maps;
+use check_core::fs::Fs;
 
 /// Hands out blocks and inodes that the last check found free, never the
 /// same one twice in a round.
@@ -13,7 +13,7 @@ pub struct Allocator<'a> {
     /// When the check stopped before it saw every inode: the clusters the
     /// on-disk bitmaps mark in use (relative to the first data cluster),
     /// which are then never handed out either.
-    disk_used: Option<crate::fs::BitSet>,
+    disk_used: Option<check_core::fs::BitSet>,
     taken_blocks: BTreeSet<u64>,
     taken_inodes: BTreeSet<u32>,
 }
@@ -22,8 +22,8 @@ impl<'a> Allocator<'a> {
     /// An allocator over the state of the last check.
     pub fn new(fs: &'a Fs, maps: &'a Maps, complete: bool) -> Self {
         let disk_used = (!complete).then(|| {
-            let mut io = crate::io::Io::new(fs);
-            crate::pass5::read_bitmaps(fs, &mut io).blocks
+            let mut io = check_core::io::Io::new(fs);
+            check_core::pass5::read_bitmaps(fs, &mut io).blocks
         });
         Allocator {
             fs,

@@ -2,6 +2,7 @@
 //! with `-l` (added) or `-L` (replacing), and written back as e2fsck
 //! writes it, before the passes.
 
+use crate::error::Error;
 use std::path::PathBuf;
 
 use ext4_layout::bytes::{le_u32, put_le_u32};
@@ -10,8 +11,8 @@ use pipeline::scan;
 
 use super::inodes::{now, off};
 use super::stage::Staging;
-use crate::engine::CheckState;
-use crate::io::Io;
+use check_core::engine::CheckState;
+use check_core::io::Io;
 
 /// What to do to the bad-block list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,7 +36,7 @@ impl Change {
 /// Reads a list of block numbers as e2fsprogs does: one number at the
 /// start of each line (after blanks); lines that do not start with a
 /// digit are skipped, anything after the number ignored.
-pub fn parse_list(text: &str) -> Result<Vec<u64>, String> {
+pub fn parse_list(text: &str) -> Result<Vec<u64>, Error> {
     let mut v = Vec::new();
     for line in text.lines() {
         let t = line.trim_start();
@@ -48,9 +49,9 @@ pub fn parse_list(text: &str) -> Result<Vec<u64>, String> {
         }
         let n: u64 = t[..end]
             .parse()
-            .map_err(|_| format!("'{}' is too large for a block number", &t[..end]))?;
+            .map_err(|_| Error::BadBlockText(t[..end].to_string()))?;
         if n > u64::from(u32::MAX) {
-            return Err(format!("{n} is too large for a block number"));
+            return Err(Error::BadBlockTooLarge(n));
         }
         v.push(n);
     }
@@ -72,20 +73,18 @@ pub(super) fn stage_update<'f>(
     io: &mut Io<'f>,
     device: &str,
     writer: Option<&fixer::Fixer>,
-) -> Result<Updated, String> {
+) -> Result<Updated, Error> {
     let fs = &st.fs;
     let geo = &fs.geo;
     let bits = geo.cluster_bits;
     let mut notes = Vec::new();
     let in_range = |b: u64| b >= geo.first_data_block && b < geo.blocks_count;
     // The current list and its mapping blocks.
-    let raw = stage
-        .inode_copy(io, 1)
-        .map_err(|e| format!("cannot read the bad blocks inode: {e}"))?;
+    let raw = stage.inode_copy(io, 1).map_err(Error::BadBlocksInode)?;
     let mut old_data = Vec::new();
     let mut old_all = Vec::new();
     if let Some(inode) = Inode::new(&raw) {
-        crate::blockiter::for_each_block(io, &inode, &mut |b, l| {
+        check_core::blockiter::for_each_block(io, &inode, &mut |b, l| {
             if !in_range(b) {
                 notes.push(format!(
                     "Warning: illegal block {b} found in bad block inode.  Cleared."
@@ -104,9 +103,14 @@ pub(super) fn stage_update<'f>(
         old_data.clone()
     };
     if let Some((path, _)) = &change.file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the bad blocks list {}: {e}", path.display()))?;
-        for b in parse_list(&text).map_err(|e| format!("{}: {e}", path.display()))? {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::BadBlockFile {
+            path: path.clone(),
+            source,
+        })?;
+        for b in parse_list(&text).map_err(|e| Error::BadBlockList {
+            path: path.clone(),
+            source: Box::new(e),
+        })? {
             if in_range(b) {
                 list.push(b);
             } else {
@@ -131,16 +135,16 @@ pub(super) fn stage_update<'f>(
         st.maps.block_found.test_and_set(b >> bits);
     }
     {
-        let r = stage.inode(io, 1).map_err(|e| e.to_string())?;
+        let r = stage.inode(io, 1)?;
         r[off::BLOCK..off::BLOCK + 60].fill(0);
     }
     for (i, &b) in list.iter().enumerate() {
         super::map::map_block(stage, io, 1, i as u64, b)
-            .map_err(|e| format!("cannot map bad block {b}: {e}"))?;
+            .map_err(|source| Error::MapBadBlock { block: b, source })?;
     }
     let bs = u64::from(geo.block_size);
     let t = now();
-    let r = stage.inode(io, 1).map_err(|e| e.to_string())?;
+    let r = stage.inode(io, 1)?;
     let size = list.len() as u64 * bs;
     // As the library: i_blocks counts the bad blocks, not the mapping.
     super::inodes::set_size(r, size);
@@ -150,7 +154,7 @@ pub(super) fn stage_update<'f>(
     if le_u32(r, 0x0C) == 0 {
         put_le_u32(r, 0x0C, t); // i_ctime
     }
-    super::rebuild::rebuild_with_allocations(st, stage, io).map_err(|e| e.to_string())?;
+    super::rebuild::rebuild_with_allocations(st, stage, io)?;
     Ok(Updated { notes })
 }
 
@@ -161,15 +165,15 @@ fn scan_device(
     st: &CheckState,
     write_test: bool,
     writer: Option<&fixer::Fixer>,
-) -> Result<Vec<u64>, String> {
+) -> Result<Vec<u64>, Error> {
     let fs = &st.fs;
     let bs = u64::from(fs.geo.block_size);
-    let (file, _) = scan::open_for_scan(fs.dev.path()).map_err(|e| e.to_string())?;
+    let (file, _) = scan::open_for_scan(fs.dev.path())?;
     let base = fs.dev.base();
     let count = fs.geo.blocks_count.min(fs.dev.size() / bs);
     let mut bad = scan::unreadable(&file, base, bs, count, &|_| {});
     if write_test {
-        let fx = writer.ok_or("the read-write test needs a writable device")?;
+        let fx = writer.ok_or(Error::NeedsWritable)?;
         bad.extend(write_test_blocks(st, &file, fx, count, &bad)?);
         bad.sort_unstable();
         bad.dedup();
@@ -187,7 +191,7 @@ fn write_test_blocks(
     fx: &fixer::Fixer,
     count: u64,
     skip: &[u64],
-) -> Result<Vec<u64>, String> {
+) -> Result<Vec<u64>, Error> {
     let fs = &st.fs;
     let bs = u64::from(fs.geo.block_size);
     let run = ((1u64 << 20) / bs).max(1);
@@ -212,8 +216,8 @@ fn write_test_blocks(
             data: pattern.clone(),
         }]) {
             Ok(()) => {}
-            Err(fixer::CommitError::Interrupted) => return Err("interrupted".into()),
-            Err(e) => return Err(format!("the read-write test could not write: {e}")),
+            Err(fixer::CommitError::Interrupted) => return Err(Error::Interrupted),
+            Err(e) => return Err(Error::ScanWrite(e)),
         }
         scan::forget_cached(file, base + b * bs, len as u64);
         let read_back = scan::read_all(file, &mut back.as_mut_slice()[..len], base + b * bs);
@@ -223,7 +227,7 @@ fn write_test_blocks(
             data: orig.as_slice()[..len].to_vec(),
         })
         .and_then(|()| fx.barrier().map(|_| ()))
-        .map_err(|e| format!("the read-write test could not put the data back: {e}"))?;
+        .map_err(Error::ScanRestore)?;
         for k in 0..n {
             let lo = (k * bs) as usize;
             let hi = lo + bs as usize;

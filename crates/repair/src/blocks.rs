@@ -11,10 +11,10 @@ use ext4_layout::inode::{flags, Inode};
 
 use super::inodes::off;
 use super::stage::{Kind, Staging};
-use crate::engine::CheckState;
-use crate::io::Io;
-use crate::pass1::{collect_extents, LeafExtent, Pass1};
-use crate::problem::{Code, Finding};
+use check_core::engine::CheckState;
+use check_core::io::Io;
+use check_core::pass1::{collect_extents, LeafExtent, Pass1};
+use check_core::problem::{Code, Finding};
 
 /// What to do with one block pointer.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -297,7 +297,7 @@ pub fn clone_duplicates<'f>(
     let maps = &st.maps;
     let geo = &fs.geo;
     let bits = geo.cluster_bits;
-    let p1b = crate::pass1b::run(fs, maps);
+    let p1b = check_core::pass1b::run(fs, maps);
     let mut count: BTreeMap<u64, u32> = BTreeMap::new();
     for clusters in p1b.dup_inodes.values() {
         for &c in clusters {
@@ -438,7 +438,7 @@ fn clone_inode<'f>(
         }
         let merged = merge_runs(out);
         write_extent_tree(stage, io, ino, &merged)?;
-    } else if crate::pass1::inode_has_valid_blocks(fs, &inode) {
+    } else if check_core::pass1::inode_has_valid_blocks(fs, &inode) {
         walk_block_map(stage, io, ino, &mut |blk, _| {
             let c = blk >> bits;
             match count.get_mut(&c) {

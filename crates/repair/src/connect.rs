@@ -1,6 +1,7 @@
 //! Passes 3 and 4: the root and lost+found, reconnecting directories and
 //! files, '..' entries, and link counts.
 
+use crate::error::Error;
 use std::io;
 
 use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
@@ -10,10 +11,10 @@ use ext4_layout::inode::{flags, FileType, Inode};
 
 use super::inodes::{clear_inode, now, off, sbf, set_feature};
 use super::stage::{Kind, Staging};
-use crate::engine::CheckState;
-use crate::fs::Fs;
-use crate::io::Io;
-use crate::problem::{Code, Finding};
+use check_core::engine::CheckState;
+use check_core::fs::Fs;
+use check_core::io::Io;
+use check_core::problem::{Code, Finding};
 
 /// The blocks of a directory, in logical order, as this round leaves it.
 fn dir_blocks<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> io::Result<Vec<(u64, u64)>> {
@@ -200,7 +201,7 @@ fn make_dir<'f>(
         // Block maps cannot address clusters: one extent. (Elsewhere new
         // directories are block-mapped, as e2fsck makes them.)
         put_le_u32(r, off::FLAGS, flags::EXTENTS);
-        let leaf = crate::pass1::LeafExtent {
+        let leaf = check_core::pass1::LeafExtent {
             lblk: 0,
             pblk: blk,
             len: 1,
@@ -283,15 +284,15 @@ pub fn lost_found_findings<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, Error> {
     if !st.maps.is_dir(2) {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     match lookup(stage, io, 2, b"lost+found") {
         Ok(Some(i)) => {
-            let raw = stage.inode_copy(io, i).map_err(|e| e.to_string())?;
-            let inode = Inode::new(&raw).ok_or("bad inode")?;
+            let raw = stage.inode_copy(io, i)?;
+            let inode = Inode::new(&raw).ok_or(Error::BadInode(i))?;
             let code = if inode.has_flag(flags::INLINE_DATA) {
                 Code::LostFoundInline
             } else if inode.has_flag(flags::ENCRYPT) {
@@ -304,13 +305,13 @@ pub fn lost_found_findings<'f>(
             out.push(Finding::new(code).ino(i));
         }
         Ok(None) => {}
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(Error::from(e)),
     }
     out.push(Finding::new(Code::NoLostFound));
     // Try it on this throwaway staging: only report what can be fixed.
     match LostFound::new().get(st, stage, io) {
         Some(_) => Ok(out),
-        None => Err("no free inode or block for /lost+found".into()),
+        None => Err(Error::NoLostFound),
     }
 }
 

@@ -7,9 +7,9 @@ use ext4_layout::inode::{flags, Inode};
 
 use super::inodes::{sbf, set_feature};
 use super::stage::Staging;
-use crate::engine::CheckState;
-use crate::io::Io;
-use crate::pass1::LeafExtent;
+use check_core::engine::CheckState;
+use check_core::io::Io;
+use check_core::pass1::LeafExtent;
 
 /// Whether inode `ino` is one e2fsck converts: the root or a user inode
 /// in use, block-mapped, with blocks of its own (a fast symbolic link,
@@ -20,7 +20,7 @@ fn convertible(st: &CheckState, ino: u32, inode: &Inode<'_>) -> bool {
         && !inode.has_flag(flags::EXTENTS)
         && !inode.has_flag(flags::INLINE_DATA)
         && (inode.is_reg() || inode.is_dir() || inode.is_symlink())
-        && crate::pass1::inode_has_valid_blocks(&st.fs, inode)
+        && check_core::pass1::inode_has_valid_blocks(&st.fs, inode)
 }
 
 /// Runs of consecutive blocks, as leaf extents.

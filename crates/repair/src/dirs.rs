@@ -15,9 +15,9 @@ use ext4_layout::inode::{flags, FileType, Inode};
 
 use super::inodes::{off, sbf, set_feature};
 use super::stage::{Kind, Staging};
-use crate::engine::CheckState;
-use crate::io::Io;
-use crate::problem::{Code, Finding};
+use check_core::engine::CheckState;
+use check_core::io::Io;
+use check_core::problem::{Code, Finding};
 
 /// Problems whose fix deallocates the inode an entry points at.
 fn deallocates(code: Code) -> bool {
@@ -270,7 +270,7 @@ fn fix_directory<'f>(
         }
         if kind == BlockKind::Leaf
             && csum
-            && crate::pass2::tail_status(&b) != crate::pass2::TailStatus::Found
+            && check_core::pass2::tail_status(&b) != check_core::pass2::TailStatus::Found
         {
             modified |= insert_tail(&mut b);
         }
@@ -395,7 +395,7 @@ fn walk_block(
     let maps = &st.maps;
     let max = if kind == BlockKind::Leaf
         && csum
-        && crate::pass2::tail_status(b) == crate::pass2::TailStatus::Found
+        && check_core::pass2::tail_status(b) == check_core::pass2::TailStatus::Found
     {
         bs - DIR_TAIL_SIZE
     } else {
@@ -533,7 +533,7 @@ fn walk_block(
 /// Whether an inode lies where the check does not look (an uninitialised
 /// group, or past the group's unused mark): an entry naming it is kept,
 /// and the group's mark is moved instead.
-fn in_unused_area(fs: &crate::fs::Fs, ino: u32) -> bool {
+fn in_unused_area(fs: &check_core::fs::Fs, ino: u32) -> bool {
     let ipg = fs.geo.inodes_per_group;
     let g = (ino - 1) / ipg;
     (ino - 1) % ipg >= fs.inodes_to_scan(g)
@@ -666,7 +666,7 @@ fn fill_holes<'f>(
 }
 
 /// Writes a new, empty directory block (with '.' and '..' for block 0).
-fn init_dir_block(stage: &mut Staging<'_>, fs: &crate::fs::Fs, blk: u64, lblk: u64, ino: u32) {
+fn init_dir_block(stage: &mut Staging<'_>, fs: &check_core::fs::Fs, blk: u64, lblk: u64, ino: u32) {
     let csum = fs.metadata_csum();
     let bs = fs.block_size();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };

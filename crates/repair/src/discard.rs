@@ -7,7 +7,7 @@
 use ext4_layout::bytes::{le_u16, put_le_u16};
 
 use super::stage::Staging;
-use crate::engine::CheckState;
+use check_core::engine::CheckState;
 
 /// `bg_flags`: the group's inode table is zeroed.
 const BG_INODE_ZEROED: u16 = 0x0004;

@@ -15,9 +15,9 @@ use ext4_layout::inode::{flags, FileType};
 
 use super::inodes::off;
 use super::stage::Staging;
-use crate::fs::Fs;
-use crate::io::Io;
-use crate::pass1::LeafExtent;
+use check_core::fs::Fs;
+use check_core::io::Io;
+use check_core::pass1::LeafExtent;
 
 const TAG_ADD_RANGE: u16 = 1;
 const TAG_DEL_RANGE: u16 = 2;

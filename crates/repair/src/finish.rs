@@ -3,6 +3,7 @@
 //! mount count reset), so that the next boot's `fsck -a` skips a file
 //! system that was repaired and checks one that still has errors.
 
+use crate::error::Error;
 use std::sync::Arc;
 
 use ext4_layout::bytes::{le_u16, put_le_u16, put_le_u32};
@@ -12,9 +13,9 @@ use pipeline::Device;
 
 use super::inodes::now;
 use super::stage::Staging;
-use crate::fs::{open_fs, OpenOptions};
-use crate::io::Io;
-use crate::problem::{Code, Finding};
+use check_core::fs::{open_fs, OpenOptions};
+use check_core::io::Io;
+use check_core::problem::{Code, Finding};
 
 /// `s_feature_ro_compat`.
 const S_RO_COMPAT: usize = 0x64;
@@ -52,22 +53,21 @@ pub(super) fn record_check(
     fx: &fixer::Fixer,
     outcome: Outcome,
     unshared: bool,
-) -> Result<Option<Finding>, String> {
+) -> Result<Option<Finding>, Error> {
     let opened = open_fs(
         dev.clone(),
         OpenOptions {
             read_only: true,
             superblock: None,
         },
-    )
-    .map_err(|f| f.message)?;
+    )?;
     let fs = opened.fs;
     if fs.backup_in_use {
         // The primary is still unusable: writing over it from a backup
         // is a repair of its own, which did not happen.
         return Ok(None);
     }
-    let maps = crate::ctx::Maps::new(&fs);
+    let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
     let mut io = Io::new(&fs);
     let t = u64::from(now());
@@ -102,6 +102,6 @@ pub(super) fn record_check(
     put_le_u32(sb, S_WTIME, t as u32);
     sb[S_WTIME_HI] = (t >> 32) as u8;
     let writes = stage.into_writes(&mut io);
-    fx.commit(writes).map_err(|e| e.to_string())?;
+    fx.commit(writes)?;
     Ok(finding)
 }

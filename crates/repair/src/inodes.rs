@@ -9,9 +9,10 @@ use ext4_layout::inode::flags;
 
 use super::blocks;
 use super::stage::{Kind, Staging};
-use crate::engine::CheckState;
-use crate::io::Io;
-use crate::problem::{Code, Finding};
+use check_core::engine::CheckState;
+use check_core::io::Io;
+use check_core::problem::{Code, Finding};
+use check_core::sink::{FixSink, LocalFix};
 
 /// Inode field offsets.
 pub mod off {
@@ -110,7 +111,7 @@ pub fn clear_inode(raw: &mut [u8], ino: u32, first_ino: u32, now: u32) {
 /// Whether the superblock names inode `ino` (journal, quota files, the
 /// orphan file): the check walks such an inode's blocks whatever its link
 /// count.
-fn named_in_superblock(fs: &crate::fs::Fs, ino: u32) -> bool {
+fn named_in_superblock(fs: &check_core::fs::Fs, ino: u32) -> bool {
     let sb = fs.sb();
     [
         sb.s_journal_inum(),
@@ -176,21 +177,9 @@ fn clear_bad_block_entries(
     Ok(())
 }
 
-/// Whether a problem's fix touches nothing but the inode's own fields
-/// and leaves every other check's findings as they are: a dtime that
-/// should be 0, `i_blocks`, the size of a regular file (a directory's
-/// size bounds what pass 2 reads), a checksum. Under a repair, pass 1's
-/// workers send such fixes to the fixer as they find them.
-pub fn is_inode_local(code: Code, regular: bool) -> bool {
-    match code {
-        Code::SetDtime | Code::BadIBlocks | Code::InodeOnlyCsumInvalid => true,
-        Code::BadISize => regular,
-        _ => false,
-    }
-}
-
-/// Applies an inode-local fix (see [`is_inode_local`]) to the raw inode;
-/// the caller recomputes its checksum.
+/// Applies an inode-local fix (the problem table's
+/// [`FixPolicy::inode_local`](check_core::problem::FixPolicy::inode_local))
+/// to the raw inode; the caller recomputes its checksum.
 pub fn inode_local_fix(raw: &mut [u8], f: &Finding) -> bool {
     match (f.code, f.num2) {
         (Code::SetDtime, _) => put_le_u32(raw, off::DTIME, 0),
@@ -200,6 +189,29 @@ pub fn inode_local_fix(raw: &mut [u8], f: &Finding) -> bool {
         _ => return false,
     }
     true
+}
+
+/// The sink pass 1's workers send inode-local fixes to under a repair:
+/// each fixed inode goes to the fixer as one write, which it makes while
+/// the check goes on.
+pub struct Streamed<'a>(pub &'a fixer::Fixer);
+
+impl FixSink for Streamed<'_> {
+    fn fix_inode(&self, fix: LocalFix<'_>) -> bool {
+        let mut new = fix.raw.to_vec();
+        if !fix.findings.iter().all(|f| inode_local_fix(&mut new, f)) {
+            return false;
+        }
+        if let Some(seed) = fix.csum_seed {
+            ext4_layout::edit::set_inode_checksum(&mut new, seed, fix.ino);
+        }
+        self.0
+            .request(fixer::Write {
+                offset: fix.offset,
+                data: new,
+            })
+            .is_ok()
+    }
 }
 
 fn set_i_blocks(raw: &mut [u8], v: u64) {
@@ -232,7 +244,7 @@ fn relocate<'f>(
     } else {
         1
     };
-    let (lo, hi) = crate::fs::allowed_range(geo, ext4_layout::Group(g));
+    let (lo, hi) = check_core::fs::allowed_range(geo, ext4_layout::Group(g));
     let Some(new) = stage
         .alloc_run_in(lo, hi, n)
         .or_else(|| stage.alloc_run_in(geo.first_data_block, geo.blocks_count - 1, n))

@@ -3,6 +3,7 @@
 //! (the orphan list and the orphan file) are released — what e2fsck does
 //! when it opens a file system it may write to.
 
+use crate::error::Error;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -18,10 +19,10 @@ use pipeline::Device;
 
 use super::inodes::{now, off, sbf};
 use super::stage::{Kind, Staging};
-use crate::fs::{open_fs, Fs, OpenOptions};
-use crate::io::Io;
-use crate::journal::{check_journal, JournalProblem};
-use crate::problem::{Code, Finding};
+use check_core::fs::{open_fs, Fs, OpenOptions};
+use check_core::io::Io;
+use check_core::journal::{check_journal, JournalProblem};
+use check_core::problem::{Code, Finding};
 
 /// What the journal and orphan steps did.
 #[derive(Default)]
@@ -42,7 +43,7 @@ pub struct PrePass {
 
 const STATE_VALID: u16 = 1;
 
-fn open(dev: &Arc<Device>) -> Result<Fs, String> {
+fn open(dev: &Arc<Device>) -> Result<Fs, Error> {
     open_fs(
         dev.clone(),
         OpenOptions {
@@ -51,7 +52,7 @@ fn open(dev: &Arc<Device>) -> Result<Fs, String> {
         },
     )
     .map(|o| o.fs)
-    .map_err(|f| f.message)
+    .map_err(Error::from)
 }
 
 fn commit(
@@ -59,11 +60,11 @@ fn commit(
     st: Staging<'_>,
     io: &mut Io<'_>,
     pre: &mut PrePass,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     if st.is_empty() {
         return Ok(());
     }
-    fx.commit(st.into_writes(io)).map_err(|e| e.to_string())?;
+    fx.commit(st.into_writes(io))?;
     pre.modified = true;
     Ok(())
 }
@@ -80,10 +81,10 @@ fn clear_valid(sb: &mut [u8]) {
 
 /// The physical blocks of the journal, by logical index.
 fn journal_blocks(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u64>, u64)> {
-    let (ib, _) = crate::journal::journal_inode(fs, io)?;
+    let (ib, _) = check_core::journal::journal_inode(fs, io)?;
     let inode = Inode::new(&ib)?;
     let mut v: Vec<(i64, u64)> = Vec::new();
-    crate::blockiter::for_each_block(io, &inode, &mut |b, l| {
+    check_core::blockiter::for_each_block(io, &inode, &mut |b, l| {
         if l >= 0 {
             v.push((l, b));
         }
@@ -127,11 +128,11 @@ impl Space<'_> {
 /// nothing. Stages that write; says whether there was one, or why the
 /// repair must stop.
 fn restore_from_backup(
-    fs: &crate::fs::Fs,
+    fs: &check_core::fs::Fs,
     st: &mut Staging<'_>,
     io: &mut Io<'_>,
-) -> Result<bool, String> {
-    let Some((raw, true)) = crate::journal::journal_inode(fs, io) else {
+) -> Result<bool, Error> {
+    let Some((raw, true)) = check_core::journal::journal_inode(fs, io) else {
         return Ok(false);
     };
     let geo = &fs.geo;
@@ -142,12 +143,12 @@ fn restore_from_backup(
     let table = fs.gd(group).inode_table();
     let end = table.saturating_add(u64::from(geo.inode_blocks_per_group).saturating_sub(1));
     if table == 0 || table < geo.first_data_block || end >= geo.blocks_count {
-        return Err(format!(
-            "the journal inode cannot be written back: the inode table of group {group} \
-             (block {table}) is outside the file system"
-        ));
+        return Err(Error::JournalTableOutside {
+            group,
+            block: table,
+        });
     }
-    let inode = st.inode(io, ino).map_err(|e| e.to_string())?;
+    let inode = st.inode(io, ino)?;
     let n = inode.len().min(128).min(raw.len());
     inode[..n].copy_from_slice(&raw[..n]);
     Ok(true)
@@ -165,13 +166,13 @@ pub fn before_passes(
     fx: &fixer::Fixer,
     external: Option<&External<'_>>,
     at_start: bool,
-) -> Result<PrePass, String> {
+) -> Result<PrePass, Error> {
     let mut pre = PrePass::default();
     for _ in 0..6 {
         let fs = open(dev)?;
         let mut io = Io::new(&fs);
         let mut jc = check_journal(&fs, &mut io, external.map(|e| e.dev), true);
-        let maps_dummy = crate::ctx::Maps::new(&fs);
+        let maps_dummy = check_core::ctx::Maps::new(&fs);
         let mut st = Staging::new(&fs, &maps_dummy, false);
         if jc.problem.is_none() || jc.problem == Some(JournalProblem::Corrupt) {
             if at_start {
@@ -180,7 +181,10 @@ pub fn before_passes(
                     pre.journal_restored = true;
                     continue;
                 }
-            } else if matches!(crate::journal::journal_inode(&fs, &mut io), Some((_, true))) {
+            } else if matches!(
+                check_core::journal::journal_inode(&fs, &mut io),
+                Some((_, true))
+            ) {
                 jc.problem = Some(JournalProblem::BadInode);
                 jc.findings.push(
                     Finding::new(Code::JournalBadInode)
@@ -193,9 +197,10 @@ pub fn before_passes(
             Some(JournalProblem::External)
             | Some(JournalProblem::Unsupported)
             | Some(JournalProblem::ReadError) => {
-                return Err(jc
-                    .fatal
-                    .unwrap_or_else(|| "the journal cannot be used".into()));
+                return Err(Error::JournalUnusable(
+                    jc.fatal
+                        .unwrap_or_else(|| "the journal cannot be used".into()),
+                ));
             }
             Some(JournalProblem::BadInode) => {
                 let sb = st.sb_mut();
@@ -221,13 +226,13 @@ pub fn before_passes(
             }
             Some(JournalProblem::Corrupt) | Some(JournalProblem::MultiFs) => {
                 let Some((blocks, total)) = journal_blocks(&fs, &mut io) else {
-                    return Err("the journal cannot be read".into());
+                    return Err(Error::JournalUnreadable);
                 };
                 let Some(&b0) = blocks.first() else {
-                    return Err("the journal has no blocks".into());
+                    return Err(Error::JournalEmpty);
                 };
                 let mut jsb = vec![0u8; bs];
-                io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?;
+                io.read_blocks(b0, &mut jsb)?;
                 if jc.problem == Some(JournalProblem::MultiFs) {
                     jsb[0x24..].fill(0);
                 } else {
@@ -278,7 +283,7 @@ pub fn before_passes(
         }
         // A journal found through the superblock's copy of its block map
         // gets its inode back first.
-        if let Some((raw, true)) = crate::journal::journal_inode(&fs, &mut io) {
+        if let Some((raw, true)) = check_core::journal::journal_inode(&fs, &mut io) {
             let inum = fs.sb().s_journal_inum();
             if let Ok(r) = st.inode(&mut io, inum) {
                 r.fill(0);
@@ -290,13 +295,13 @@ pub fn before_passes(
         if has(Code::JournalNeedsRecovery) || has(Code::JournalRecoveryFlagClear) {
             let space = match external.filter(|_| fs.sb().s_journal_uuid() != [0; 16]) {
                 Some(e) => {
-                    let (_, n) =
-                        crate::journal::external_superblock(&fs, e.dev).map_err(|(_, why)| why)?;
+                    let (_, n) = check_core::journal::external_superblock(&fs, e.dev)
+                        .map_err(|(_, why)| Error::JournalUnusable(why))?;
                     Space::External(e, n)
                 }
                 None => Space::Inode(
                     journal_blocks(&fs, &mut io)
-                        .ok_or("the journal cannot be read")?
+                        .ok_or(Error::JournalUnreadable)?
                         .0,
                 ),
             };
@@ -306,17 +311,17 @@ pub fn before_passes(
             if let Some(e) = error {
                 // As e2fsck, which counts a journal it could not fully
                 // replay as a problem dealt with.
-                let mut f = Finding::new(Code::JournalReplayStopped).str(e);
+                let mut f = Finding::new(Code::JournalReplayStopped).str(e.to_string());
                 f.fixed = true;
                 pre.fixed.push(f);
             }
             if !fc_log.is_empty() {
                 let fs3 = open(dev)?;
                 let mut io3 = Io::new(&fs3);
-                let maps3 = crate::ctx::Maps::new(&fs3);
+                let maps3 = check_core::ctx::Maps::new(&fs3);
                 let mut st3 = Staging::new(&fs3, &maps3, false);
                 let n = super::fastcommit::apply(&fs3, &mut st3, &mut io3, &fc_log)
-                    .map_err(|e| format!("the fast commit log cannot be replayed: {e}"))?;
+                    .map_err(Error::FastCommit)?;
                 pre.notes.push(format!(
                     "Fast commits replayed: {n} of {} changes.",
                     fc_log.len()
@@ -327,7 +332,7 @@ pub fn before_passes(
             // needs_recovery on what is on disk now.
             let fs2 = open(dev)?;
             let mut io2 = Io::new(&fs2);
-            let maps2 = crate::ctx::Maps::new(&fs2);
+            let maps2 = check_core::ctx::Maps::new(&fs2);
             let mut st2 = Staging::new(&fs2, &maps2, false);
             clear_bits(st2.sb_mut(), sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
             commit(fx, st2, &mut io2, &mut pre)?;
@@ -337,7 +342,7 @@ pub fn before_passes(
             if let Some((blocks, _)) = journal_blocks(&fs, &mut io) {
                 if let Some(&b0) = blocks.first() {
                     let mut jsb = vec![0u8; bs];
-                    io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?;
+                    io.read_blocks(b0, &mut jsb)?;
                     put_be_u32(&mut jsb, 0x20, 0);
                     set_jsb_checksum(&mut jsb);
                     st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
@@ -361,7 +366,7 @@ fn move_visible_journal(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
     pre: &mut PrePass,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     const JOURNAL_INO: u32 = 8;
     let fs = open(dev)?;
     let inum = fs.sb().s_journal_inum();
@@ -369,7 +374,7 @@ fn move_visible_journal(
         return Ok(());
     }
     let mut io = Io::new(&fs);
-    let maps = crate::ctx::Maps::new(&fs);
+    let maps = check_core::ctx::Maps::new(&fs);
     let mut st = Staging::new(&fs, &maps, false);
     let Ok(raw) = st.inode_copy(&mut io, inum) else {
         return Ok(());
@@ -400,13 +405,13 @@ fn move_visible_journal(
     let Some(name) = found else {
         return Ok(());
     };
-    super::connect::remove_entry(&mut st, &mut io, 2, name).map_err(|e| e.to_string())?;
+    super::connect::remove_entry(&mut st, &mut io, 2, name)?;
     {
-        let r = st.inode(&mut io, JOURNAL_INO).map_err(|e| e.to_string())?;
+        let r = st.inode(&mut io, JOURNAL_INO)?;
         r.copy_from_slice(&raw);
     }
     {
-        let r = st.inode(&mut io, inum).map_err(|e| e.to_string())?;
+        let r = st.inode(&mut io, inum)?;
         put_le_u16(r, off::LINKS, 0);
         put_le_u32(r, off::DTIME, now());
     }
@@ -429,14 +434,14 @@ pub fn backup_journal_map(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
     pre: &mut PrePass,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let fs = open(dev)?;
     let inum = fs.sb().s_journal_inum();
     if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == 0 {
         return Ok(());
     }
     let mut io = Io::new(&fs);
-    let maps = crate::ctx::Maps::new(&fs);
+    let maps = check_core::ctx::Maps::new(&fs);
     let mut st = Staging::new(&fs, &maps, false);
     let Ok(raw) = st.inode_copy(&mut io, inum) else {
         return Ok(());
@@ -498,23 +503,20 @@ fn replay(
     io: &mut Io<'_>,
     fx: &fixer::Fixer,
     space: &Space<'_>,
-) -> Result<(String, Vec<super::fastcommit::Change>, Option<String>), String> {
+) -> Result<(String, Vec<super::fastcommit::Change>, Option<Error>), Error> {
     let bs = fs.block_size();
     // The journal superblock: the first block of the journal inode, or
     // the block after the device's own superblock.
     let b0 = match space {
-        Space::Inode(blocks) => *blocks.first().ok_or("the journal has no blocks")?,
-        Space::External(..) => crate::journal::external_jsb_block(fs.geo.block_size),
+        Space::Inode(blocks) => *blocks.first().ok_or(Error::JournalEmpty)?,
+        Space::External(..) => check_core::journal::external_jsb_block(fs.geo.block_size),
     };
     let mut jsb = vec![0u8; bs];
     match space {
-        Space::Inode(_) => io.read_blocks(b0, &mut jsb).map_err(|e| e.to_string())?,
-        Space::External(e, _) => e
-            .dev
-            .read_at(&mut jsb, b0 * bs as u64)
-            .map_err(|e| e.to_string())?,
+        Space::Inode(_) => io.read_blocks(b0, &mut jsb)?,
+        Space::External(e, _) => e.dev.read_at(&mut jsb, b0 * bs as u64)?,
     }
-    let j = JournalSuperblock::new(&jsb).ok_or("short journal superblock")?;
+    let j = JournalSuperblock::new(&jsb).ok_or(Error::ShortJournalSuperblock)?;
     let feat = if j.is_v2() {
         j.features()
     } else {
@@ -540,28 +542,24 @@ fn replay(
     let start = u64::from(be_u32(&jsb, 0x1C));
     let sequence = be_u32(&jsb, 0x18);
     let tail = if csum { 4 } else { 0 };
-    let read = |io: &mut Io<'_>, lb: u64, buf: &mut [u8]| -> Result<(), String> {
+    let read = |io: &mut Io<'_>, lb: u64, buf: &mut [u8]| -> Result<(), Error> {
         match space {
             Space::Inode(blocks) => {
-                let p = *blocks
-                    .get(lb as usize)
-                    .ok_or_else(|| format!("journal block {lb} is past its end"))?;
+                let p = *blocks.get(lb as usize).ok_or(Error::JournalPastEnd(lb))?;
                 if p == 0 {
-                    return Err(format!("journal block {lb} is not mapped"));
+                    return Err(Error::JournalUnmapped(lb));
                 }
-                io.read_blocks(p, buf).map_err(|e| e.to_string())
+                io.read_blocks(p, buf).map_err(Error::from)
             }
             Space::External(e, n) => {
                 if lb >= *n {
-                    return Err(format!("journal block {lb} is past its end"));
+                    return Err(Error::JournalPastEnd(lb));
                 }
-                e.dev
-                    .read_at(buf, lb * bs as u64)
-                    .map_err(|e| e.to_string())
+                e.dev.read_at(buf, lb * bs as u64).map_err(Error::from)
             }
         }
     };
-    let write_jsb = |fs_writes: Vec<fixer::Write>, jsb: Vec<u8>| -> Result<(), String> {
+    let write_jsb = |fs_writes: Vec<fixer::Write>, jsb: Vec<u8>| -> Result<(), Error> {
         let at = b0 * bs as u64;
         match space {
             Space::Inode(_) => {
@@ -570,17 +568,17 @@ fn replay(
                     offset: at,
                     data: jsb,
                 });
-                fx.commit(all).map_err(|e| e.to_string())
+                fx.commit(all).map_err(Error::from)
             }
             Space::External(e, _) => {
                 // The replayed blocks are on the file system for good
                 // before the journal lets go of them.
-                fx.commit(fs_writes).map_err(|e| e.to_string())?;
+                fx.commit(fs_writes)?;
                 e.fx.commit(vec![fixer::Write {
                     offset: at,
                     data: jsb,
                 }])
-                .map_err(|e| e.to_string())
+                .map_err(Error::from)
             }
         }
     };
@@ -598,7 +596,7 @@ fn replay(
     let mut end: Option<u32> = None;
     let mut prev_commit_time = 0u64;
     let mut need_check_commit_time = false;
-    let mut error: Option<String> = None;
+    let mut error: Option<Error> = None;
     loop {
         if let Err(e) = read(io, blk, &mut buf) {
             error = Some(e);
@@ -625,7 +623,7 @@ fn replay(
                 let t = be_u64(&buf, 0x30);
                 if need_check_commit_time {
                     if t >= prev_commit_time {
-                        error = Some(format!("transaction {id} has a bad checksum"));
+                        error = Some(Error::TransactionChecksum(id));
                     }
                     break;
                 }
@@ -663,7 +661,7 @@ fn replay(
             if let LogBlock::Revoke { id, block } = b {
                 let r = RevokeBlock::new(block, feat);
                 if r.r_count() as usize > bs - tail {
-                    return Err("a revoke block has a bad count".into());
+                    return Err(Error::RevokeCount);
                 }
                 for b in r.records() {
                     let e = revoked.entry(b).or_insert(id);
@@ -685,7 +683,7 @@ fn replay(
                 };
                 for (tag, lb) in tags {
                     if read(io, lb, &mut data).is_err() {
-                        tag_error = Some(format!("journal block {lb} cannot be read"));
+                        tag_error = Some(Error::JournalBlockUnreadable(lb));
                         continue;
                     }
                     if revoked.get(&tag.blocknr).is_some_and(|&r| !tid_gt(id, r)) {
@@ -700,7 +698,7 @@ fn replay(
                             c & 0xFFFF == tag.checksum & 0xFFFF
                         };
                         if !ok {
-                            tag_error = Some(format!("journal block {lb} has a bad checksum"));
+                            tag_error = Some(Error::JournalBlockChecksum(lb));
                             continue;
                         }
                     }
@@ -777,10 +775,10 @@ fn walk_log<'f, R, W>(
     end: u32,
     feat: JournalFeatures,
     bs: usize,
-    mut each: impl FnMut(&mut Io<'f>, LogBlock<'_>) -> Result<(), String>,
-) -> Result<(), String>
+    mut each: impl FnMut(&mut Io<'f>, LogBlock<'_>) -> Result<(), Error>,
+) -> Result<(), Error>
 where
-    R: Fn(&mut Io<'f>, u64, &mut [u8]) -> Result<(), String>,
+    R: Fn(&mut Io<'f>, u64, &mut [u8]) -> Result<(), Error>,
     W: Fn(u64) -> u64,
 {
     let mut buf = vec![0u8; bs];
@@ -817,7 +815,7 @@ where
 /// The list head is emptied; the orphan file is cleaned after the passes.
 /// Nothing is released when the file system has errors recorded (neither
 /// list can be trusted then), as e2fsck does.
-fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<(), String> {
+fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<(), Error> {
     let fs = open(dev)?;
     let sb = fs.sb();
     let head = sb.s_last_orphan();
@@ -826,7 +824,7 @@ fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<()
         return Ok(());
     }
     let mut io = Io::new(&fs);
-    let maps = crate::ctx::Maps::new(&fs);
+    let maps = check_core::ctx::Maps::new(&fs);
     let mut st = Staging::new(&fs, &maps, false);
     put_le_u32(st.sb_mut(), 0xE8, 0);
     let errors = le_u16(&fs.sb[..], 0x3A) & 2 != 0;
@@ -868,7 +866,7 @@ fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<()
 /// the orphan list (0 at its end), or `None` when the list is broken.
 fn release<'f>(
     fs: &'f Fs,
-    maps: &'f crate::ctx::Maps,
+    maps: &'f check_core::ctx::Maps,
     st: &mut Staging<'f>,
     io: &mut Io<'f>,
     ino: u32,
@@ -1045,7 +1043,7 @@ pub(super) fn account<'f>(
 /// Drops every block of an inode past its size.
 fn truncate<'f>(
     fs: &'f Fs,
-    maps: &'f crate::ctx::Maps,
+    maps: &'f check_core::ctx::Maps,
     st: &mut Staging<'f>,
     io: &mut Io<'f>,
     ino: u32,
@@ -1056,8 +1054,8 @@ fn truncate<'f>(
     let raw = st.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| std::io::Error::other("bad inode"))?;
     if inode.has_flag(ext4_layout::inode::flags::EXTENTS) {
-        let p1 = crate::pass1::Pass1::new(fs, maps, &[]);
-        let (leaves, _) = crate::pass1::collect_extents(&p1, io, ino, &raw);
+        let p1 = check_core::pass1::Pass1::new(fs, maps, &[]);
+        let (leaves, _) = check_core::pass1::collect_extents(&p1, io, ino, &raw);
         let mut out = Vec::new();
         let mut changed = false;
         for mut l in leaves {
@@ -1076,7 +1074,7 @@ fn truncate<'f>(
         }
         return Ok(());
     }
-    if !crate::pass1::inode_has_valid_blocks(fs, &inode) {
+    if !check_core::pass1::inode_has_valid_blocks(fs, &inode) {
         return Ok(());
     }
     // Block map: direct pointers past the end are cleared, and so are

@@ -10,8 +10,8 @@ use ext4_layout::inode::{flags, Inode};
 
 use super::inodes::off;
 use super::stage::{Kind, Staging};
-use crate::io::Io;
-use crate::pass1::LeafExtent;
+use check_core::io::Io;
+use check_core::pass1::LeafExtent;
 
 fn bad(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())

@@ -2,6 +2,7 @@
 //! to be removed because it was unusable: what e2fsck does when it
 //! answers "Recreate journal".
 
+use crate::error::Error;
 use ext4_layout::bytes::{put_be_u32, put_le_u16, put_le_u32};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::flags;
@@ -9,8 +10,8 @@ use ext4_layout::journal::{blocktype, JBD2_MAGIC};
 
 use super::inodes::{now, off, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
-use crate::engine::CheckState;
-use crate::io::Io;
+use check_core::engine::CheckState;
+use check_core::io::Io;
 
 /// The journal inode.
 const JOURNAL_INO: u32 = 8;
@@ -43,26 +44,24 @@ pub fn create<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
-) -> Result<u64, String> {
+) -> Result<u64, Error> {
     let fs = &st.fs;
     let geo = &fs.geo;
-    let n = default_blocks(geo.blocks_count).ok_or("the file system is too small")?;
+    let n = default_blocks(geo.blocks_count).ok_or(Error::TooSmallForJournal)?;
     let bs = fs.block_size();
     let extents = geo.incompat.contains(IncompatFeatures::EXTENTS);
     if !extents && geo.ro_compat.contains(RoCompatFeatures::BIGALLOC) {
-        return Err("bigalloc without extents".into());
+        return Err(Error::BigallocWithoutExtents);
     }
     let goal = geo.blocks_count / 2;
     let runs = stage
         .alloc_extents(goal, n)
-        .ok_or("no room for the journal")?;
+        .ok_or(Error::NoRoomForJournal)?;
     // The inode.
     let isz = geo.inode_size as usize;
     let size = n * bs as u64;
     {
-        let r = stage
-            .inode(io, JOURNAL_INO)
-            .map_err(|e| format!("the journal inode cannot be read: {e}"))?;
+        let r = stage.inode(io, JOURNAL_INO).map_err(Error::JournalInode)?;
         r.fill(0);
         put_le_u16(r, off::MODE, 0o100_600);
         put_le_u16(r, off::LINKS, 1);
@@ -87,8 +86,8 @@ pub fn create<'f>(
             })
         })
     };
-    mapped.map_err(|e| format!("the journal cannot be mapped: {e}"))?;
-    super::map::recount_i_blocks(stage, io, JOURNAL_INO).map_err(|e| e.to_string())?;
+    mapped.map_err(Error::JournalMap)?;
+    super::map::recount_i_blocks(stage, io, JOURNAL_INO)?;
     // Its blocks: zeroed, so that nothing left in them can pass for a
     // transaction, the first a journal superblock. A journal larger than
     // ZERO_MAX blocks is not zeroed (a repair holds its writes in memory);
@@ -115,10 +114,7 @@ pub fn create<'f>(
         }
     }
     // The superblock: the feature, the inode, a backup of its map.
-    let iblock = stage
-        .inode_copy(io, JOURNAL_INO)
-        .map_err(|e| e.to_string())?[off::BLOCK..off::BLOCK + 60]
-        .to_vec();
+    let iblock = stage.inode_copy(io, JOURNAL_INO)?[off::BLOCK..off::BLOCK + 60].to_vec();
     {
         set_feature(stage, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
         let sb = stage.sb_mut();

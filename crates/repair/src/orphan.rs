@@ -4,29 +4,17 @@
 //! recreated, a file without a journal removed, and the `orphan_present`
 //! flag dropped, as e2fsck does once the check is over.
 
-use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
-use ext4_layout::csum::crc32c_raw;
+use ext4_layout::bytes::{put_le_u16, put_le_u32};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::{flags, Inode};
+use ext4_layout::orphan::{self, CsumKey, OrphanBlock};
 
 use super::inodes::{clear_feature, now, off, sbf, set_size};
 use super::stage::{Kind, Staging};
-use crate::engine::CheckState;
-use crate::fs::Fs;
-use crate::io::Io;
-use crate::problem::{Code, Finding};
-
-/// The magic number at the end of every orphan file block.
-pub const MAGIC: u32 = 0x0B10_CA04;
-
-/// The checksum of an orphan file block `data` at block `blk` of inode
-/// `ino` (generation `gen`): over the inode entries, not the tail.
-pub fn block_csum(seed: u32, ino: u32, gen: u32, blk: u64, data: &[u8]) -> u32 {
-    let mut c = crc32c_raw(seed, &ino.to_le_bytes());
-    c = crc32c_raw(c, &gen.to_le_bytes());
-    c = crc32c_raw(c, &blk.to_le_bytes());
-    crc32c_raw(c, &data[..data.len() - 8])
-}
+use check_core::engine::CheckState;
+use check_core::fs::Fs;
+use check_core::io::Io;
+use check_core::problem::{Code, Finding};
 
 /// The orphan file's inode, generation and blocks in logical order, when
 /// it is usable: a size that is a number of blocks and, when block-mapped,
@@ -75,20 +63,16 @@ pub fn listed<'f>(fs: &Fs, stage: &Staging<'f>, io: &mut Io<'f>) -> Vec<u32> {
     let bs = fs.block_size();
     let mut buf = vec![0u8; bs];
     for b in blocks {
-        if stage.read(io, b, &mut buf).is_err() || le_u32(&buf, bs - 8) != MAGIC {
+        let key = fs.metadata_csum().then_some(CsumKey {
+            seed: fs.geo.csum_seed,
+            ino,
+            generation: gen,
+            block: b,
+        });
+        if stage.read(io, b, &mut buf).is_err() || !OrphanBlock::new(&buf).is_valid(key) {
             break;
         }
-        if fs.metadata_csum()
-            && le_u32(&buf, bs - 4) != block_csum(fs.geo.csum_seed, ino, gen, b, &buf)
-        {
-            break;
-        }
-        out.extend(
-            buf[..bs - 8]
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .filter(|&i| i != 0),
-        );
+        out.extend(OrphanBlock::new(&buf).entries());
     }
     out
 }
@@ -96,12 +80,13 @@ pub fn listed<'f>(fs: &Fs, stage: &Staging<'f>, io: &mut Io<'f>) -> Vec<u32> {
 /// Writes block `blk` as an empty orphan block of inode `ino`.
 fn write_clean(stage: &mut Staging<'_>, csum: Option<u32>, ino: u32, gen: u32, blk: u64) {
     let b = stage.fresh_block(blk, Kind::Plain);
-    let bs = b.len();
-    put_le_u32(b, bs - 8, MAGIC);
-    if let Some(seed) = csum {
-        let c = block_csum(seed, ino, gen, blk, b);
-        put_le_u32(b, bs - 4, c);
-    }
+    let key = csum.map(|seed| CsumKey {
+        seed,
+        ino,
+        generation: gen,
+        block: blk,
+    });
+    orphan::write_empty(b, key);
 }
 
 /// How many blocks a new orphan file gets: 32 on small file systems, one

@@ -17,12 +17,14 @@ use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32, put_le_u64};
 use ext4_layout::inode::Inode;
 
 use super::stage::{Kind, Staging};
-use crate::engine::CheckState;
-use crate::io::Io;
-use crate::pass1::QuotaUse;
-use crate::problem::Finding;
+use check_core::engine::CheckState;
+use check_core::io::Io;
+use check_core::pass1::QuotaUse;
+use check_core::problem::Finding;
 
-use crate::quota_file::{read_quota_tree, QuotaTree, DATA_HEADER, DEPTH, ENTRY_V1, MAGICS, QT_BLK};
+use check_core::quota_file::{
+    read_quota_tree, QuotaTree, DATA_HEADER, DEPTH, ENTRY_V1, MAGICS, QT_BLK,
+};
 
 const PER_BLOCK: usize = (QT_BLK - DATA_HEADER) / ENTRY_V1;
 /// The grace period a new quota file gets (seven days, as quotatools).
@@ -201,7 +203,7 @@ pub fn fix<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, f: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota_file::Limits;
+    use check_core::quota_file::Limits;
 
     fn usage(v: &[(u32, u64, u64)]) -> BTreeMap<u32, QuotaUse> {
         v.iter()

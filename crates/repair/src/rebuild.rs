@@ -10,14 +10,14 @@ use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4_layout::inode::FileType;
 
 use super::stage::{Kind, Staging};
-use crate::ctx::Maps;
-use crate::io::Io;
+use check_core::ctx::Maps;
+use check_core::io::Io;
 
 /// Marks what this round allocated (blocks, and inodes with whether they
 /// are directories) in use in the check's maps, then rewrites the group
 /// summaries from them.
 pub fn rebuild_with_allocations<'f>(
-    st: &'f crate::engine::CheckState,
+    st: &'f check_core::engine::CheckState,
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
 ) -> io::Result<()> {

@@ -3,6 +3,7 @@
 //! is marked clean and not due for a check only has its superblock's free
 //! counts brought in line with the group descriptors.
 
+use crate::error::Error;
 use std::sync::Arc;
 
 use ext4_layout::bytes::put_le_u32;
@@ -10,9 +11,9 @@ use ext4_layout::superblock::Superblock;
 use pipeline::Device;
 
 use super::stage::Staging;
-use crate::due::{self, Clock, Due, Reason, Skipped};
-use crate::fs::{open_fs, Fs, OpenOptions};
-use crate::io::Io;
+use check_core::due::{self, Clock, Due, Reason, Skipped};
+use check_core::fs::{open_fs, Fs, OpenOptions};
+use check_core::io::Io;
 
 /// What the decision came to.
 pub(super) enum Decision {
@@ -50,8 +51,8 @@ pub(super) fn decide(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
     clock: Clock,
-) -> Result<Decision, String> {
-    let opened = open_fs(dev.clone(), OpenOptions::default()).map_err(|f| f.message)?;
+) -> Result<Decision, Error> {
+    let opened = open_fs(dev.clone(), OpenOptions::default())?;
     let fs = opened.fs;
     if fs.backup_in_use {
         return Ok(Decision::Check(Reason::Errors));
@@ -75,7 +76,7 @@ pub(super) fn decide(
     if old_inodes == free_inodes && old_blocks == free_blocks {
         return Ok(Decision::Skip(skipped));
     }
-    let maps = crate::ctx::Maps::new(&fs);
+    let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
     let mut io = Io::new(&fs);
     let raw = stage.sb_mut();
@@ -96,8 +97,7 @@ pub(super) fn decide(
         }
         skipped.counts_set.push(("blocks", old_blocks, free_blocks));
     }
-    fx.commit(stage.into_writes(&mut io))
-        .map_err(|e| e.to_string())?;
+    fx.commit(stage.into_writes(&mut io))?;
     skipped.inodes_used = skipped.inodes_count.saturating_sub(free_inodes);
     skipped.blocks_used = skipped.blocks_count.saturating_sub(free_blocks);
     Ok(Decision::Skip(skipped))

@@ -11,8 +11,8 @@ use std::io;
 use ext4_layout::edit;
 use ext4_layout::inode::{inode_csum_seed, Inode};
 
-use crate::fs::Fs;
-use crate::io::Io;
+use check_core::fs::Fs;
+use check_core::io::Io;
 
 /// What kind of block a staged block is, for its checksum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl<'f> Staging<'f> {
     /// An empty overlay over `fs`, allocating from what `maps` (the last
     /// check's) shows free; `complete` says whether that check saw every
     /// inode (if not, blocks the on-disk bitmaps mark are avoided too).
-    pub fn new(fs: &'f Fs, maps: &'f crate::ctx::Maps, complete: bool) -> Self {
+    pub fn new(fs: &'f Fs, maps: &'f check_core::ctx::Maps, complete: bool) -> Self {
         Staging {
             fs,
             alloc: super::alloc::Allocator::new(fs, maps, complete),
@@ -81,8 +81,12 @@ impl<'f> Staging<'f> {
 
     /// `n` free blocks as extents from logical block 0: one run at or
     /// after `goal` when there is one, else block by block.
-    pub fn alloc_extents(&mut self, goal: u64, n: u64) -> Option<Vec<crate::pass1::LeafExtent>> {
-        use crate::pass1::LeafExtent;
+    pub fn alloc_extents(
+        &mut self,
+        goal: u64,
+        n: u64,
+    ) -> Option<Vec<check_core::pass1::LeafExtent>> {
+        use check_core::pass1::LeafExtent;
         if let Some(b) = self.alloc_run(goal, n) {
             return Some(vec![LeafExtent {
                 lblk: 0,

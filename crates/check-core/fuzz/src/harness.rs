@@ -13,9 +13,9 @@ use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use check_core::repair::{repair, Mode, RepairOptions};
 use check_core::{check, CheckOptions, Report};
 use pipeline::{open_device, IoMode, Target};
+use repair::{repair, Mode, RepairOptions};
 
 /// An anonymous in-memory file holding `bytes`, and a path that opens it.
 struct MemFile {

@@ -1,9 +1,12 @@
 //! The file system being checked: the superblock and group descriptors in
 //! use, the geometry derived from them, and block-level reads.
 
+mod blockread;
 mod layout;
 mod open;
 
+pub(crate) use blockread::read_locating;
+pub use blockread::{failed_block, BlockReadError};
 pub use layout::{allowed_range, check_desc, for_each_super_and_bgd, BitSet, DescError};
 
 pub use open::{open_fs, OpenFailure, OpenOptions, Opened, SbLoc};
@@ -119,7 +122,7 @@ impl Fs {
     /// Reads whole blocks starting at `blk` into `buf` (a multiple of the block size).
     /// A failed read names the first block that cannot be read.
     pub fn read_blocks(&self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
-        crate::io::read_locating(blk, u64::from(self.geo.block_size), buf, |b, off| {
+        read_locating(blk, u64::from(self.geo.block_size), buf, |b, off| {
             self.dev.read_at(b, off)
         })
     }

@@ -4,7 +4,7 @@
 use ext4_layout::blockmap::IndirectBlock;
 use ext4_layout::inode::Inode;
 
-use super::inode::{Cur, Worker};
+use super::types::{Cur, Worker};
 use crate::fs::Fs;
 use crate::io::Io;
 use crate::problem::{Code, Finding};

@@ -8,8 +8,9 @@ use ext4_layout::htree::DxRoot;
 use ext4_layout::inode::{flags, inode_csum_seed, Inode};
 use ext4_layout::superblock::OS_HURD;
 
-use super::inode::{has_valid_blocks, Cur, Worker};
-use super::{DxInfo, QuotaUse, EXTENT_DEPTH_SLOTS};
+use super::types::{
+    has_valid_blocks, Cur, DxInfo, LeafExtent, Pass1, QuotaUse, Worker, EXTENT_DEPTH_SLOTS,
+};
 use crate::problem::{Code, Finding};
 use crate::xattr_read;
 
@@ -70,11 +71,11 @@ impl Walk {
 /// as e2fsck does when it answers "yes". `Err` if the tree cannot be
 /// walked to the end (the extents found before that are returned too).
 pub fn collect_extents<'f>(
-    p: &super::Pass1<'f>,
+    p: &Pass1<'f>,
     io: &mut crate::io::Io<'f>,
     ino: u32,
     raw: &[u8],
-) -> (Vec<super::LeafExtent>, bool) {
+) -> (Vec<LeafExtent>, bool) {
     let Some(inode) = Inode::new(raw) else {
         return (Vec::new(), false);
     };
@@ -864,7 +865,7 @@ impl Worker<'_, '_, '_> {
                 w.num_blocks += (pblk + len - start).div_ceil(1u64 << bits);
             }
             if let Some(c) = self.collect.as_mut() {
-                c.push(super::LeafExtent {
+                c.push(LeafExtent {
                     lblk,
                     pblk,
                     len,

@@ -7,8 +7,7 @@ use ext4_layout::xattr::{
     ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_ENTRY_HEADER, EA_MAGIC, EA_MAGIC_V1,
 };
 
-use super::inode::{Cur, Worker};
-use super::EaRef;
+use super::types::{Cur, EaRef, Worker};
 use crate::problem::{Code, Finding};
 
 /// A set of disjoint byte ranges inside `[0, max)`, for catching overlapping

@@ -8,50 +8,15 @@ use ext4_layout::inode::{flags, FileType, Inode, GOOD_OLD_INODE_SIZE, S_IFDIR, S
 use ext4_layout::superblock::OS_HURD;
 use ext4_layout::Ino;
 
-use super::scan::ScanStatus;
-use super::{CurDir, DirMeta, DirWork, P1Out, Pass1, Policy};
+use super::types::{
+    has_valid_blocks, Cur, CurDir, DirMeta, DirWork, P1Out, Pass1, Policy, ScanStatus, Worker,
+};
 use crate::ctx::{AbortAt, Maps};
 use crate::inode_checks::{device_ok, symlink_ok};
 use crate::io::Io;
 use crate::problem::{Code, Finding, Pass};
+use crate::sink::LocalFix;
 use crate::xattr_read::{self, XattrError};
-
-/// One pass-1 worker: its reader and its own output.
-pub struct Worker<'p, 'f, 'io> {
-    /// The shared pass context.
-    pub p: &'p Pass1<'f>,
-    /// The worker's reader.
-    pub io: &'io mut Io<'f>,
-    /// What this worker found.
-    pub out: P1Out,
-    /// Scratch block buffer.
-    pub blockbuf: Vec<u8>,
-    /// The directory being checked, if the current inode is one.
-    pub(super) cur_dir: Option<CurDir>,
-    /// Set while working something out whose problems are reported
-    /// elsewhere: findings and aborts are dropped.
-    pub(super) silent: bool,
-    /// When set, the extents kept by the walk (those e2fsck would keep
-    /// when answering "yes") are collected here.
-    pub(crate) collect: Option<Vec<super::LeafExtent>>,
-    /// When set, blocks are not claimed in the shared maps (a walk made
-    /// for a repair, after the check).
-    pub(crate) no_claims: bool,
-}
-
-/// Facts about the inode being checked, passed between the checks.
-pub struct Cur<'b> {
-    /// Inode number.
-    pub ino: u32,
-    /// The inode.
-    pub inode: Inode<'b>,
-    /// Whether its checksum fails.
-    pub csum_bad: bool,
-    /// Quota blocks charged by in-inode EA values stored in EA inodes.
-    pub ea_ibody_quota_blocks: u64,
-    /// Where this inode's findings start in the worker's list.
-    pub findings_from: usize,
-}
 
 impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
     /// A worker for one chunk.
@@ -280,22 +245,20 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         let regular = Inode::new(raw).is_some_and(|i| i.file_type() == Some(FileType::Regular));
         let found = &self.out.findings[mark..];
-        if !found.iter().all(|f| {
-            f.ino == Some(ino) && crate::repair::is_inode_local(f.code, regular) && !f.fixed
-        }) {
-            return;
-        }
-        let mut new = raw[..isz].to_vec();
         if !found
             .iter()
-            .all(|f| crate::repair::inode_local_fix(&mut new, f))
+            .all(|f| f.ino == Some(ino) && f.code.policy().inode_local(regular) && !f.fixed)
         {
             return;
         }
-        if fs.metadata_csum() {
-            ext4_layout::edit::set_inode_checksum(&mut new, fs.geo.csum_seed, ino);
-        }
-        if sink.request(fixer::Write { offset, data: new }).is_ok() {
+        let fix = LocalFix {
+            ino,
+            offset,
+            raw: &raw[..isz],
+            findings: found,
+            csum_seed: fs.metadata_csum().then_some(fs.geo.csum_seed),
+        };
+        if sink.fix_inode(fix) {
             for f in &mut self.out.findings[mark..] {
                 f.fixed = true;
             }
@@ -783,25 +746,4 @@ fn looks_like_dir_block(fs: &crate::fs::Fs, buf: &[u8], ino: u32, generation: u3
         && le_u8(buf, rl + 9) == b'.'
         && rl2 >= 12
         && rl2 % 4 == 0
-}
-
-/// Whether an inode has blocks to walk (the library's rule): devices and
-/// fast symlinks do not; an inline-data file does not.
-pub fn has_valid_blocks(fs: &crate::fs::Fs, inode: &Inode<'_>) -> bool {
-    let t = inode.i_mode() & S_IFMT;
-    if t != S_IFDIR && t != S_IFREG && t != 0o120000 {
-        return false;
-    }
-    if t == 0o120000 {
-        let acl = inode.file_acl(fs.geo.incompat.contains(IncompatFeatures::BIT64));
-        if acl == 0 {
-            if inode.i_blocks_lo() == 0 {
-                return false;
-            }
-        } else {
-            let size = u64::from(inode.i_size_lo());
-            return size >= 60 || (size > 4 && inode.i_block_word(1) == 0);
-        }
-    }
-    !inode.has_flag(flags::INLINE_DATA)
 }

@@ -4,23 +4,9 @@
 use ext4_layout::extent::ExtentNode;
 use ext4_layout::inode::{flags, Inode, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
-use super::inode::Worker;
-use super::Chunk;
+use super::types::{Chunk, ScanStatus, Worker};
 use crate::ctx::AbortAt;
 use crate::problem::Pass;
-
-/// How the scan hands an inode over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScanStatus {
-    /// Read fine.
-    Ok,
-    /// Its checksum does not match.
-    CsumInvalid,
-    /// Its inode-table block looks like garbage.
-    Garbage,
-    /// It lies in a block listed as bad.
-    BadBlock,
-}
 
 /// Whether an inode makes its block look like garbage: a bad checksum, a
 /// broken extent header, or a block map with more than seven pointers out
@@ -95,7 +81,7 @@ pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only) {
         if let Err(e) =
             w.io.read_blocks(first_blk + i as u64, &mut buf[i * bs..j * bs])
         {
-            let bad = crate::io::failed_block(&e)
+            let bad = crate::fs::failed_block(&e)
                 .unwrap_or(first_blk + i as u64)
                 .saturating_sub(first_blk) as usize;
             w.out.abort = AbortAt::earliest(

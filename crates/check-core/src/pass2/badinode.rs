@@ -5,7 +5,7 @@ use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::{FileType, Inode};
 use ext4_layout::superblock::OS_HURD;
 
-use super::P2Ctx;
+use super::ctx::P2Ctx;
 use crate::inode_checks::{device_ok, symlink_ok};
 use crate::io::Io;
 use crate::problem::{Code, Finding};

@@ -12,7 +12,7 @@ use ext4_layout::htree::{DxEntries, DxNode, DxRoot};
 use ext4_layout::inode::{flags, inode_csum_seed};
 
 use super::badinode::{process_bad_inode, BadInodeOutcome};
-use super::{P2Ctx, TailStatus};
+use super::ctx::{P2Ctx, TailStatus};
 use crate::io::Io;
 use crate::pass1::DirMeta;
 use crate::pass1::{BlockKey, DirWork};

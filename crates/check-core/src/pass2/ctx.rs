@@ -1,0 +1,362 @@
+//! The state pass 2's modules share: the context every directory block
+//! is checked in, and the counts the pass builds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use ext4_layout::bytes::{le_u16, le_u32};
+use ext4_layout::dirent::decode_rec_len;
+use ext4_layout::features::CompatFeatures;
+use ext4_layout::inode::{FileType, Inode};
+
+use crate::ctx::{AbortAt, Maps};
+use crate::fs::Fs;
+use crate::io::Io;
+use crate::pass1::{DirWork, Policy};
+use crate::problem::Finding;
+
+/// Where a leaf block's checksum tail stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailStatus {
+    /// A well-formed tail ends the entry chain.
+    Found,
+    /// The chain does not end where a tail would be.
+    NoSpace,
+    /// The chain itself is broken.
+    Corrupted,
+}
+
+/// Encryption policies of encrypted inodes, filled in by pass 1 (they are
+/// rare, so a lock is cheap here).
+#[derive(Default)]
+pub struct Policies {
+    inner: Mutex<BTreeMap<u32, Policy>>,
+}
+
+impl Policies {
+    /// Adds policies found by a pass-1 worker.
+    pub fn add(&self, v: Vec<(u32, Policy)>) {
+        if v.is_empty() {
+            return;
+        }
+        let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        m.extend(v);
+    }
+
+    /// The policies of two inodes.
+    pub fn pair(&self, a: u32, b: u32) -> (Option<Policy>, Option<Policy>) {
+        let m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        (m.get(&a).cloned(), m.get(&b).cloned())
+    }
+}
+
+/// What pass 2 shares with its workers: the file system, pass 1's maps
+/// and the counters every block updates.
+pub struct P2Ctx<'a> {
+    /// The file system.
+    pub fs: &'a Fs,
+    /// Check names in case-folded directories against the encoding even
+    /// when the file system is not strict (`-E check_encoding`).
+    pub check_encoding: bool,
+    /// Pass-1 maps.
+    pub maps: &'a Maps,
+    /// Encryption policies.
+    pub policies: Policies,
+    /// References found per inode (index `ino - 1`), '.' and '..' included:
+    /// two bytes an inode, and the rare counts past 65,535 in `over`.
+    pub(crate) counted: Vec<AtomicU16>,
+    /// What `counted` could not hold, by inode index.
+    pub(crate) over: DirMap,
+    /// The '..' of each directory, by directory: one entry per directory
+    /// rather than a slot per inode.
+    pub(crate) dotdot: DirMap,
+    /// Inodes pass 1 scans in each group (the rest are never checked).
+    scan_limit: Vec<u32>,
+    /// Whether blocks are taken in dir_index order.
+    pub dir_index: bool,
+    /// Quota and orphan file inodes, which no entry may name.
+    pub special: [u32; 4],
+    /// Of late, how many directory-block reads (per thousand) had to wait
+    /// for the device: a moving average that decides whether pass 1
+    /// fetches directory blocks ahead. It starts high (assume a cold cache).
+    miss_permille: AtomicU32,
+}
+
+impl<'a> P2Ctx<'a> {
+    /// The pass-2 context of a file system.
+    pub fn new(fs: &'a Fs, maps: &'a Maps) -> Self {
+        let n = fs.geo.inodes_count as usize;
+        let sb = fs.sb();
+        P2Ctx {
+            fs,
+            check_encoding: false,
+            maps,
+            policies: Policies::default(),
+            counted: (0..n).map(|_| AtomicU16::new(0)).collect(),
+            over: DirMap::default(),
+            dotdot: DirMap::default(),
+            scan_limit: (0..fs.geo.group_count)
+                .map(|g| fs.inodes_to_scan(g))
+                .collect(),
+            dir_index: fs.geo.compat.contains(CompatFeatures::DIR_INDEX),
+            special: [
+                sb.s_usr_quota_inum(),
+                sb.s_grp_quota_inum(),
+                sb.s_prj_quota_inum(),
+                sb.s_orphan_file_inum(),
+            ]
+            .map(|x| if x == 0 { u32::MAX } else { x }),
+            miss_permille: AtomicU32::new(1000),
+        }
+    }
+
+    /// Records how many reads of a batch came from the page cache.
+    pub fn note_reads(&self, cached: usize, total: usize) {
+        if total == 0 {
+            return;
+        }
+        let now = ((total - cached) * 1000 / total) as u32;
+        let old = self.miss_permille.load(Ordering::Relaxed);
+        // A racy moving average is good enough for a hint.
+        self.miss_permille
+            .store((old * 3 + now) / 4, Ordering::Relaxed);
+    }
+
+    /// Whether directory blocks should be fetched ahead as they are found:
+    /// only while reads keep missing the page cache.
+    pub fn wants_prefetch(&self) -> bool {
+        self.miss_permille.load(Ordering::Relaxed) > 200
+    }
+
+    /// Counts a reference to `ino`.
+    #[inline]
+    pub fn count_ref(&self, ino: u32) {
+        let Some(i) = ino.checked_sub(1) else {
+            return;
+        };
+        if let Some(c) = self.counted.get(i as usize) {
+            if c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1))
+                .is_err()
+            {
+                self.over.add(i, 1);
+            }
+        }
+    }
+
+    /// Records the '..' of a directory.
+    #[inline]
+    pub fn set_dotdot(&self, dir: u32, target: u32) {
+        if dir >= 1 && dir <= self.fs.geo.inodes_count {
+            self.dotdot.set(dir, target);
+        }
+    }
+
+    /// Whether pass 1 has said all it will about `ino`: checked, never
+    /// to be scanned, or not an inode at all.
+    #[inline]
+    pub fn settled(&self, ino: u32) -> bool {
+        let Some(i) = ino.checked_sub(1) else {
+            return true;
+        };
+        if i >= self.fs.geo.inodes_count {
+            return true;
+        }
+        let ipg = self.fs.geo.inodes_per_group;
+        let g = (i / ipg) as usize;
+        if self.scan_limit.get(g).is_none_or(|&l| i % ipg >= l) {
+            return true;
+        }
+        self.maps.inode_done.get_acquire(u64::from(i))
+    }
+
+    /// Whether a block can be checked before pass 1 ends: every inode
+    /// its entries name is settled. Encrypted and inline directories wait
+    /// for the end (they are rare, and need every policy).
+    pub fn ready(&self, w: &DirWork, data: &[u8]) -> bool {
+        if w.meta.encrypted || w.inline.is_some() {
+            return false;
+        }
+        if w.pblk == 0 {
+            return true;
+        }
+        let bs = data.len();
+        let mut pos = 0usize;
+        while pos + 8 <= bs {
+            let ino = le_u32(data, pos);
+            if ino != 0 && !self.settled(ino) {
+                return false;
+            }
+            let rl = decode_rec_len(le_u16(data, pos + 4), bs);
+            if rl < 8 {
+                break;
+            }
+            pos += rl;
+        }
+        true
+    }
+
+    /// Reads an inode the way e2fsck's "read or die" does: a checksum
+    /// failure stops the check.
+    pub fn read_inode_checked(
+        &self,
+        io: &mut Io<'_>,
+        ino: u32,
+        buf: &mut [u8],
+    ) -> Result<(), String> {
+        if io.read_inode(ino, buf).is_err() {
+            return Err(format!("cannot read inode {ino}"));
+        }
+        let csum_bad = if self.maps.inode_scanned.get(u64::from(ino - 1)) {
+            self.maps.inode_csum_bad.get(u64::from(ino - 1))
+        } else {
+            self.fs.metadata_csum()
+                && Inode::new(buf).is_some_and(|i| !i.checksum_ok(self.fs.geo.csum_seed, ino))
+        };
+        if csum_bad {
+            return Err(format!(
+                "inode {ino} fails its checksum and cannot be read reliably"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The directory entry type an inode's mode calls for (reads the inode).
+    pub fn mode_type(&self, io: &mut Io<'_>, ino: u32) -> Result<u8, String> {
+        if self.maps.used(ino) && !self.maps.inode_csum_bad.get(u64::from(ino - 1)) {
+            let t = self.maps.ftype(ino);
+            if t != 0 {
+                return Ok(t);
+            }
+        }
+        let mut buf = [0u8; 1024];
+        let n = (self.fs.geo.inode_size as usize).min(buf.len());
+        self.read_inode_checked(io, ino, &mut buf[..n])?;
+        Ok(Inode::new(&buf[..n])
+            .and_then(|i| i.file_type())
+            .map_or(0, FileType::dirent_code))
+    }
+}
+
+/// Everything pass 2 hands on.
+/// A value per directory (or per rare inode), set by many workers at
+/// once: sharded maps, so that memory follows the number of entries, not
+/// of inodes.
+pub(crate) struct DirMap {
+    shards: Vec<Mutex<HashMap<u32, u32>>>,
+}
+
+impl Default for DirMap {
+    fn default() -> DirMap {
+        DirMap {
+            shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+impl DirMap {
+    fn set(&self, dir: u32, v: u32) {
+        let shard = &self.shards[dir as usize % self.shards.len()];
+        shard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(dir, v);
+    }
+
+    fn add(&self, key: u32, n: u32) {
+        let shard = &self.shards[key as usize % self.shards.len()];
+        let mut m = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let v = m.entry(key).or_insert(0);
+        *v = v.saturating_add(n);
+    }
+
+    pub(crate) fn into_map(self) -> HashMap<u32, u32> {
+        let mut all = HashMap::new();
+        for s in self.shards {
+            all.extend(s.into_inner().unwrap_or_else(|e| e.into_inner()));
+        }
+        all
+    }
+}
+
+/// References pass 2 found per inode (index `ino - 1`).
+#[derive(Default)]
+pub struct RefCounts {
+    pub(crate) low: Vec<u16>,
+    /// Counts past 65,535: what `low` could not hold.
+    pub(crate) over: HashMap<u32, u32>,
+}
+
+impl RefCounts {
+    /// The references to the inode of index `idx` (`ino - 1`).
+    pub fn get(&self, idx: usize) -> u32 {
+        let low = self.low.get(idx).copied().map_or(0, u32::from);
+        match self.over.get(&(idx as u32)) {
+            Some(&o) => low.saturating_add(o),
+            None => low,
+        }
+    }
+
+    /// Every count, in inode order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.low.len()).map(|i| self.get(i))
+    }
+}
+
+#[derive(Default)]
+pub struct P2Out {
+    /// Findings.
+    pub findings: Vec<Finding>,
+    /// References found per inode (index `ino - 1`), '.' and '..' included.
+    pub counted: RefCounts,
+    /// The `dir_info` parent of each directory that has one.
+    pub parent: HashMap<u32, u32>,
+    /// The `dir_info` dotdot of each directory that has one.
+    pub dotdot: HashMap<u32, u32>,
+    /// Directories with duplicate names, for pass 3A.
+    pub dup_dirs: Vec<u32>,
+    /// Where a fatal problem stopped the check.
+    pub abort: Option<AbortAt>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_counts_past_two_bytes_are_kept_whole() {
+        let over = DirMap::default();
+        over.add(0, 7);
+        over.add(0, 3);
+        over.add(5, 1);
+        let counts = RefCounts {
+            low: vec![u16::MAX, 3, 0, 0, 0, 9],
+            over: over.into_map(),
+        };
+        assert_eq!(counts.get(0), 65_545);
+        assert_eq!(counts.get(1), 3);
+        assert_eq!(counts.get(5), 10);
+        assert_eq!(counts.get(99), 0, "past the end: no references");
+        assert_eq!(counts.iter().map(u64::from).sum::<u64>(), 65_545 + 3 + 10);
+    }
+
+    #[test]
+    fn a_directory_map_keeps_the_last_value_set() {
+        let m = DirMap::default();
+        std::thread::scope(|s| {
+            for t in 0..4u32 {
+                let m = &m;
+                s.spawn(move || {
+                    for d in 0..1000u32 {
+                        m.set(d * 4 + t, d);
+                    }
+                });
+            }
+        });
+        m.set(8, 77);
+        let all = m.into_map();
+        assert_eq!(all.len(), 4000);
+        assert_eq!(all[&8], 77);
+        assert_eq!(all[&(999 * 4 + 3)], 999);
+    }
+}

@@ -1,0 +1,176 @@
+//! One round's plan: which findings are fixed together, in which pass's
+//! order, and what a repair may fix at all (the problem table's policy).
+
+use ext4_layout::bytes::le_u32;
+
+use check_core::engine::CheckState;
+use check_core::io::Io;
+use check_core::problem::{Code, Finding, Pass, Severity};
+use check_core::report::Report;
+
+use crate::stage::Staging;
+use crate::{connect, dirs, inodes, mkjournal, orphan, quota, rebuild};
+
+/// Whether a finding calls for a change: an error, or a notice the
+/// problem table marks `fix`.
+pub(crate) fn wants_fix(f: &Finding) -> bool {
+    !f.fixed && (f.code.severity() == Severity::Error || f.code.policy().fix_notice)
+}
+
+/// Whether a finding about a directory entry is moot because another
+/// finding clears that entry (e2fsck checks nothing more of an entry it
+/// has just cleared, so preen never meets the rest).
+pub(crate) fn entry_cleared(f: &Finding, all: &[&Finding]) -> bool {
+    matches!(
+        f.code,
+        Code::BadFiletype | Code::SetFiletype | Code::ClearFiletype
+    ) && all
+        .iter()
+        .any(|g| g.code == Code::UnusedInode && g.dir == f.dir && g.ino == f.ino && g.str == f.str)
+}
+
+/// The pass a finding's fix belongs to (1B goes with 1).
+fn stage_of(f: &Finding) -> Pass {
+    match f.code.pass() {
+        Pass::P1B => Pass::P1,
+        p => p,
+    }
+}
+
+/// Works out one round's changes: the problems of the earliest pass that
+/// has any, and, while every fix made so far leaves block ownership,
+/// inode use and the directory tree as the check saw them, the problems
+/// of the passes after it too (the check's findings for those passes
+/// still hold). Returns the findings fixed.
+pub(crate) fn plan_round<'a, 'f>(
+    st: &'f CheckState,
+    report: &Report,
+    to_fix: &[&'a Finding],
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+) -> Vec<&'a Finding> {
+    let mut fixed = Vec::new();
+    // A missing root comes first: until it exists, every entry naming it
+    // looks wrong.
+    // (Superblock and descriptor fixes still go first: until a bad
+    // descriptor checksum is fixed, the check may not see the root it
+    // would create.)
+    if to_fix.iter().any(|f| f.code == Code::NoRootInode)
+        && !to_fix.iter().any(|f| stage_of(f) == Pass::Super)
+    {
+        let mine: Vec<&'a Finding> = to_fix
+            .iter()
+            .copied()
+            .filter(|f| stage_of(f) == Pass::P3)
+            .collect();
+        connect::fix_pass3(st, &mine, stage, io, &mut fixed);
+        return fixed;
+    }
+    let mut after: Option<Pass> = None;
+    while let Some(pass) = to_fix
+        .iter()
+        .map(|f| stage_of(f))
+        .filter(|&p| after.is_none_or(|a| p > a))
+        .min()
+    {
+        let mine: Vec<&'a Finding> = to_fix
+            .iter()
+            .copied()
+            .filter(|f| stage_of(f) == pass)
+            .collect();
+        match pass {
+            Pass::P5 => {
+                // Quota files first: blocks they gain are then counted in
+                // use by the rebuild of the group summaries.
+                for f in &mine {
+                    if f.code == Code::QuotaMismatch && quota::fix(st, stage, io, f) {
+                        fixed.push(f);
+                    }
+                }
+                orphan::fix(st, &mine, stage, io, &mut fixed);
+                for f in mine.iter().filter(|f| f.code == Code::RecreateJournal) {
+                    if mkjournal::create(st, stage, io).is_ok() {
+                        fixed.push(f);
+                    }
+                }
+                // What this round allocated (quota file, lost+found or
+                // journal blocks, a new lost+found) counts as in use.
+                if rebuild::rebuild_with_allocations(st, stage, io).is_ok() {
+                    fixed.extend(
+                        mine.iter()
+                            .copied()
+                            .filter(|f| f.code.policy().rebuilt_by_pass5),
+                    );
+                }
+            }
+            Pass::P4 => connect::fix_pass4(st, &mine, &report.findings, stage, io, &mut fixed),
+            Pass::P3 => connect::fix_pass3(st, &mine, stage, io, &mut fixed),
+            Pass::P2 => dirs::fix_pass2(st, &mine, stage, io, &mut fixed),
+            Pass::P1 | Pass::P1B => inodes::fix_pass1(st, &mine, stage, io, &mut fixed),
+            Pass::Super => inodes::fix_super(st, &mine, stage, io, &mut fixed),
+        }
+        let valid = if pass == Pass::P4 {
+            p4_settled_for_p5(st, &mine, &report.findings, stage, io)
+        } else {
+            mine.iter().all(|f| leaves_check_valid(st, f))
+        };
+        if !valid {
+            break;
+        }
+        after = Some(pass);
+    }
+    fixed
+}
+
+/// Whether pass 5's rebuild can follow pass 4's fixes in the same round:
+/// they only set link counts, reconnect files to lost+found (blocks and
+/// inodes that takes are marked in use before the rebuild) and clear
+/// unattached empty inodes, which are marked free here.
+fn p4_settled_for_p5<'f>(
+    st: &'f CheckState,
+    mine: &[&Finding],
+    all: &[Finding],
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+) -> bool {
+    let simple = mine.iter().all(|f| {
+        matches!(
+            f.code,
+            Code::UnattachedInode
+                | Code::BadRefCount
+                | Code::EaInodeRefCount
+                | Code::DirNlinkFeature
+        )
+    });
+    if !simple {
+        return false;
+    }
+    let mut freed = Vec::new();
+    for f in mine.iter().filter(|f| f.code == Code::UnattachedInode) {
+        let Some(ino) = f.ino else { continue };
+        if !all
+            .iter()
+            .any(|z| z.code == Code::ZeroLenInode && z.ino == Some(ino))
+        {
+            continue;
+        }
+        // Cleared: free only if it held no block at all.
+        match stage.inode_copy(io, ino) {
+            Ok(r) if le_u32(&r, 0x1C) == 0 && le_u32(&r, 0x68) == 0 => freed.push(ino),
+            _ => return false,
+        }
+    }
+    for ino in freed {
+        st.maps.inode_used.test_and_clear(u64::from(ino - 1));
+        st.maps.inode_dir.test_and_clear(u64::from(ino - 1));
+    }
+    true
+}
+
+/// Whether fixing `f` leaves the later passes' findings as they are (the
+/// problem table's `keeps` column).
+fn leaves_check_valid(st: &CheckState, f: &Finding) -> bool {
+    f.code
+        .policy()
+        .keeps_check(f.ino.map(|i| st.maps.is_dir(i)))
+}

@@ -1,0 +1,933 @@
+//! One repair from the opening of the device to its report: the steps
+//! before the passes, the rounds of check and fix, pass 3A, and the
+//! record of the check.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ext4_layout::features::CompatFeatures;
+use fixer::safety::MountPolicy;
+use pipeline::{open_device, Device, Target};
+
+use check_core::ctx::CheckOptions;
+use check_core::engine::{check_fixing, check_with_state, Checked};
+use check_core::io::Io;
+use check_core::problem::{Code, Finding, Pass};
+use check_core::report::Report;
+use check_core::sink::FixSink;
+
+use crate::error::Error;
+use crate::round::{entry_cleared, plan_round, wants_fix};
+use crate::stage::Staging;
+use crate::steps::{
+    convert_to_extents, discard_free_space, fix_inode_count, optimize_directories, restore_primary,
+    update_bad_blocks, Rehash,
+};
+use crate::{connect, finish, journal, mkjournal, rehash, skip, Streamed};
+use crate::{Mode, RepairOptions, Repaired};
+
+/// Problems past which checking falls back to one thread, as pFSCK does
+/// when nearly every item needs the fixer.
+const SERIAL_FALLBACK: usize = 10_000;
+
+fn fail(device: &Path, why: String, notes: Vec<String>) -> Repaired {
+    Repaired {
+        report: Report {
+            device: device.display().to_string(),
+            aborted: Some(why),
+            notes,
+            ..Default::default()
+        },
+        rounds: 0,
+    }
+}
+
+/// Repairs the file system at `target`.
+pub fn repair(target: &Target, opts: &RepairOptions) -> Repaired {
+    let mut run = match Run::start(target, opts) {
+        Ok(run) => run,
+        Err(done) => return *done,
+    };
+    if let Some(skipped) = run.before_passes() {
+        return run.into_skipped(skipped);
+    }
+    let mut current = run.first_check();
+    run.rounds_and_pass_3a(&mut current);
+    run.after_rounds(&current);
+    run.into_repaired(current)
+}
+
+/// One repair's state, from the opened device to the report.
+struct Run<'a> {
+    opts: &'a RepairOptions,
+    path: &'a Path,
+    dev: Arc<Device>,
+    /// The one writer of the file system.
+    fx: fixer::Fixer,
+    /// The external journal's writer, when there is one.
+    jfx: Option<fixer::Fixer>,
+    /// A dry run's writes.
+    staged: Option<Arc<fixer::Staged>>,
+    check_opts: CheckOptions,
+    block_size: u32,
+    mounted_root: bool,
+    had_shared_blocks: bool,
+    /// Whether pass 1's workers send inode-local fixes during checks.
+    streaming: bool,
+    notes: Vec<String>,
+    fixed_all: Vec<Finding>,
+    modified: bool,
+    /// Changes that are not fixes but change the file system (indexing,
+    /// conversion), which e2fsck's exit code notices.
+    restructured: bool,
+    rounds: usize,
+    stop_reason: Option<String>,
+    cancelled: bool,
+    round_times: Vec<String>,
+    journal_removed: bool,
+    forced: Option<check_core::due::Reason>,
+    preen_halt: Option<String>,
+    /// Fixes pass 1's workers made during the last check.
+    streamed: u64,
+    serial_noted: bool,
+    lpf_checked: bool,
+    journal_rechecked: bool,
+    /// Directories indexed before the repair: one whose index a fix drops
+    /// gets a new one at the end, as in e2fsck's pass 3A.
+    indexed_before: Vec<u32>,
+}
+
+/// Why a repair ends before its first check.
+fn refuse(path: &Path, why: String) -> Box<Repaired> {
+    Box::new(fail(path, why, Vec::new()))
+}
+
+/// Whether the device at `path` may be repaired, and whether it is the
+/// root file system mounted read-only.
+fn mount_state(path: &Path) -> Result<bool, Box<Repaired>> {
+    if let Err(e) = std::fs::metadata(path) {
+        return Err(refuse(path, format!("cannot open it: {e}")));
+    }
+    match fixer::safety::mounted(path).map(|m| fixer::safety::mount_policy(&m)) {
+        Ok(MountPolicy::Free) => Ok(false),
+        Ok(MountPolicy::ReadOnlyRoot) => Ok(true),
+        Ok(MountPolicy::Refuse(m)) => Err(refuse(
+            path,
+            format!(
+                "it is mounted on {} ({}{}); unmount it before repairing",
+                m.mount_point,
+                m.source,
+                if m.read_only { ", read-only" } else { "" }
+            ),
+        )),
+        Err(e) => Err(refuse(
+            path,
+            format!("cannot tell whether it is mounted: {e}"),
+        )),
+    }
+}
+
+impl<'a> Run<'a> {
+    /// Opens the device and the fixer, after the checks that must pass
+    /// before anything is written.
+    fn start(target: &'a Target, opts: &'a RepairOptions) -> Result<Self, Box<Repaired>> {
+        let path = target.path.as_path();
+        // From here on SIGINT and SIGTERM only ask the repair to stop
+        // between two commits.
+        let _ = fixer::safety::install_interrupt_handler();
+        let mounted_root = mount_state(path)?;
+        let opened = if opts.dry_run {
+            std::fs::File::open(path)
+        } else {
+            fixer::safety::open_for_repair(path, !mounted_root)
+        };
+        let file = match opened {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc_ebusy()) => {
+                return Err(refuse(
+                    path,
+                    "the device is in use (mounted or held by another program)".into(),
+                ))
+            }
+            Err(e) => return Err(refuse(path, format!("cannot open it for writing: {e}"))),
+        };
+        let dev = match open_device(target, opts.io) {
+            Ok(d) => Arc::new(d),
+            Err(e) => return Err(refuse(path, e.to_string())),
+        };
+        let check_opts = opts.check.clone();
+        let (block_size, fs_bytes, on_backup) = match check_core::fs::open_fs(
+            dev.clone(),
+            check_core::fs::OpenOptions {
+                read_only: true,
+                superblock: check_opts.superblock,
+            },
+        ) {
+            Ok(o) => (
+                o.fs.geo.block_size,
+                o.fs.geo.blocks_count * u64::from(o.fs.geo.block_size),
+                o.fs.backup_in_use,
+            ),
+            Err(_) => {
+                // The file system cannot even be opened: nothing to repair
+                // that a check could vouch for.
+                return Err(Box::new(Repaired {
+                    report: check_with_state(dev.clone(), &check_opts).report,
+                    rounds: 0,
+                }));
+            }
+        };
+        let had_shared_blocks =
+            check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default()).is_ok_and(
+                |o| {
+                    o.fs.geo
+                        .ro_compat
+                        .contains(ext4_layout::features::RoCompatFeatures::SHARED_BLOCKS)
+                },
+            );
+        // As e2fsck -p, which does not go looking for backups: a primary
+        // superblock that cannot be used stops preen before anything else.
+        if on_backup && check_opts.superblock.is_none() && opts.mode == Mode::Preen {
+            return Err(refuse(
+                path,
+                "the primary superblock is unusable; run ext4chk --repair without -p, which uses a backup"
+                    .into(),
+            ));
+        }
+        // A file system longer than its device: the superblock or the
+        // partition table is wrong, and writing either way could destroy
+        // data. As e2fsck, stop before anything is written.
+        if fs_bytes > dev.size() {
+            let mut r = refuse(
+                path,
+                format!(
+                    "the superblock says the file system is {fs_bytes} bytes long but the device \
+                     holds only {}; the superblock or the partition table is likely corrupt, so \
+                     nothing was changed (ext4chk -n checks it as it is)",
+                    dev.size()
+                ),
+            );
+            if opts.mode == Mode::Preen {
+                // As e2fsck -p: an inconsistency preen leaves to the admin.
+                r.report.preen_halt = r.report.aborted.take();
+            }
+            return Err(r);
+        }
+        let undo_path = opts.undo.as_ref().filter(|_| !opts.dry_run);
+        let undo = match undo_path {
+            Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file, dev.base()) {
+                Ok(u) => Some(u),
+                Err(e) => return Err(refuse(path, format!("cannot create the undo file: {e}"))),
+            },
+            None => None,
+        };
+        let mut notes = Vec::new();
+        if let Some(p) = undo_path {
+            notes.push(format!(
+                "Changes are saved in {}; `e2undo {} {}` puts them back.",
+                p.display(),
+                p.display(),
+                path.display()
+            ));
+        }
+        // The primary superblock is held back and written last, once:
+        // until then the device keeps the superblock the undo file's copy
+        // describes.
+        let fx = if opts.dry_run {
+            fixer::Fixer::start_in_memory(Arc::new(file), dev.base(), dev.size(), block_size)
+        } else {
+            fixer::Fixer::start_holding_super(Arc::new(file), dev.base(), dev.size(), undo)
+        };
+        let staged = fx.staged();
+        let unwritten = match (fx.held(), &staged) {
+            (Some(h), _) => Some(Unwritten::Held(h)),
+            (None, Some(s)) => Some(Unwritten::Staged(s.clone())),
+            (None, None) => None,
+        };
+        if let Some(u) = unwritten {
+            dev.lay_over(Arc::new(u));
+        }
+        Ok(Run {
+            opts,
+            path,
+            dev,
+            fx,
+            jfx: None,
+            staged,
+            check_opts,
+            block_size,
+            mounted_root,
+            had_shared_blocks,
+            streaming: false,
+            notes,
+            fixed_all: Vec::new(),
+            modified: false,
+            restructured: false,
+            rounds: 0,
+            stop_reason: None,
+            cancelled: false,
+            round_times: Vec::new(),
+            journal_removed: false,
+            forced: None,
+            preen_halt: None,
+            streamed: 0,
+            serial_noted: false,
+            lpf_checked: false,
+            journal_rechecked: false,
+            indexed_before: Vec::new(),
+        })
+    }
+
+    /// Whether the repair goes on: nothing stopped it, no signal came.
+    fn going(&self) -> bool {
+        self.stop_reason.is_none() && !self.cancelled
+    }
+
+    /// The external journal gets a writer of its own: replay empties it.
+    fn open_external_journal(&mut self) -> Option<fixer::Fixer> {
+        let block_size = self.block_size;
+        let j = self.check_opts.external_journal.as_ref()?;
+        let (opened, how) = if self.opts.dry_run {
+            (std::fs::File::open(j.path()), "")
+        } else {
+            (
+                fixer::safety::open_for_repair(j.path(), !self.mounted_root),
+                " for writing",
+            )
+        };
+        match opened {
+            Ok(f) if self.opts.dry_run => Some(fixer::Fixer::start_in_memory(
+                Arc::new(f),
+                j.base(),
+                j.size(),
+                block_size,
+            )),
+            Ok(f) => Some(fixer::Fixer::start(Arc::new(f), j.base(), j.size(), None)),
+            Err(e) => {
+                self.stop_reason = Some(format!(
+                    "cannot open the external journal {}{how}: {e}",
+                    j.path().display()
+                ));
+                None
+            }
+        }
+    }
+
+    fn external(&self) -> Option<journal::External<'_>> {
+        match (&self.check_opts.external_journal, &self.jfx) {
+            (Some(dev), Some(fx)) => Some(journal::External { dev, fx }),
+            _ => None,
+        }
+    }
+
+    /// Records a step's outcome: its fixes, or why the repair stops.
+    fn take_step(&mut self, step: Result<Option<Finding>, Error>) {
+        match step {
+            Ok(Some(f)) => {
+                self.fixed_all.push(f);
+                self.modified = true;
+            }
+            Ok(None) => {}
+            Err(why) => self.stop_reason = Some(why.to_string()),
+        }
+    }
+
+    /// What e2fsck does before its passes: the chosen backup superblock
+    /// made primary, the inode count, the journal, orphans, the decision
+    /// to skip a clean file system, and the bad-block list. Returns what
+    /// was done when the file system is skipped.
+    fn before_passes(&mut self) -> Option<check_core::due::Skipped> {
+        if self.check_opts.superblock.is_some() {
+            // As e2fsck -b: the chosen superblock and its descriptors
+            // become the primary ones before anything else, and
+            // everything after works on them.
+            let step = restore_primary(&self.dev, &self.fx, &self.check_opts);
+            if step.is_ok() {
+                self.check_opts.superblock = None;
+            }
+            self.take_step(step.map(Some));
+        }
+        self.jfx = self.open_external_journal();
+        if self.stop_reason.is_none() {
+            let step = fix_inode_count(&self.dev, &self.fx);
+            self.take_step(step);
+        }
+        if self.stop_reason.is_none() {
+            let pre = journal::before_passes(&self.dev, &self.fx, self.external().as_ref(), true);
+            match pre {
+                Ok(pre) => {
+                    self.journal_removed = pre.journal_removed;
+                    self.notes.extend(pre.notes);
+                    self.fixed_all.extend(pre.fixed);
+                    self.modified |= pre.modified;
+                }
+                Err(_) if fixer::safety::interrupted() => self.cancelled = true,
+                Err(why) => self.stop_reason = Some(why.to_string()),
+            }
+        }
+        if let Some(clock) = self.opts.skip_if_clean.filter(|_| self.going()) {
+            if let Some(skipped) = self.skip_if_clean(clock) {
+                return Some(skipped);
+            }
+        }
+        if let Some(change) = self.opts.bad_blocks.as_ref().filter(|_| self.going()) {
+            match update_bad_blocks(&self.dev, &self.fx, &self.check_opts, change, self.path) {
+                Ok((more_notes, fixed)) => {
+                    self.notes.extend(more_notes);
+                    self.fixed_all.extend(fixed);
+                    self.modified = true;
+                }
+                Err(why) => self.stop_reason = Some(why.to_string()),
+            }
+        }
+        None
+    }
+
+    /// e2fsck without -f: a clean file system that is not due is skipped,
+    /// its counts set right.
+    fn skip_if_clean(&mut self, clock: check_core::due::Clock) -> Option<check_core::due::Skipped> {
+        let decision = if self.opts.journal_only {
+            Ok(skip::Decision::Skip(check_core::due::Skipped {
+                journal_only: true,
+                ..Default::default()
+            }))
+        } else {
+            skip::decide(&self.dev, &self.fx, clock)
+        };
+        match decision {
+            Ok(skip::Decision::Skip(s)) => Some(s),
+            Ok(skip::Decision::Check(r)) => {
+                self.forced = Some(r);
+                None
+            }
+            // The file system cannot be opened: the check says why.
+            Err(_) => None,
+        }
+    }
+
+    /// The report of a file system skipped as clean.
+    fn into_skipped(self, skipped: check_core::due::Skipped) -> Repaired {
+        let mut notes = self.notes;
+        if let Err(e) = self.fx.finish() {
+            notes.push(format!("The fixer failed at the end: {e}"));
+        }
+        let mut report = Report {
+            device: self.path.display().to_string(),
+            notes,
+            findings: self.fixed_all,
+            skipped: Some(skipped),
+            modified: self.modified,
+            dry_run: self.staged.as_ref().map(|s| s.blocks()),
+            ..Default::default()
+        };
+        report.finish();
+        Repaired { report, rounds: 0 }
+    }
+
+    /// A check of the file system as the fixer has left it, with pass 1's
+    /// workers streaming fixes when the repair allows it.
+    fn check(&self) -> Checked {
+        let streamed = Streamed(&self.fx);
+        let sink = self.streaming.then_some(&streamed as &dyn FixSink);
+        check_fixing(self.dev.clone(), &self.check_opts, sink)
+    }
+
+    /// Checks again, waits for the fixes the check's workers sent, and
+    /// says how long the check took.
+    fn check_again(&mut self, current: &mut Checked) -> f64 {
+        let t = std::time::Instant::now();
+        *current = self.check();
+        let took = t.elapsed().as_secs_f64();
+        self.settle(current);
+        took
+    }
+
+    /// Waits for the fixes pass 1's workers sent during `current`.
+    fn settle(&mut self, current: &mut Checked) {
+        match settle_streamed(&self.fx, current, &mut self.fixed_all) {
+            Ok(n) => self.streamed = n,
+            Err(e) => self.stop_reason = Some(e.to_string()),
+        }
+        self.modified |= self.streamed > 0;
+    }
+
+    /// The first check of the repair.
+    fn first_check(&mut self) -> Checked {
+        // Pass 1's workers send inode-local fixes to the fixer while they
+        // check, except when preening (which must know that every problem
+        // is one it may fix before it writes anything).
+        self.streaming = self.opts.mode != Mode::Preen && self.going();
+        self.check_opts.repairing = true;
+        let mut current = self.check();
+        if let Some(st) = &current.state {
+            let bad = &st.maps.inode_not_dir;
+            let mut v = Vec::new();
+            let mut at = 0;
+            while let Some(i) = bad.next_set(at) {
+                v.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
+                at = i + 1;
+            }
+            self.check_opts.not_dirs = Arc::from(v);
+        }
+        if self.stop_reason.is_none() {
+            self.settle(&mut current);
+        }
+        self.indexed_before = current
+            .state
+            .as_ref()
+            .map(|s| s.dx_dirs.iter().map(|&(d, _)| d).collect())
+            .unwrap_or_default();
+        current
+    }
+
+    /// The rounds of check and fix, then pass 3A (and `-E bmap2extent`);
+    /// what pass 3A's check finds (a rebuilt directory's duplicate names,
+    /// say) gets the rounds once more.
+    fn rounds_and_pass_3a(&mut self, current: &mut Checked) {
+        let mut after_pass_3a = false;
+        loop {
+            self.rounds(current);
+            if after_pass_3a {
+                break;
+            }
+            self.restructure(current);
+            after_pass_3a = true;
+            let more = current.report.findings.iter().any(wants_fix);
+            if !more || self.rounds >= self.opts.max_rounds || !self.going() {
+                break;
+            }
+        }
+    }
+
+    /// With nothing else left, /lost+found is made usable, as e2fsck does
+    /// on every repair (once: the next check confirms it); dropped indexes
+    /// are rebuilt, and a journal removed as unusable is made anew.
+    fn last_findings(&mut self, current: &mut Checked) {
+        let Some(st) = current.state.as_ref() else {
+            return;
+        };
+        self.lpf_checked = true;
+        let mut found = Vec::new();
+        let mut io = Io::new(&st.fs);
+        let mut trial = Staging::new(&st.fs, &st.maps, true);
+        match connect::lost_found_findings(st, &mut trial, &mut io) {
+            Ok(f) => found.extend(f),
+            Err(why) => self
+                .notes
+                .push(format!("/lost+found cannot be created: {why}.")),
+        }
+        let indexed_now: Vec<u32> = st.dx_dirs.iter().map(|&(d, _)| d).collect();
+        for d in rehash::dropped(&self.indexed_before, &indexed_now, |d| st.maps.is_dir(d)) {
+            found.push(Finding::new(Code::RehashDir).ino(d));
+        }
+        if self.journal_removed && !st.fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) {
+            match mkjournal::default_blocks(st.fs.geo.blocks_count) {
+                Some(_) => found.push(Finding::new(Code::RecreateJournal)),
+                None => self.notes.push(
+                    "The file system is too small for a journal: it is left without one.".into(),
+                ),
+            }
+        }
+        current.report.findings.extend(found);
+    }
+
+    /// Fixes to the journal inode (a size, blocks it should not have) can
+    /// leave it unusable, the journal then found only through the
+    /// superblock's copy of its map: the journal is looked at again as at
+    /// the start, so that the next run finds nothing to do. Returns
+    /// whether it changed anything (and the file system was checked
+    /// again).
+    fn recheck_journal(&mut self, current: &mut Checked) -> bool {
+        self.journal_rechecked = true;
+        match journal::before_passes(&self.dev, &self.fx, self.external().as_ref(), false) {
+            Ok(pre) if pre.modified => {
+                self.journal_removed |= pre.journal_removed;
+                self.notes.extend(pre.notes);
+                self.fixed_all.extend(pre.fixed);
+                self.modified = true;
+                self.lpf_checked = false;
+                self.rounds += 1;
+                self.round_times.push(format!(
+                    "round {}: the journal looked at again",
+                    self.rounds
+                ));
+                self.check_again(current);
+                true
+            }
+            Ok(_) => false,
+            Err(why) => {
+                self.stop_reason = Some(why.to_string());
+                false
+            }
+        }
+    }
+
+    /// Check-and-fix rounds until nothing is left to fix, nothing more can
+    /// be fixed, or the repair stops.
+    fn rounds(&mut self, current: &mut Checked) {
+        while self.going() {
+            if fixer::safety::interrupted() {
+                self.cancelled = true;
+                break;
+            }
+            let Some(st) = current.state.as_ref() else {
+                break;
+            };
+            if !self.lpf_checked
+                && st.abort.is_none()
+                && !current.report.findings.iter().any(wants_fix)
+            {
+                self.last_findings(current);
+            }
+            let nothing_left = !current.report.findings.iter().any(wants_fix);
+            if nothing_left && self.streamed > 0 && self.rounds < self.opts.max_rounds {
+                // The check's workers fixed what it found: check again, so
+                // that the last word is a fresh check.
+                self.rounds += 1;
+                self.round_times.push(format!(
+                    "round {}: {} problems fixed by pass 1's workers during the check",
+                    self.rounds, self.streamed
+                ));
+                let took = self.check_again(current);
+                self.round_times
+                    .push(format!("check after round {}: {took:.3} s", self.rounds));
+                continue;
+            }
+            if nothing_left
+                && !self.journal_rechecked
+                && self.rounds < self.opts.max_rounds
+                && self.recheck_journal(current)
+            {
+                continue;
+            }
+            if !self.going() || !self.fix_round(current) {
+                break;
+            }
+        }
+    }
+
+    /// Plans and commits one round's fixes, then checks again. False when
+    /// the rounds are over.
+    fn fix_round(&mut self, current: &mut Checked) -> bool {
+        let Some(st) = current.state.as_ref() else {
+            return false;
+        };
+        let to_fix: Vec<&Finding> = current
+            .report
+            .findings
+            .iter()
+            .filter(|f| wants_fix(f))
+            .collect();
+        if to_fix.is_empty() || self.rounds >= self.opts.max_rounds {
+            return false;
+        }
+        if self.opts.mode == Mode::Preen {
+            if let Some(f) = to_fix
+                .iter()
+                .find(|f| !f.code.policy().preen && !entry_cleared(f, &to_fix))
+            {
+                self.preen_halt = Some(format!(
+                    "UNEXPECTED INCONSISTENCY ({}); run ext4chk --repair without -p",
+                    f.message()
+                ));
+                return false;
+            }
+        }
+        self.rounds += 1;
+        let rounds = self.rounds;
+        let mut io = Io::new(&st.fs);
+        let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
+        let mut stage = Staging::new(&st.fs, &st.maps, complete);
+        let t_plan = std::time::Instant::now();
+        let fixed = plan_round(st, &current.report, &to_fix, &mut stage, &mut io);
+        let planned = t_plan.elapsed().as_secs_f64();
+        if fixed.is_empty() || stage.is_empty() {
+            return false;
+        }
+        let writes = stage.into_writes(&mut io);
+        let nwrites = writes.len();
+        let t_commit = std::time::Instant::now();
+        let committed = self.fx.commit(writes);
+        self.round_times.push(format!(
+            "round {rounds}: {} of {} problems fixed, planned in {planned:.3} s, \
+             {nwrites} blocks written in {:.3} s{}",
+            fixed.len(),
+            to_fix.len(),
+            t_commit.elapsed().as_secs_f64(),
+            if self.streamed > 0 {
+                format!(
+                    "; {} more fixed by pass 1's workers during the check",
+                    self.streamed
+                )
+            } else {
+                String::new()
+            }
+        ));
+        match committed {
+            Ok(()) => self.modified = true,
+            Err(fixer::CommitError::Interrupted) => {
+                self.cancelled = true;
+                return false;
+            }
+            Err(e) => {
+                self.stop_reason = Some(Error::Stopped(e).to_string());
+                return false;
+            }
+        }
+        if std::env::var_os("EXT4CHK_DEBUG_ROUNDS").is_some() {
+            for f in &fixed {
+                eprintln!("round {rounds}: {}", f.message());
+            }
+        }
+        let fixed: Vec<Finding> = fixed
+            .into_iter()
+            .map(|f| {
+                let mut f = f.clone();
+                f.fixed = true;
+                f
+            })
+            .collect();
+        self.fixed_all.extend(fixed);
+        if current.report.findings.len() > SERIAL_FALLBACK && self.check_opts.threads > 1 {
+            self.check_opts.threads = 1;
+            self.check_opts.auto_threads = false;
+            if !self.serial_noted {
+                self.serial_noted = true;
+                self.notes.push(format!(
+                    "More than {SERIAL_FALLBACK} problems: checking goes on with one thread."
+                ));
+            }
+        }
+        drop(io);
+        let took = self.check_again(current);
+        self.round_times
+            .push(format!("check after round {rounds}: {took:.3} s"));
+        true
+    }
+
+    /// `-E bmap2extent`, then pass 3A's directory rewrites, each followed
+    /// by a check.
+    fn restructure(&mut self, current: &mut Checked) {
+        if self.opts.bmap2extent && self.going() {
+            match convert_to_extents(current, &self.fx) {
+                Ok(n) => {
+                    self.modified = true;
+                    self.restructured = true;
+                    self.round_times
+                        .push(format!("bmap2extent: {n} inodes converted"));
+                    *current = check_fixing(self.dev.clone(), &self.check_opts, None);
+                }
+                Err(why) => self
+                    .notes
+                    .push(format!("Files could not be converted to extents: {why}.")),
+            }
+        }
+        if self.going() {
+            let which = if self.opts.optimize_dirs {
+                Rehash::All
+            } else {
+                Rehash::Linear
+            };
+            match optimize_directories(current, &self.fx, which) {
+                Ok(0) => {}
+                Ok(n) => {
+                    self.modified = true;
+                    self.restructured = true;
+                    self.round_times
+                        .push(format!("pass 3A: {n} directories rewritten"));
+                    *current = check_fixing(self.dev.clone(), &self.check_opts, None);
+                }
+                Err(why) => self
+                    .notes
+                    .push(format!("Directories could not be optimized: {why}.")),
+            }
+        }
+    }
+
+    /// The journal map's backup, `-E discard`, and the superblock's record
+    /// of the check.
+    fn after_rounds(&mut self, current: &Checked) {
+        // A repair that moved the journal's blocks (cloning them, say)
+        // leaves the superblock's backup of its map stale: it is brought
+        // up to date last, so that the next repair has nothing to do.
+        if self.modified && self.going() {
+            let mut post = journal::PrePass::default();
+            if journal::backup_journal_map(&self.dev, &self.fx, &mut post).is_ok() {
+                self.fixed_all.extend(post.fixed);
+            }
+        }
+        if self.opts.discard && !self.modified && self.going() && current.report.findings.is_empty()
+        {
+            if let Err(why) = discard_free_space(current, &self.fx) {
+                self.notes
+                    .push(format!("Free space was not discarded: {why}."));
+            }
+        }
+        // The superblock records the check, as e2fsck's last write does.
+        if self.going() && current.report.aborted.is_none() {
+            let outcome = if self.preen_halt.is_some() {
+                finish::Outcome::PreenHalt
+            } else if current.report.has_uncorrected_errors() {
+                finish::Outcome::Invalid
+            } else {
+                finish::Outcome::Valid
+            };
+            let unshare = self.check_opts.choices.unshare_blocks;
+            match finish::record_check(&self.dev, &self.fx, outcome, unshare) {
+                Ok(f) => self.fixed_all.extend(f),
+                Err(_) if self.fx.failure().is_some() => {}
+                Err(e) => self
+                    .notes
+                    .push(format!("The record of the check could not be written: {e}")),
+            }
+        }
+    }
+
+    /// Stops the writers and makes the report: the last check's findings,
+    /// everything fixed, and why the repair stopped if it did.
+    fn into_repaired(self, current: Checked) -> Repaired {
+        let Run {
+            fx,
+            jfx,
+            mut notes,
+            mut fixed_all,
+            check_opts,
+            had_shared_blocks,
+            staged,
+            ..
+        } = self;
+        // A failed write stops everything at once (the fixer writes
+        // nothing after it), whichever step met it: that failure is why
+        // the repair stopped.
+        let mut write_failure = fx.failure();
+        let stats = fx.finish();
+        if let (Err(e), None) = (&stats, &write_failure) {
+            // Marking the undo file complete failed: the device holds the
+            // whole repair, and the undo file still covers all of it.
+            write_failure = Some(e.to_string());
+        }
+        if let Some(j) = jfx {
+            if let Err(e) = j.finish() {
+                notes.push(format!(
+                    "The external journal's writer failed at the end: {e}"
+                ));
+            }
+        }
+        if check_opts.choices.unshare_blocks && had_shared_blocks {
+            uncount_unsharing(&mut fixed_all, &mut notes);
+        }
+        let mut report = current.report;
+        report.diagnostics.extend(self.round_times);
+        report.notes.splice(0..0, notes);
+        report.findings.extend(fixed_all);
+        report.finish();
+        report.modified = self.modified;
+        report.cancelled = self.cancelled;
+        report.mounted_root = self.mounted_root;
+        report.preen_halt = self.preen_halt;
+        report.forced = self.forced;
+        report.restructured = self.restructured;
+        report.dry_run = staged.as_ref().map(|s| s.blocks());
+        if self.modified && self.mounted_root {
+            report.notes.push(
+                "This is the root file system, mounted read-only, and it was changed: reboot now, before the kernel writes its old view back."
+                    .into(),
+            );
+        }
+        if self.cancelled {
+            report.notes.push(
+                "Interrupted: the repair stopped between two complete sets of changes; run it again to finish."
+                    .into(),
+            );
+        }
+        if let Some(why) = write_failure {
+            // Errors remain unless the failure came after the last check
+            // found nothing left (in the final record of the check).
+            report.forced_uncorrected =
+                report.has_uncorrected_errors() || self.stop_reason.is_some();
+            report.write_failed = true;
+            report.aborted = Some(format!("the repair stopped: {why}"));
+        } else if let Some(why) = self.stop_reason {
+            // Why the repair stopped says more than where a check of the
+            // file system as it was would have stopped.
+            report.aborted = Some(why);
+            report.forced_uncorrected = true;
+        }
+        Repaired {
+            report,
+            rounds: self.rounds,
+        }
+    }
+}
+
+/// Giving files their own copies of blocks the file system allowed them
+/// to share is what was asked, not a repair (e2fsck does not count it
+/// either): said, but not counted.
+fn uncount_unsharing(fixed_all: &mut Vec<Finding>, notes: &mut Vec<String>) {
+    let (unshared, rest): (Vec<Finding>, Vec<Finding>) = std::mem::take(fixed_all)
+        .into_iter()
+        .partition(|f| f.code.pass() == Pass::P1B);
+    *fixed_all = rest;
+    let files: std::collections::BTreeSet<u32> = unshared.iter().filter_map(|f| f.ino).collect();
+    if !files.is_empty() {
+        notes.push(format!(
+            "{} files that shared blocks now have copies of their own; the shared_blocks feature is cleared.",
+            files.len()
+        ));
+    }
+}
+
+/// After a check whose pass-1 workers may have sent fixes: waits until
+/// the fixer has written them, and moves the findings they fixed to
+/// `fixed_all`. Returns how many were written. If the fixer failed, the
+/// findings count as not fixed and the repair stops.
+fn settle_streamed(
+    fx: &fixer::Fixer,
+    current: &mut Checked,
+    fixed_all: &mut Vec<Finding>,
+) -> Result<u64, Error> {
+    match fx.barrier() {
+        Ok(n) => {
+            let (done, rest): (Vec<Finding>, Vec<Finding>) =
+                std::mem::take(&mut current.report.findings)
+                    .into_iter()
+                    .partition(|f| f.fixed);
+            current.report.findings = rest;
+            fixed_all.extend(done);
+            Ok(n)
+        }
+        Err(e) => {
+            for f in &mut current.report.findings {
+                f.fixed = false;
+            }
+            Err(Error::Stopped(e))
+        }
+    }
+}
+
+fn libc_ebusy() -> i32 {
+    16
+}
+
+/// What the fixer has not put on the device (the superblock it holds
+/// back, or a dry run's writes), as the readers' overlay.
+enum Unwritten {
+    Held(Arc<fixer::Held>),
+    Staged(Arc<fixer::Staged>),
+}
+
+impl pipeline::Overlay for Unwritten {
+    fn covers(&self, offset: u64, len: usize) -> bool {
+        match self {
+            Unwritten::Held(h) => h.covers(offset, len),
+            Unwritten::Staged(s) => s.covers(offset, len),
+        }
+    }
+
+    fn patch(&self, offset: u64, buf: &mut [u8]) {
+        match self {
+            Unwritten::Held(h) => h.patch(offset, buf),
+            Unwritten::Staged(s) => s.patch(offset, buf),
+        }
+    }
+}

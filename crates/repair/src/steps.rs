@@ -1,0 +1,231 @@
+//! The repair's steps outside its rounds: a superblock restored from a
+//! backup, the inode count, bad-block list updates, `-E discard`,
+//! `-E bmap2extent` and pass 3A's directory rewrites.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ext4_layout::features::CompatFeatures;
+use pipeline::Device;
+
+use check_core::ctx::CheckOptions;
+use check_core::engine::{check_with_state, Checked};
+use check_core::io::Io;
+use check_core::problem::{Code, Finding};
+
+use crate::error::Error;
+use crate::stage::Staging;
+use crate::{badblocks, connect, convert, discard, rebuild, rehash};
+
+/// `-E discard`: the free blocks (and, in an image file, the unused ends
+/// of the inode tables, whose groups are then marked zeroed).
+pub(crate) fn discard_free_space(current: &Checked, fx: &fixer::Fixer) -> Result<(), Error> {
+    let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err(Error::CheckIncomplete);
+    };
+    let tables = st.fs.dev.kind() == pipeline::DeviceKind::File;
+    let (ranges, zeroed) = discard::ranges(st, tables);
+    fx.discard(ranges)?;
+    if !zeroed.is_empty() {
+        let mut io = Io::new(&st.fs);
+        let mut stage = Staging::new(&st.fs, &st.maps, true);
+        discard::mark_zeroed(&mut stage, &zeroed);
+        fx.commit(stage.into_writes(&mut io))?;
+    }
+    Ok(())
+}
+
+/// `-E bmap2extent`: every block-mapped file and directory converted in
+/// one commit, then the group summaries follow the freed indirect blocks
+/// and the new tree blocks.
+pub(crate) fn convert_to_extents(current: &Checked, fx: &fixer::Fixer) -> Result<usize, Error> {
+    let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err(Error::CheckIncomplete);
+    };
+    let mut io = Io::new(&st.fs);
+    let mut stage = Staging::new(&st.fs, &st.maps, true);
+    let n = convert::to_extents(st, &mut stage, &mut io);
+    rebuild::rebuild_with_allocations(st, &mut stage, &mut io)?;
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(Error::Stopped)?;
+    Ok(n)
+}
+
+/// Which directories pass 3A rewrites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rehash {
+    /// Every one (`-D`).
+    All,
+    /// Those e2fsck indexes on every repair: linear directories of three
+    /// blocks or more on a file system with dir_index, lost+found aside.
+    Linear,
+}
+
+/// Whether e2fsck's pass 1 would queue directory `dir` for indexing.
+fn linear_to_index<'f>(
+    fs: &'f check_core::fs::Fs,
+    stage: &Staging<'f>,
+    io: &mut Io<'f>,
+    dir: u32,
+    lost_found: Option<u32>,
+) -> bool {
+    if !fs.geo.compat.contains(CompatFeatures::DIR_INDEX) || Some(dir) == lost_found {
+        return false;
+    }
+    let Ok(raw) = stage.inode_copy(io, dir) else {
+        return false;
+    };
+    let Some(inode) = ext4_layout::inode::Inode::new(&raw) else {
+        return false;
+    };
+    !inode.has_flag(ext4_layout::inode::flags::INDEX)
+        && !inode.has_flag(ext4_layout::inode::flags::INLINE_DATA)
+        && inode.size() / u64::from(fs.geo.block_size) >= 3
+}
+
+/// `-D`: every directory rewritten compactly in one commit (those that
+/// cannot be are left as they are), then the group summaries follow the
+/// blocks freed and taken. Returns how many were rewritten.
+pub(crate) fn optimize_directories(
+    current: &Checked,
+    fx: &fixer::Fixer,
+    which: Rehash,
+) -> Result<usize, Error> {
+    let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err(Error::CheckIncomplete);
+    };
+    let fs = &st.fs;
+    let mut io = Io::new(fs);
+    let mut stage = Staging::new(fs, &st.maps, true);
+    let lost_found = connect::lookup(&stage, &mut io, 2, b"lost+found")
+        .ok()
+        .flatten();
+    let bits = fs.geo.cluster_bits;
+    let mut n = 0;
+    for idx in 0..u64::from(fs.geo.inodes_count) {
+        if !st.maps.inode_dir.get(idx) {
+            continue;
+        }
+        let dir = idx as u32 + 1;
+        if which == Rehash::Linear && !linear_to_index(fs, &stage, &mut io, dir, lost_found) {
+            continue;
+        }
+        if let Ok(freed) = rehash::optimize(fs, &mut stage, &mut io, dir, Some(dir) == lost_found) {
+            for b in freed {
+                st.maps.block_found.test_and_clear(b >> bits);
+            }
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    rebuild::rebuild_with_allocations(st, &mut stage, &mut io)?;
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(Error::Stopped)?;
+    Ok(n)
+}
+
+/// The bad-block list's update, as its own round before the passes: a
+/// check tells which blocks are in use, the list is rewritten, and the
+/// group summaries follow (pass-5 problems the check found are fixed by
+/// the same rebuild, and reported so).
+pub(crate) fn update_bad_blocks(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    check_opts: &CheckOptions,
+    change: &badblocks::Change,
+    path: &Path,
+) -> Result<(Vec<String>, Vec<Finding>), Error> {
+    let pre = check_with_state(dev.clone(), check_opts);
+    let Some(st) = pre.state.as_ref().filter(|s| s.abort.is_none()) else {
+        return Err(Error::BadBlocksNoCheck);
+    };
+    let mut io = Io::new(&st.fs);
+    let mut stage = Staging::new(&st.fs, &st.maps, true);
+    let done = badblocks::stage_update(
+        st,
+        change,
+        &mut stage,
+        &mut io,
+        &path.display().to_string(),
+        Some(fx),
+    )?;
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(Error::Stopped)?;
+    let fixed = pre
+        .report
+        .findings
+        .iter()
+        .filter(|f| f.code.policy().rebuilt_by_pass5)
+        .map(|f| {
+            let mut f = f.clone();
+            f.fixed = true;
+            f
+        })
+        .collect();
+    Ok((done.notes, fixed))
+}
+
+/// A superblock whose inode count disagrees with its groups: e2fsck sets
+/// the count from the groups before anything else (the check stops on it
+/// until then).
+pub(crate) fn fix_inode_count(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+) -> Result<Option<Finding>, Error> {
+    let Ok(opened) = check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default())
+    else {
+        return Ok(None);
+    };
+    let fs = opened.fs;
+    let want = u64::from(fs.geo.group_count) * u64::from(fs.geo.inodes_per_group);
+    let have = u64::from(fs.sb().s_inodes_count());
+    if have == want || fs.backup_in_use || want > u64::from(u32::MAX) {
+        return Ok(None);
+    }
+    let maps = check_core::ctx::Maps::new(&fs);
+    let mut stage = Staging::new(&fs, &maps, false);
+    let mut io = Io::new(&fs);
+    // s_inodes_count
+    ext4_layout::bytes::put_le_u32(stage.sb_mut(), 0x00, want as u32);
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(Error::Stopped)?;
+    let mut f = Finding::new(Code::InodeCountWrong).num(have).num2(want);
+    f.fixed = true;
+    Ok(Some(f))
+}
+
+/// Writes the superblock the user chose (`-b`) and its descriptor table
+/// to the primary place.
+pub(crate) fn restore_primary(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+    check_opts: &CheckOptions,
+) -> Result<Finding, Error> {
+    let opened = check_core::fs::open_fs(
+        dev.clone(),
+        check_core::fs::OpenOptions {
+            read_only: true,
+            superblock: check_opts.superblock,
+        },
+    )?;
+    let fs = opened.fs;
+    let Some(mut f) = opened
+        .findings
+        .into_iter()
+        .find(|f| f.code == Code::SuperblockFromBackup)
+    else {
+        return Err(Error::BackupNotUsed);
+    };
+    let maps = check_core::ctx::Maps::new(&fs);
+    let mut stage = Staging::new(&fs, &maps, false);
+    let mut io = Io::new(&fs);
+    // s_block_group_nr: the primary belongs to group 0.
+    ext4_layout::bytes::put_le_u16(stage.sb_mut(), 0x5A, 0);
+    let _ = stage.gd_mut(0);
+    fx.commit(stage.into_writes(&mut io))
+        .map_err(Error::Stopped)?;
+    f.fixed = true;
+    Ok(f)
+}
