@@ -6,6 +6,8 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use crate::read::{ReadReq, Reader};
+
 /// Which I/O path to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoMode {
@@ -115,56 +117,6 @@ impl Target {
             }
         }
         Ok(t)
-    }
-}
-
-/// One read of a batch: fill `buf` from byte `offset`.
-pub struct ReadReq<'a> {
-    /// Byte offset on the device.
-    pub offset: u64,
-    /// Destination; its length is the read size.
-    pub buf: &'a mut [u8],
-    /// Set by the reader: `Ok` when the whole buffer was filled.
-    pub result: io::Result<()>,
-    /// Set by the reader: whether the data came from the page cache
-    /// without waiting for the device (when the reader can tell).
-    pub cached: bool,
-}
-
-impl<'a> ReadReq<'a> {
-    /// A read request not yet done.
-    pub fn new(offset: u64, buf: &'a mut [u8]) -> Self {
-        ReadReq {
-            offset,
-            buf,
-            result: Ok(()),
-            cached: false,
-        }
-    }
-}
-
-/// A per-worker reader. Each worker owns one, so no reader state is shared.
-pub trait Reader: Send {
-    /// Fills `buf` from byte `offset`; a read past the end is an error.
-    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()>;
-
-    /// Performs a batch of reads, setting each request's `result`.
-    fn read_batch(&mut self, reqs: &mut [ReadReq<'_>]) {
-        self.read_batch_with(reqs, &mut |_, _| {});
-    }
-
-    /// Performs a batch of reads and calls `done(i, &reqs[i])` as each
-    /// finishes (in any order), so the caller can work on the first
-    /// blocks while the rest are still being read.
-    fn read_batch_with(
-        &mut self,
-        reqs: &mut [ReadReq<'_>],
-        done: &mut dyn FnMut(usize, &ReadReq<'_>),
-    ) {
-        for (i, r) in reqs.iter_mut().enumerate() {
-            r.result = self.read_at(r.buf, r.offset);
-            done(i, r);
-        }
     }
 }
 
@@ -294,7 +246,7 @@ impl Device {
         if self.direct.is_some() {
             return Ok(());
         }
-        let file = Arc::new(crate::direct::open_direct(&self.path, self.base)?);
+        let file = Arc::new(crate::aligned::open_direct(&self.path, self.base)?);
         let ahead = crate::direct::Ahead::start(file.clone(), self.uring);
         self.direct = Some((file, ahead));
         Ok(())
@@ -334,15 +286,15 @@ impl Device {
         let _ = self.overlay.set(overlay);
     }
 
-    fn window(&self) -> crate::pread::Window {
+    fn window(&self) -> crate::read::Window {
         match &self.direct {
-            Some((f, _)) => crate::pread::Window {
+            Some((f, _)) => crate::read::Window {
                 file: f.clone(),
                 base: self.base,
                 size: self.size,
                 direct: true,
             },
-            None => crate::pread::Window {
+            None => crate::read::Window {
                 file: self.file.clone(),
                 base: self.base,
                 size: self.size,

@@ -11,25 +11,18 @@
 //! flight, and read anything else directly themselves ([`DirectReader`]:
 //! each batch sorted by address, adjacent requests merged).
 
-use std::alloc::{self, Layout};
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::pread::Window;
-use crate::ReadReq;
+use crate::aligned::{align_down, align_up, fill, read_direct, AlignedBuf, ALIGN, ALIGN64};
+use crate::read::{ReadReq, Window};
 
-/// Alignment of offsets, lengths and memory for O_DIRECT (a multiple of
-/// every logical block size in use: 512 and 4096).
-pub const ALIGN: usize = 4096;
-const ALIGN64: u64 = ALIGN as u64;
 /// The largest single read, read-ahead or merged.
 const MAX_IO: u64 = 512 << 10;
 /// Bytes the read-ahead store holds or has in flight at most. It is also
@@ -42,142 +35,6 @@ const PREAD_THREADS: usize = 4;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn align_down(x: u64) -> u64 {
-    x / ALIGN64 * ALIGN64
-}
-
-fn align_up(x: u64) -> u64 {
-    x.div_ceil(ALIGN64).saturating_mul(ALIGN64)
-}
-
-/// Zeroed memory whose start is aligned to 4 KiB.
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the buffer owns its allocation outright, like a Vec<u8>.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: shared access only hands out `&[u8]`.
-unsafe impl Sync for AlignedBuf {}
-
-impl AlignedBuf {
-    /// A zeroed buffer of `len` bytes (at least one page is allocated).
-    pub fn new(len: usize) -> AlignedBuf {
-        let layout = Self::layout(len);
-        // SAFETY: the layout's size is non-zero (at least ALIGN).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = std::ptr::NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        AlignedBuf { ptr, len }
-    }
-
-    fn layout(len: usize) -> Layout {
-        let size = len.div_ceil(ALIGN).max(1) * ALIGN;
-        Layout::from_size_align(size, ALIGN).unwrap_or(Layout::new::<[u8; ALIGN]>())
-    }
-
-    /// The bytes.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` points to `len` initialized (zeroed) bytes owned
-        // by `self`, borrowed mutably here.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: as in `as_mut_slice`, borrowed shared.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this same layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
-    }
-}
-
-/// Opens `path` for O_DIRECT reads and checks that an aligned read at
-/// `probe_at` works: a file system or device that refuses O_DIRECT (at
-/// open, as tmpfs did before Linux 6.6, or at the first read) is found
-/// here, and the caller keeps the buffered path.
-pub(crate) fn open_direct(path: &Path, probe_at: u64) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)?;
-    let mut b = AlignedBuf::new(ALIGN);
-    f.read_at(b.as_mut_slice(), align_down(probe_at))?;
-    Ok(f)
-}
-
-/// Reads `buf.len()` bytes at device offset `at` from an O_DIRECT file,
-/// through `bounce` (grown as needed) when `buf` is not aligned.
-pub(crate) fn read_direct(
-    file: &File,
-    buf: &mut [u8],
-    at: u64,
-    bounce: &mut Option<AlignedBuf>,
-) -> io::Result<()> {
-    let start = align_down(at);
-    let end = at
-        .checked_add(buf.len() as u64)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read offset overflows"))?;
-    let span = usize::try_from(align_up(end) - start)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "read too large"))?;
-    if bounce.as_ref().is_none_or(|b| b.len() < span) {
-        *bounce = Some(AlignedBuf::new(span));
-    }
-    let Some(b) = bounce.as_mut() else {
-        return Err(io::Error::other("no bounce buffer"));
-    };
-    let mem = &mut b.as_mut_slice()[..span];
-    let need = (end - start) as usize;
-    let got = fill(file, mem, start, need)?;
-    if got < need {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("read of {} bytes at {at} ended early", buf.len()),
-        ));
-    }
-    let from = (at - start) as usize;
-    buf.copy_from_slice(&mem[from..from + buf.len()]);
-    Ok(())
-}
-
-/// Reads into `mem` from `at` until `need` bytes are in or the file
-/// ends; the number of bytes read.
-fn fill(file: &File, mem: &mut [u8], at: u64, need: usize) -> io::Result<usize> {
-    let mut got = 0usize;
-    while got < need {
-        match file.read_at(&mut mem[got..], at + got as u64) {
-            Ok(0) => break,
-            Ok(n) => {
-                got += n;
-                if got % ALIGN != 0 {
-                    // A short, unaligned read: the end of the device.
-                    break;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 /// The read-ahead memory: one aligned arena, handed out in runs of
@@ -297,7 +154,7 @@ struct Run {
 impl Run {
     fn ptr(&self) -> *mut u8 {
         // SAFETY: `first + pages` lies inside the arena (see `alloc`).
-        unsafe { self.arena.buf.ptr.as_ptr().add(self.first * ALIGN) }
+        unsafe { self.arena.buf.as_ptr().add(self.first * ALIGN) }
     }
 
     fn bytes(&self, n: usize) -> &[u8] {
@@ -613,7 +470,7 @@ fn ring_loop(
     rx: &crossbeam_channel::Receiver<Arc<Slot>>,
 ) {
     let iov = libc::iovec {
-        iov_base: arena.buf.ptr.as_ptr().cast(),
+        iov_base: arena.buf.as_ptr().cast(),
         iov_len: arena.buf.len(),
     };
     // SAFETY: the arena outlives the ring: this function holds an Arc to
@@ -957,7 +814,7 @@ mod tests {
         let p = std::env::temp_dir().join(format!("direct-{}", std::process::id()));
         let data: Vec<u8> = (0..3 * ALIGN + 100).map(|i| (i % 251) as u8).collect();
         std::fs::write(&p, &data).expect("write");
-        let Ok(f) = open_direct(&p, 0) else {
+        let Ok(f) = crate::aligned::open_direct(&p, 0) else {
             eprintln!("skipping: O_DIRECT refused in the temporary directory");
             let _ = std::fs::remove_file(&p);
             return;

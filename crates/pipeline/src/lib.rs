@@ -6,14 +6,15 @@
 //! Nothing here knows what an inode is: callers hand over byte ranges and
 //! get bytes back.
 
+mod aligned;
 mod device;
 mod direct;
 pub mod partition;
 mod pread;
+mod read;
 pub mod scan;
 pub mod stages;
 mod uring;
 
-pub use device::{
-    open_device, Device, DeviceKind, IoMode, OpenError, Overlay, ReadReq, Reader, SpecError, Target,
-};
+pub use device::{open_device, Device, DeviceKind, IoMode, OpenError, Overlay, SpecError, Target};
+pub use read::{ReadReq, Reader};

@@ -3,62 +3,8 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 
-use crate::ReadReq;
-
-/// The file system's window of a device: `size` bytes from `base`.
-#[derive(Clone)]
-pub(crate) struct Window {
-    pub(crate) file: Arc<File>,
-    pub(crate) base: u64,
-    pub(crate) size: u64,
-    /// `file` was opened with O_DIRECT: reads go through an aligned
-    /// buffer.
-    pub(crate) direct: bool,
-}
-
-impl Window {
-    /// Reads `buf.len()` bytes at window offset `offset`.
-    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        if self.direct && self.holds(offset, buf.len()) {
-            return crate::direct::read_direct(&self.file, buf, self.base + offset, &mut None);
-        }
-        // Past the end, this fails before reading.
-        read_exact_at(&self.file, buf, offset, self.size, self.base)
-    }
-
-    /// Whether `len` bytes at `offset` lie inside the window.
-    pub(crate) fn holds(&self, offset: u64, len: usize) -> bool {
-        offset
-            .checked_add(len as u64)
-            .is_some_and(|e| e <= self.size)
-    }
-
-    /// The device offset of a window offset.
-    pub(crate) fn dev_offset(&self, offset: u64) -> u64 {
-        self.base + offset
-    }
-}
-
-/// Reads `buf.len()` bytes at `offset` (relative to `base`), failing
-/// cleanly past `size`.
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64, size: u64, base: u64) -> io::Result<()> {
-    let end = offset
-        .checked_add(buf.len() as u64)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read offset overflows"))?;
-    if end > size {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!(
-                "read of {} bytes at {offset} is past the end of the device ({size} bytes)",
-                buf.len()
-            ),
-        ));
-    }
-    file.read_exact_at(buf, base + offset)
-}
+use crate::read::{ReadReq, Window};
 
 /// A reader that issues one pread per request.
 pub(crate) struct PreadReader {

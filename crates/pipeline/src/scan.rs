@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const CHUNK: u64 = 4 << 20;
 /// Threads reading at once (the queue depth the device sees).
 const THREADS: usize = 4;
-pub use crate::direct::AlignedBuf;
+pub use crate::aligned::AlignedBuf;
 
 /// Opens `path` for the scan's reads: O_DIRECT for a block device when the
 /// kernel allows it, else a normal read-only open.
@@ -103,7 +103,7 @@ pub fn read_all(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::direct::ALIGN;
+    use crate::aligned::ALIGN;
 
     #[test]
     fn a_readable_file_has_no_bad_blocks() {

@@ -6,8 +6,7 @@ use std::os::fd::AsRawFd;
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::pread::Window;
-use crate::ReadReq;
+use crate::read::{ReadReq, Window};
 
 /// Submission queue depth per worker.
 const RING_ENTRIES: u32 = 256;
