@@ -12,6 +12,14 @@ pub const GOOD_OLD_INODE_SIZE: usize = 128;
 pub const I_BLOCK_OFFSET: usize = 0x28;
 /// Size of `i_block` in bytes (15 words).
 pub const I_BLOCK_SIZE: usize = 60;
+/// Where `i_block` lies in an inode.
+pub const I_BLOCK: std::ops::Range<usize> = I_BLOCK_OFFSET..I_BLOCK_OFFSET + I_BLOCK_SIZE;
+
+/// Word `k` of `i_block`: block pointer `k` of a block-mapped file
+/// (0 to 11 direct, 12 to 14 the indirect roots).
+pub const fn i_block_word(k: usize) -> crate::field::Field<u32> {
+    crate::field::Field::le(I_BLOCK_OFFSET + 4 * k)
+}
 /// Byte offset of `l_i_checksum_lo`.
 pub const I_CHECKSUM_LO_OFFSET: usize = 0x7C;
 /// Byte offset of `i_checksum_hi`.

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 
 use ext4_layout::bytes::{le_u32, put_le_u32};
 use ext4_layout::inode::Inode;
+use ext4_layout::inode::{field, I_BLOCK};
 use pipeline::scan;
 
-use super::inodes::{now, off};
+use super::raw::now;
 use super::stage::Staging;
 use check_core::engine::CheckState;
 use check_core::io::Io;
@@ -136,7 +137,7 @@ pub(super) fn stage_update<'f>(
     }
     {
         let r = stage.inode(io, 1)?;
-        r[off::BLOCK..off::BLOCK + 60].fill(0);
+        r[I_BLOCK].fill(0);
     }
     for (i, &b) in list.iter().enumerate() {
         super::map::map_block(stage, io, 1, i as u64, b)
@@ -147,8 +148,8 @@ pub(super) fn stage_update<'f>(
     let r = stage.inode(io, 1)?;
     let size = list.len() as u64 * bs;
     // As the library: i_blocks counts the bad blocks, not the mapping.
-    super::inodes::set_size(r, size);
-    put_le_u32(r, off::BLOCKS, (list.len() as u64 * (bs / 512)) as u32);
+    super::raw::set_size(r, size);
+    field::i_blocks_lo.set(r, (list.len() as u64 * (bs / 512)) as u32);
     put_le_u32(r, 0x08, t); // i_atime
     put_le_u32(r, 0x10, t); // i_mtime
     if le_u32(r, 0x0C) == 0 {

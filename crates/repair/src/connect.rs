@@ -7,9 +7,10 @@ use std::io;
 use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
 use ext4_layout::dirent::{decode_rec_len, encode_rec_len, rec_len_for, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
+use ext4_layout::inode::{field, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType, Inode};
 
-use super::inodes::{clear_inode, now, off, sbf, set_feature};
+use super::raw::{clear_inode, now, sbf, set_feature};
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
 use check_core::fs::Fs;
@@ -141,7 +142,7 @@ pub fn add_entry<'f>(
     }
     super::map::map_block(stage, io, dir, next, blk)?;
     super::map::recount_i_blocks(stage, io, dir)?;
-    super::inodes::grow_size(stage.inode(io, dir)?, (next + 1) * bs as u64);
+    super::raw::grow_size(stage.inode(io, dir)?, (next + 1) * bs as u64);
     Ok(())
 }
 
@@ -187,29 +188,29 @@ fn make_dir<'f>(
     let t = now();
     let r = stage.inode(io, ino)?;
     r.fill(0);
-    put_le_u16(r, off::MODE, mode);
-    put_le_u32(r, off::SIZE, bs as u32);
+    field::i_mode.set(r, mode);
+    field::i_size_lo.set(r, bs as u32);
     for o in [0x08, 0x0C, 0x10] {
         put_le_u32(r, o, t);
     }
-    put_le_u16(r, off::LINKS, 2);
-    put_le_u32(r, off::BLOCKS, (bs / 512) as u32 * fs.geo.cluster_ratio);
+    field::i_links_count.set(r, 2);
+    field::i_blocks_lo.set(r, (bs / 512) as u32 * fs.geo.cluster_ratio);
     if isz > 128 {
-        put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
+        field::i_extra_isize_raw.set(r, 32.min((isz - 128) as u16));
     }
     if fs.geo.ro_compat.contains(RoCompatFeatures::BIGALLOC) {
         // Block maps cannot address clusters: one extent. (Elsewhere new
         // directories are block-mapped, as e2fsck makes them.)
-        put_le_u32(r, off::FLAGS, flags::EXTENTS);
+        field::i_flags.set(r, flags::EXTENTS);
         let leaf = check_core::pass1::LeafExtent {
             lblk: 0,
             pblk: blk,
             len: 1,
             uninit: false,
         };
-        super::blocks::write_extent_tree(stage, io, ino, &[leaf])?;
+        super::tree::write_extent_tree(stage, io, ino, &[leaf])?;
     } else {
-        put_le_u32(r, off::BLOCK, blk as u32);
+        put_le_u32(r, I_BLOCK_OFFSET, blk as u32);
     }
     Ok(())
 }
@@ -322,10 +323,10 @@ pub fn lost_found_findings<'f>(
 /// check found in use.)
 fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>) {
     if let Ok(raw) = stage.inode(io, 2) {
-        let links = le_u16(raw, off::LINKS);
+        let links = field::i_links_count.get(raw);
         // A count of 1 means "too many to count" (dir_nlink).
         if links > 1 && links < u16::MAX {
-            put_le_u16(raw, off::LINKS, links + 1);
+            field::i_links_count.set(raw, links + 1);
         }
     }
     let _ = super::rebuild::rebuild_with_allocations(st, stage, io);
@@ -359,7 +360,7 @@ fn fix_dotdot<'f>(
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
         let r = stage.inode(io, dir)?;
-        put_le_u32(r, off::BLOCK, parent);
+        put_le_u32(r, I_BLOCK_OFFSET, parent);
         return Ok(true);
     }
     let bs = st.fs.block_size();
@@ -494,7 +495,7 @@ pub fn fix_pass4<'a, 'f>(
             Code::BadRefCount => match (f.ino, f.num2) {
                 (Some(ino), Some(n)) => stage
                     .inode(io, ino)
-                    .map(|raw| put_le_u16(raw, off::LINKS, n.min(u64::from(u16::MAX)) as u16))
+                    .map(|raw| field::i_links_count.set(raw, n.min(u64::from(u16::MAX)) as u16))
                     .is_ok(),
                 _ => false,
             },
@@ -516,10 +517,10 @@ pub fn fix_pass4<'a, 'f>(
                         && stage
                             .inode(io, ino)
                             .map(|raw| {
-                                if FileType::from_mode(le_u16(raw, off::MODE))
+                                if FileType::from_mode(field::i_mode.get(raw))
                                     != Some(FileType::Directory)
                                 {
-                                    put_le_u16(raw, off::LINKS, 1);
+                                    field::i_links_count.set(raw, 1);
                                 }
                             })
                             .is_ok()

@@ -5,7 +5,7 @@
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::{flags, Inode};
 
-use super::inodes::{sbf, set_feature};
+use super::raw::{sbf, set_feature};
 use super::stage::Staging;
 use check_core::engine::CheckState;
 use check_core::io::Io;
@@ -74,7 +74,7 @@ pub(super) fn to_extents<'f>(
         ) else {
             continue;
         };
-        if super::blocks::write_extent_tree(stage, io, ino, &runs(&blocks)).is_err() {
+        if super::tree::write_extent_tree(stage, io, ino, &runs(&blocks)).is_err() {
             continue;
         }
         for b in tree {

@@ -11,9 +11,10 @@ use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
 use ext4_layout::dirent::{decode_rec_len, encode_rec_len, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::group_desc::BG_INODE_UNINIT;
+use ext4_layout::inode::{field, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType, Inode};
 
-use super::inodes::{off, sbf, set_feature};
+use super::raw::{sbf, set_feature};
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
 use check_core::io::Io;
@@ -90,7 +91,7 @@ pub fn fix_pass2<'a, 'f>(
         };
         let ok = match f.code {
             c if deallocates(c) => {
-                super::inodes::clear_inode(raw, ino, fs.geo.first_ino, super::inodes::now());
+                super::raw::clear_inode(raw, ino, fs.geo.first_ino, super::raw::now());
                 dead.insert(ino);
                 true
             }
@@ -103,24 +104,23 @@ pub fn fix_pass2<'a, 'f>(
                 true
             }
             Code::FsizeZero => {
-                raw[0x75] = 0;
+                field::h_i_fsize.set(raw, 0);
                 true
             }
             Code::BlocksHiZero => {
-                put_le_u16(raw, off::BLOCKS_HIGH, 0);
+                field::l_i_blocks_high.set(raw, 0);
                 true
             }
             Code::IFileAclHiZero => {
-                put_le_u16(raw, off::FILE_ACL_HIGH, 0);
+                field::l_i_file_acl_high.set(raw, 0);
                 true
             }
             Code::FileAclBad | Code::FileAclZero => {
-                put_le_u32(raw, off::FILE_ACL, 0);
-                put_le_u16(raw, off::FILE_ACL_HIGH, 0);
+                ext4_layout::inode::FILE_ACL.set(raw, 0);
                 true
             }
             Code::DirSizeHighZero => {
-                put_le_u32(raw, off::SIZE_HIGH, 0);
+                field::i_size_high.set(raw, 0);
                 true
             }
             _ => false,
@@ -226,8 +226,8 @@ fn fix_directory<'f>(
     let indexed = inode.has_flag(flags::INDEX) && !drop_index;
     if inode.has_flag(flags::INDEX) && drop_index {
         let r = stage.inode(io, ino)?;
-        let v = le_u32(r, off::FLAGS) & !flags::INDEX;
-        put_le_u32(r, off::FLAGS, v);
+        let v = field::i_flags.get(r) & !flags::INDEX;
+        field::i_flags.set(r, v);
     }
     // Holes first: a new block for each (the block list below sees them).
     if !fx.holes.is_empty() {
@@ -660,7 +660,7 @@ fn fill_holes<'f>(
         super::map::map_block(stage, io, ino, lblk, b)?;
     }
     if let Some(&last) = holes.iter().next_back() {
-        super::inodes::grow_size(stage.inode(io, ino)?, (last + 1) * bs);
+        super::raw::grow_size(stage.inode(io, ino)?, (last + 1) * bs);
     }
     Ok(())
 }
@@ -702,8 +702,8 @@ pub fn dedup<'f>(
     if inode.has_flag(flags::INDEX) {
         // The rebuilt directory is not indexed.
         let r = stage.inode(io, ino)?;
-        let v = le_u32(r, off::FLAGS) & !flags::INDEX;
-        put_le_u32(r, off::FLAGS, v);
+        let v = field::i_flags.get(r) & !flags::INDEX;
+        field::i_flags.set(r, v);
     }
     let blocks = super::map::blocks_of(stage, io, ino)?;
     if blocks.is_empty() {
@@ -908,18 +908,18 @@ fn fix_inline_dir<'f>(
     let maps = &st.maps;
     let mut inode = raw.to_vec();
     let mut modified = false;
-    let parent = le_u32(&inode, off::BLOCK);
+    let parent = le_u32(&inode, I_BLOCK_OFFSET);
     let icount = fs.sb().s_inodes_count();
     if parent == 0 || parent > icount || !maps.is_dir(parent) {
-        put_le_u32(&mut inode, off::BLOCK, 2);
+        put_le_u32(&mut inode, I_BLOCK_OFFSET, 2);
         modified = true;
     }
-    let mut region = inode[off::BLOCK + 4..off::BLOCK + 60].to_vec();
+    let mut region = inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].to_vec();
     {
         let stage_ro: &Staging<'f> = stage;
         let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
         if walk_block(st, &mut region, 1, BlockKind::Leaf, fx, false, &mut want) {
-            inode[off::BLOCK + 4..off::BLOCK + 60].copy_from_slice(&region);
+            inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].copy_from_slice(&region);
             modified = true;
         }
     }
@@ -951,7 +951,7 @@ fn system_data_in_inode(inode: &[u8]) -> Option<(usize, usize, usize)> {
     if isz <= 128 {
         return None;
     }
-    let extra = usize::from(le_u16(inode, off::EXTRA_ISIZE));
+    let extra = usize::from(field::i_extra_isize_raw.get(inode));
     let area = 128 + extra;
     if area + 4 > isz || le_u32(inode, area) != ext4_layout::xattr::EA_MAGIC {
         return None;

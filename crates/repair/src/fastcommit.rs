@@ -8,12 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use ext4_layout::bytes::{le_u16, le_u32, put_le_u16, put_le_u32};
+use ext4_layout::bytes::{le_u16, le_u32, put_le_u16};
 use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::IncompatFeatures;
+use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType};
 
-use super::inodes::off;
 use super::stage::Staging;
 use check_core::fs::Fs;
 use check_core::io::Io;
@@ -299,7 +299,7 @@ pub fn apply<'f>(
     }
     let freed: Vec<u64> = freed.into_iter().collect();
     let taken: Vec<u64> = taken.into_iter().collect();
-    super::journal::account(fs, stage, io, &freed, &taken, None);
+    super::account::account(fs, stage, io, &freed, &taken, None);
     let inodes: BTreeSet<u32> = log
         .iter()
         .filter_map(|c| match c {
@@ -309,9 +309,9 @@ pub fn apply<'f>(
         .collect();
     for ino in inodes {
         if let Ok(r) = stage.inode_copy(io, ino) {
-            let links = le_u16(&r, off::LINKS);
-            let dir = FileType::from_mode(le_u16(&r, off::MODE)) == Some(FileType::Directory);
-            super::journal::account(fs, stage, io, &[], &[], Some((ino, dir, links == 0)));
+            let links = field::i_links_count.get(&r);
+            let dir = FileType::from_mode(field::i_mode.get(&r)) == Some(FileType::Directory);
+            super::account::account(fs, stage, io, &[], &[], Some((ino, dir, links == 0)));
         }
     }
     Ok(applied)
@@ -337,7 +337,7 @@ fn flush<'f>(
     ino: u32,
     list: &[LeafExtent],
 ) -> io::Result<()> {
-    super::blocks::write_extent_tree(stage, io, ino, list)?;
+    super::tree::write_extent_tree(stage, io, ino, list)?;
     super::map::recount_i_blocks(stage, io, ino)
 }
 
@@ -350,7 +350,7 @@ fn link<'f>(
     ino: u32,
     name: &[u8],
 ) -> io::Result<()> {
-    let mode = le_u16(&stage.inode_copy(io, ino)?, off::MODE);
+    let mode = field::i_mode.get(&stage.inode_copy(io, ino)?);
     let ft = FileType::from_mode(mode)
         .ok_or_else(|| io::Error::other("unknown file type"))?
         .dirent_code();
@@ -361,14 +361,14 @@ fn link<'f>(
     };
     {
         let p = stage.inode(io, parent)?;
-        let pf = le_u32(p, off::FLAGS);
+        let pf = field::i_flags.get(p);
         if pf & flags::INLINE_DATA != 0 {
             return Err(io::Error::other("an inline directory"));
         }
         // An entry added out of hash order would break an index: the
         // directory is read linearly from now on.
         if pf & flags::INDEX != 0 {
-            put_le_u32(p, off::FLAGS, pf & !flags::INDEX);
+            field::i_flags.set(p, pf & !flags::INDEX);
         }
     }
     super::connect::remove_entry(stage, io, parent, name)?;
@@ -398,22 +398,22 @@ fn replay_inode<'f>(
     }
     {
         let r = stage.inode(io, ino)?;
-        r[..off::BLOCK].copy_from_slice(&fc[..off::BLOCK]);
+        r[..I_BLOCK_OFFSET].copy_from_slice(&fc[..I_BLOCK_OFFSET]);
         r[0x64..len].copy_from_slice(&fc[0x64..len]);
-        let fl = le_u32(r, off::FLAGS);
+        let fl = field::i_flags.get(r);
         if fl & flags::EXTENTS != 0 {
-            if le_u16(r, off::BLOCK) != 0xF30A {
-                r[off::BLOCK..off::BLOCK + 12].fill(0);
-                put_le_u16(r, off::BLOCK, 0xF30A);
-                put_le_u16(r, off::BLOCK + 4, 4);
+            if le_u16(r, I_BLOCK_OFFSET) != 0xF30A {
+                r[I_BLOCK_OFFSET..I_BLOCK_OFFSET + 12].fill(0);
+                put_le_u16(r, I_BLOCK_OFFSET, 0xF30A);
+                put_le_u16(r, I_BLOCK_OFFSET + 4, 4);
             }
         } else if fl & flags::INLINE_DATA != 0 {
-            r[off::BLOCK..off::BLOCK + 60].copy_from_slice(&fc[off::BLOCK..off::BLOCK + 60]);
+            r[I_BLOCK].copy_from_slice(&fc[I_BLOCK]);
         }
     }
     // An inode in use is not in its group's unused area (the bitmaps are
     // left to pass 5).
-    if le_u16(fc, off::LINKS) != 0 {
+    if field::i_links_count.get(fc) != 0 {
         stage.note_inode_used(ino);
     }
     super::map::recount_i_blocks(stage, io, ino)

@@ -11,7 +11,7 @@ use ext4_layout::features::RoCompatFeatures;
 use ext4_layout::superblock::{STATE_ERROR, STATE_VALID};
 use pipeline::Device;
 
-use super::inodes::now;
+use super::raw::now;
 use super::stage::Staging;
 use check_core::fs::{open_fs, OpenOptions};
 use check_core::io::Io;

@@ -4,109 +4,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ext4_layout::bytes::{le_u16, le_u32, put_le_u16, put_le_u32};
+use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
 use ext4_layout::inode::flags;
+use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
 
 use super::blocks;
+use super::raw::{
+    clear_feature, clear_inode, clear_uninit, now, sbf, set_feature, set_flags, set_i_blocks,
+    set_size,
+};
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
 use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 use check_core::sink::{FixSink, LocalFix};
-
-/// Inode field offsets.
-pub mod off {
-    /// `i_mode`.
-    pub const MODE: usize = 0x00;
-    /// `i_size_lo`.
-    pub const SIZE: usize = 0x04;
-    /// `i_dtime`.
-    pub const DTIME: usize = 0x14;
-    /// `i_links_count`.
-    pub const LINKS: usize = 0x1A;
-    /// `i_blocks_lo`.
-    pub const BLOCKS: usize = 0x1C;
-    /// `i_flags`.
-    pub const FLAGS: usize = 0x20;
-    /// `i_block`.
-    pub const BLOCK: usize = 0x28;
-    /// `i_file_acl_lo`.
-    pub const FILE_ACL: usize = 0x68;
-    /// `i_size_high`.
-    pub const SIZE_HIGH: usize = 0x6C;
-    /// `l_i_blocks_high`.
-    pub const BLOCKS_HIGH: usize = 0x74;
-    /// `l_i_file_acl_high`.
-    pub const FILE_ACL_HIGH: usize = 0x76;
-    /// `i_extra_isize`.
-    pub const EXTRA_ISIZE: usize = 0x80;
-}
-
-/// Superblock feature word offsets.
-pub mod sbf {
-    /// `s_feature_compat`.
-    pub const COMPAT: usize = 0x5C;
-    /// `s_feature_incompat`.
-    pub const INCOMPAT: usize = 0x60;
-    /// `s_feature_ro_compat`.
-    pub const RO_COMPAT: usize = 0x64;
-}
-
-/// Sets bits in a superblock feature word.
-pub fn set_feature(stage: &mut Staging<'_>, word: usize, bits: u32) {
-    let sb = stage.sb_mut();
-    let v = le_u32(sb, word) | bits;
-    put_le_u32(sb, word, v);
-}
-
-/// Clears bits in a superblock feature word.
-pub fn clear_feature(stage: &mut Staging<'_>, word: usize, bits: u32) {
-    let sb = stage.sb_mut();
-    let v = le_u32(sb, word) & !bits;
-    put_le_u32(sb, word, v);
-}
-
-/// Drops a group descriptor's uninit flags and unused-inode mark.
-pub fn clear_uninit(d: &mut [u8], large: bool) {
-    let fl = le_u16(d, 0x12)
-        & !(ext4_layout::group_desc::BG_INODE_UNINIT | ext4_layout::group_desc::BG_BLOCK_UNINIT);
-    put_le_u16(d, 0x12, fl);
-    super::rebuild::put_split(d, 0x1C, 0x32, 0, large);
-}
-
-fn set_flags(raw: &mut [u8], set: u32, clear: u32) {
-    let v = (le_u32(raw, off::FLAGS) | set) & !clear;
-    put_le_u32(raw, off::FLAGS, v);
-}
-
-/// Sets an inode's size.
-pub fn set_size(raw: &mut [u8], v: u64) {
-    put_le_u32(raw, off::SIZE, v as u32);
-    put_le_u32(raw, off::SIZE_HIGH, (v >> 32) as u32);
-}
-
-/// Raises an inode's size to `want` if it is smaller.
-pub fn grow_size(raw: &mut [u8], want: u64) {
-    let size = u64::from(le_u32(raw, off::SIZE)) | (u64::from(le_u32(raw, off::SIZE_HIGH)) << 32);
-    if size < want {
-        set_size(raw, want);
-    }
-}
-
-/// e2fsck's "clear inode": no links, deleted now, no flags; reserved
-/// inodes also lose their block pointers, and inode 1 its first 128 bytes.
-pub fn clear_inode(raw: &mut [u8], ino: u32, first_ino: u32, now: u32) {
-    if ino == 1 {
-        raw[..128].fill(0);
-        return;
-    }
-    put_le_u32(raw, off::FLAGS, 0);
-    put_le_u16(raw, off::LINKS, 0);
-    put_le_u32(raw, off::DTIME, now);
-    if ino < first_ino {
-        raw[off::BLOCK..off::BLOCK + 60].fill(0);
-    }
-}
 
 /// Whether the superblock names inode `ino` (journal, quota files, the
 /// orphan file): the check walks such an inode's blocks whatever its link
@@ -138,7 +49,7 @@ fn clear_bad_block_entries(
     {
         let r = stage.inode(io, 1)?;
         for i in 0..15 {
-            let at = off::BLOCK + 4 * i;
+            let at = I_BLOCK_OFFSET + 4 * i;
             let b = u64::from(le_u32(r, at));
             if b == 0 {
                 continue;
@@ -182,7 +93,7 @@ fn clear_bad_block_entries(
 /// to the raw inode; the caller recomputes its checksum.
 pub fn inode_local_fix(raw: &mut [u8], f: &Finding) -> bool {
     match (f.code, f.num2) {
-        (Code::SetDtime, _) => put_le_u32(raw, off::DTIME, 0),
+        (Code::SetDtime, _) => field::i_dtime.set(raw, 0),
         (Code::BadIBlocks, Some(v)) => set_i_blocks(raw, v),
         (Code::BadISize, Some(v)) => set_size(raw, v),
         (Code::InodeOnlyCsumInvalid, _) => {}
@@ -212,11 +123,6 @@ impl FixSink for Streamed<'_> {
             })
             .is_ok()
     }
-}
-
-fn set_i_blocks(raw: &mut [u8], v: u64) {
-    put_le_u32(raw, off::BLOCKS, v as u32);
-    put_le_u16(raw, off::BLOCKS_HIGH, (v >> 32) as u16);
 }
 
 /// Which group metadata a relocation moves.
@@ -353,8 +259,7 @@ pub fn fix_super<'a, 'f>(
             // unused-inode mark go (writing it recomputes the checksum).
             // So are uninit flags without descriptor checksums.
             Code::GroupDescChecksum | Code::GroupUninitWithoutCsum => {
-                let large = st.fs.geo.desc_size >= 64;
-                clear_uninit(stage.gd_mut(g), large);
+                clear_uninit(stage.gd_mut(g));
                 true
             }
             Code::BlockBitmapNotInGroup => relocate(st, stage, io, g, Meta::BlockBitmap),
@@ -569,13 +474,13 @@ pub fn fix_pass1<'a, 'f>(
                 // in e2fsck: its bad mode goes too, or the next check
                 // finds it again.
                 if ino < first_ino && codes.contains(&Code::ReservedBadMode) {
-                    put_le_u16(raw, off::MODE, 0);
+                    field::i_mode.set(raw, 0);
                 }
                 // So is an inode the superblock names (a quota file, the
                 // orphan file): its blocks are walked whatever its link
                 // count, so a cleared one must map nothing.
                 if named_in_superblock(fs, ino) {
-                    raw[off::BLOCK..off::BLOCK + 60].fill(0);
+                    raw[I_BLOCK].fill(0);
                 }
                 fixed.extend(fs_.iter().copied());
             }
@@ -602,7 +507,7 @@ pub fn fix_pass1<'a, 'f>(
         let Ok(raw) = stage.inode(io, ino) else {
             continue;
         };
-        let links = le_u16(raw, off::LINKS);
+        let links = field::i_links_count.get(raw);
         let mut done: Vec<&'a Finding> = Vec::new();
         // In the order e2fsck asks, so each fix sees the ones before it.
         let mut ordered: Vec<&&'a Finding> = fs_.iter().collect();
@@ -610,15 +515,15 @@ pub fn fix_pass1<'a, 'f>(
         for f in ordered {
             let ok = match f.code {
                 Code::LowDtime => {
-                    put_le_u32(raw, off::DTIME, if links != 0 { 0 } else { now });
+                    field::i_dtime.set(raw, if links != 0 { 0 } else { now });
                     true
                 }
                 Code::ZeroDtime => {
-                    put_le_u32(raw, off::DTIME, now);
+                    field::i_dtime.set(raw, now);
                     true
                 }
                 Code::SetDtime | Code::RootDtime => {
-                    put_le_u32(raw, off::DTIME, 0);
+                    field::i_dtime.set(raw, 0);
                     true
                 }
                 Code::CasefoldNondir | Code::CasefoldFeature => {
@@ -647,22 +552,21 @@ pub fn fix_pass1<'a, 'f>(
                             true
                         }
                 }
-                Code::InlineDataNoAttr if le_u32(raw, off::FLAGS) & flags::INLINE_DATA == 0 => {
+                Code::InlineDataNoAttr if field::i_flags.get(raw) & flags::INLINE_DATA == 0 => {
                     // An earlier fix took the inline data flag away.
                     true
                 }
                 Code::InlineDataNoAttr => {
                     set_size(raw, 0);
                     set_flags(raw, 0, flags::INLINE_DATA);
-                    raw[off::BLOCK..off::BLOCK + 60].fill(0);
+                    raw[I_BLOCK].fill(0);
                     true
                 }
                 Code::UnsetExtentFlag => {
                     // Only while i_block still holds a valid extent root
                     // (an earlier fix may have emptied it).
-                    let root =
-                        ext4_layout::extent::ExtentNode::new(&raw[off::BLOCK..off::BLOCK + 60])
-                            .is_some_and(|n| n.validate(true).is_ok());
+                    let root = ext4_layout::extent::ExtentNode::new(&raw[I_BLOCK])
+                        .is_some_and(|n| n.validate(true).is_ok());
                     if root {
                         set_flags(raw, flags::EXTENTS, 0);
                     }
@@ -677,7 +581,7 @@ pub fn fix_pass1<'a, 'f>(
                     bb_cleared && f.blk.is_some_and(|b| primary.contains(&b))
                 }
                 Code::JournalBadMode | Code::QuotaBadMode | Code::OrphanFileBadMode => {
-                    put_le_u16(raw, off::MODE, 0o100000);
+                    field::i_mode.set(raw, 0o100000);
                     true
                 }
                 Code::JournalInodeNotClear
@@ -687,7 +591,7 @@ pub fn fix_pass1<'a, 'f>(
                     true
                 }
                 Code::ReservedBadMode => {
-                    put_le_u16(raw, off::MODE, 0);
+                    field::i_mode.set(raw, 0);
                     true
                 }
                 Code::SetImagic => {
@@ -697,7 +601,7 @@ pub fn fix_pass1<'a, 'f>(
                 Code::ExtraIsize => {
                     let isz = fs.geo.inode_size as u16;
                     let max = isz - 128;
-                    let cur = le_u16(raw, off::EXTRA_ISIZE);
+                    let cur = field::i_extra_isize_raw.get(raw);
                     let v = if cur < 4 || cur > max {
                         let want = fs.sb().s_want_extra_isize();
                         if want >= 4 && want <= max && want % 4 == 0 {
@@ -708,7 +612,7 @@ pub fn fix_pass1<'a, 'f>(
                     } else {
                         (cur + 3) & !3
                     };
-                    put_le_u16(raw, off::EXTRA_ISIZE, v);
+                    field::i_extra_isize_raw.set(raw, v);
                     true
                 }
                 Code::InodeEaAllocCollision
@@ -725,7 +629,7 @@ pub fn fix_pass1<'a, 'f>(
                     {
                         true
                     } else {
-                        let at = 128 + usize::from(le_u16(raw, off::EXTRA_ISIZE));
+                        let at = 128 + usize::from(field::i_extra_isize_raw.get(raw));
                         if at + 4 <= raw.len() {
                             raw[at..at + 4].fill(0);
                         }
@@ -750,8 +654,8 @@ pub fn fix_pass1<'a, 'f>(
                     true
                 }
                 Code::TreatAsDirectory => {
-                    let m = le_u16(raw, off::MODE);
-                    put_le_u16(raw, off::MODE, (m & 0o7777) | 0o40000);
+                    let m = field::i_mode.get(raw);
+                    field::i_mode.set(raw, (m & 0o7777) | 0o40000);
                     true
                 }
                 Code::FastSymlinkExtentFlag => {
@@ -804,9 +708,9 @@ pub fn fix_pass1<'a, 'f>(
                 .geo
                 .incompat
                 .contains(ext4_layout::features::IncompatFeatures::BIT64);
-            put_le_u32(raw, off::FILE_ACL, 0);
+            field::i_file_acl_lo.set(raw, 0);
             if is64 {
-                put_le_u16(raw, off::FILE_ACL_HIGH, 0);
+                field::l_i_file_acl_high.set(raw, 0);
             }
             done.extend(fs_.iter().copied().filter(|f| {
                 matches!(
@@ -959,11 +863,4 @@ fn e2fsck_order(c: Code) -> u32 {
 
 fn codes_has(fs_: &[&Finding], c: Code) -> bool {
     fs_.iter().any(|f| f.code == c)
-}
-
-/// The time to stamp on cleared inodes.
-pub fn now() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as u32)
 }

@@ -7,17 +7,19 @@ use crate::error::Error;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ext4_layout::bytes::{be_u32, be_u64, le_u16, le_u32, put_be_u32, put_le_u16, put_le_u32};
+use ext4_layout::bytes::{be_u32, be_u64, le_u16, put_be_u32, put_le_u16, put_le_u32};
 use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
+use ext4_layout::inode::{field, i_block_word, I_BLOCK, I_BLOCK_OFFSET};
 use ext4_layout::journal::descriptor::{BlockTag, DescriptorBlock, TagFlags};
 use ext4_layout::journal::revoke::RevokeBlock;
 use ext4_layout::journal::superblock::{JournalFeatures, JournalSuperblock};
 use ext4_layout::journal::{blocktype, BlockHeader, JBD2_MAGIC};
 use pipeline::Device;
 
-use super::inodes::{now, off, sbf};
+use super::account::account;
+use super::raw::{now, sbf};
 use super::stage::{Kind, Staging};
 use check_core::fs::{open_fs, Fs, OpenOptions};
 use check_core::io::Io;
@@ -69,9 +71,9 @@ fn commit(
     Ok(())
 }
 
-fn clear_bits(sb: &mut [u8], word: usize, bits: u32) {
-    let v = le_u32(sb, word) & !bits;
-    put_le_u32(sb, word, v);
+fn clear_bits(sb: &mut [u8], word: ext4_layout::field::Field<u32>, bits: u32) {
+    let v = word.get(sb) & !bits;
+    word.set(sb, v);
 }
 
 fn clear_valid(sb: &mut [u8]) {
@@ -255,7 +257,7 @@ pub fn before_passes(
                     put_be_u32(&mut jsb, 0x14, 1);
                     put_be_u32(&mut jsb, 0x18, now() ^ 0x5A5A_1234);
                     let sb = st.sb_mut();
-                    let had_recover = le_u32(sb, sbf::INCOMPAT) & IncompatFeatures::RECOVER.0 != 0;
+                    let had_recover = sbf::INCOMPAT.get(sb) & IncompatFeatures::RECOVER.0 != 0;
                     clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
                     if had_recover {
                         clear_valid(sb);
@@ -412,8 +414,8 @@ fn move_visible_journal(
     }
     {
         let r = st.inode(&mut io, inum)?;
-        put_le_u16(r, off::LINKS, 0);
-        put_le_u32(r, off::DTIME, now());
+        field::i_links_count.set(r, 0);
+        field::i_dtime.set(r, now());
     }
     put_le_u32(st.sb_mut(), 0xE0, JOURNAL_INO);
     account(&fs, &mut st, &mut io, &[], &[], Some((inum, false, true)));
@@ -447,7 +449,7 @@ pub fn backup_journal_map(
         return Ok(());
     };
     let kind = fs.sb[0xFD];
-    let iblock = &raw[off::BLOCK..off::BLOCK + 60];
+    let iblock = &raw[I_BLOCK];
     let stale = kind == 0 || (kind == 1 && fs.sb[0x10C..0x10C + 60] != *iblock);
     if !stale {
         return Ok(());
@@ -455,8 +457,8 @@ pub fn backup_journal_map(
     {
         let sb = st.sb_mut();
         sb[0x10C..0x10C + 60].copy_from_slice(iblock);
-        put_le_u32(sb, 0x10C + 60, le_u32(&raw, off::SIZE_HIGH));
-        put_le_u32(sb, 0x10C + 64, le_u32(&raw, off::SIZE));
+        put_le_u32(sb, 0x10C + 60, field::i_size_high.get(&raw));
+        put_le_u32(sb, 0x10C + 64, field::i_size_lo.get(&raw));
         sb[0xFD] = 1;
     }
     let mut f = Finding::new(Code::JournalBackupUpdated);
@@ -889,15 +891,14 @@ fn release<'f>(
         // in the bitmaps and counts too, as e2fsck releases them.
         let dir = inode.file_type() == Some(ext4_layout::inode::FileType::Directory);
         let r = st.inode(io, ino).ok()?;
-        put_le_u32(r, off::DTIME, now());
-        put_le_u32(r, off::BLOCKS, 0);
-        put_le_u16(r, off::BLOCKS_HIGH, 0);
+        field::i_dtime.set(r, now());
+        ext4_layout::inode::BLOCKS.set(r, 0);
         let freed: Vec<u64> = before.into_iter().collect();
         account(fs, st, io, &freed, &[], Some((ino, dir, true)));
     } else {
         truncate(fs, maps, st, io, ino, inode.size()).ok()?;
         let r = st.inode(io, ino).ok()?;
-        put_le_u32(r, off::DTIME, 0);
+        field::i_dtime.set(r, 0);
         let after = clusters(st, io);
         let freed: Vec<u64> = before.difference(&after).copied().collect();
         let taken: Vec<u64> = after.difference(&before).copied().collect();
@@ -905,139 +906,6 @@ fn release<'f>(
         let _ = super::map::recount_i_blocks(st, io, ino);
     }
     Some(next)
-}
-
-/// Brings the bitmaps and free counts up to date with clusters freed and
-/// taken, and an inode freed or taken (`(ino, is_dir, freed)`), as
-/// e2fsck's allocation statistics do when it releases an orphan or
-/// replays a fast commit. Groups whose bitmaps are
-/// not initialised are left alone (nothing of theirs was in use).
-pub(super) fn account<'f>(
-    fs: &'f Fs,
-    st: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    freed: &[u64],
-    taken: &[u64],
-    inode: Option<(u32, bool, bool)>,
-) {
-    let geo = &fs.geo;
-    let bs = fs.block_size();
-    let seed = geo.csum_seed;
-    let csum = fs.metadata_csum();
-    let large = geo.desc_size >= 64;
-    let cpg = u64::from(geo.clusters_per_group);
-    let first = geo.first_data_block >> geo.cluster_bits;
-    let ratio = u64::from(geo.cluster_ratio.max(1));
-    use super::rebuild::{get_split, put_split};
-    let mut sb_blocks_delta: i64 = 0;
-    for (&c, free) in freed
-        .iter()
-        .map(|c| (c, true))
-        .chain(taken.iter().map(|c| (c, false)))
-        .collect::<Vec<_>>()
-        .iter()
-    {
-        let Some(rel) = c.checked_sub(first) else {
-            continue;
-        };
-        let g = (rel / cpg) as u32;
-        let bit = (rel % cpg) as usize;
-        if g >= geo.group_count {
-            continue;
-        }
-        let (bb, flags) = {
-            let d = st.gd(g);
-            (
-                ext4_layout::group_desc::GroupDesc::over(d).block_bitmap(),
-                le_u16(d, 0x12),
-            )
-        };
-        if flags & ext4_layout::group_desc::BG_BLOCK_UNINIT != 0 || bb == 0 {
-            continue;
-        }
-        let Ok(b) = st.block(io, bb, Kind::Plain) else {
-            continue;
-        };
-        let was = b[bit / 8] & (1 << (bit % 8)) != 0;
-        if *free == was {
-            if *free {
-                b[bit / 8] &= !(1 << (bit % 8));
-            } else {
-                b[bit / 8] |= 1 << (bit % 8);
-            }
-            let bmap = b[..(cpg as usize).div_ceil(8).min(bs)].to_vec();
-            let d = st.gd_mut(g);
-            let n = get_split(d, 0x0C, 0x2C, large);
-            put_split(
-                d,
-                0x0C,
-                0x2C,
-                if *free { n + 1 } else { n.saturating_sub(1) },
-                large,
-            );
-            if csum {
-                ext4_layout::edit::set_bitmap_checksum(d, false, seed, &bmap);
-            }
-            sb_blocks_delta += if *free { ratio as i64 } else { -(ratio as i64) };
-        }
-    }
-    if sb_blocks_delta != 0 {
-        let sb = st.sb_mut();
-        let cur = u64::from(le_u32(sb, 0x0C)) | (u64::from(le_u32(sb, 0x158)) << 32);
-        let v = (cur as i64 + sb_blocks_delta).max(0) as u64;
-        put_le_u32(sb, 0x0C, v as u32);
-        put_le_u32(sb, 0x158, (v >> 32) as u32);
-    }
-    if let Some((ino, dir, free)) = inode {
-        let ipg = geo.inodes_per_group;
-        let g = (ino - 1) / ipg;
-        let bit = ((ino - 1) % ipg) as usize;
-        let (ib, flags) = {
-            let d = st.gd(g);
-            (
-                ext4_layout::group_desc::GroupDesc::over(d).inode_bitmap(),
-                le_u16(d, 0x12),
-            )
-        };
-        if flags & ext4_layout::group_desc::BG_INODE_UNINIT == 0 && ib != 0 {
-            if let Ok(b) = st.block(io, ib, Kind::Plain) {
-                let was = b[bit / 8] & (1 << (bit % 8)) != 0;
-                if was == free {
-                    if free {
-                        b[bit / 8] &= !(1 << (bit % 8));
-                    } else {
-                        b[bit / 8] |= 1 << (bit % 8);
-                    }
-                    let imap = b[..(ipg as usize).div_ceil(8).min(bs)].to_vec();
-                    let d = st.gd_mut(g);
-                    let n = get_split(d, 0x0E, 0x2E, large);
-                    put_split(
-                        d,
-                        0x0E,
-                        0x2E,
-                        if free { n + 1 } else { n.saturating_sub(1) },
-                        large,
-                    );
-                    if dir {
-                        let nd = get_split(d, 0x10, 0x30, large);
-                        put_split(
-                            d,
-                            0x10,
-                            0x30,
-                            if free { nd.saturating_sub(1) } else { nd + 1 },
-                            large,
-                        );
-                    }
-                    if csum {
-                        ext4_layout::edit::set_bitmap_checksum(d, true, seed, &imap);
-                    }
-                    let sb = st.sb_mut();
-                    let f = le_u32(sb, 0x10);
-                    put_le_u32(sb, 0x10, if free { f + 1 } else { f.saturating_sub(1) });
-                }
-            }
-        }
-    }
 }
 
 /// Drops every block of an inode past its size.
@@ -1070,7 +938,7 @@ fn truncate<'f>(
             out.push(l);
         }
         if changed {
-            super::blocks::write_extent_tree(st, io, ino, &out)?;
+            super::tree::write_extent_tree(st, io, ino, &out)?;
         }
         return Ok(());
     }
@@ -1083,13 +951,13 @@ fn truncate<'f>(
     let r = st.inode(io, ino)?;
     for k in 0..12u64 {
         if k >= keep {
-            put_le_u32(r, off::BLOCK + 4 * k as usize, 0);
+            i_block_word(k as usize).set(r, 0);
         }
     }
     let starts = [12u64, 12 + per, 12 + per + per * per];
     for (i, &s) in starts.iter().enumerate() {
         if s >= keep {
-            put_le_u32(r, off::BLOCK + 4 * (12 + i), 0);
+            put_le_u32(r, I_BLOCK_OFFSET + 4 * (12 + i), 0);
         }
     }
     Ok(())

@@ -9,6 +9,7 @@
 //! Every write goes through [`fixer::Fixer`]; nothing here opens the
 //! device for writing itself.
 
+mod account;
 mod alloc;
 pub mod badblocks;
 mod blocks;
@@ -26,6 +27,7 @@ mod map;
 mod mkjournal;
 pub(crate) mod orphan;
 mod quota;
+mod raw;
 mod rebuild;
 mod rehash;
 mod round;
@@ -33,6 +35,7 @@ mod run;
 mod skip;
 pub mod stage;
 mod steps;
+mod tree;
 
 use std::path::PathBuf;
 

@@ -7,8 +7,8 @@ use std::io;
 use ext4_layout::bytes::{le_u32, put_le_u32};
 use ext4_layout::extent::ExtentNode;
 use ext4_layout::inode::{flags, Inode};
+use ext4_layout::inode::{i_block_word, I_BLOCK, I_BLOCK_OFFSET};
 
-use super::inodes::off;
 use super::stage::{Kind, Staging};
 use check_core::io::Io;
 use check_core::pass1::LeafExtent;
@@ -24,7 +24,7 @@ pub fn extents_of<'f>(
     raw: &[u8],
 ) -> io::Result<Vec<LeafExtent>> {
     let mut out = Vec::new();
-    let root = raw[off::BLOCK..off::BLOCK + 60].to_vec();
+    let root = raw[I_BLOCK].to_vec();
     walk_node(stage, io, &root, 0, &mut out, &mut Vec::new())?;
     Ok(out)
 }
@@ -122,7 +122,7 @@ fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<
     }
     if inode.has_flag(flags::EXTENTS) {
         let mut leaves = Vec::new();
-        let root = raw[off::BLOCK..off::BLOCK + 60].to_vec();
+        let root = raw[I_BLOCK].to_vec();
         walk_node(stage, io, &root, 0, &mut leaves, &mut tree)?;
         for e in leaves {
             for k in 0..e.len {
@@ -134,14 +134,14 @@ fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<
     }
     let per = (stage.fs().block_size() / 4) as u64;
     for k in 0..12u64 {
-        let b = u64::from(le_u32(&raw, off::BLOCK + 4 * k as usize));
+        let b = u64::from(i_block_word(k as usize).get(&raw));
         if b != 0 {
             v.push((k, b));
         }
     }
     let mut start = 12u64;
     for level in 1..=3u32 {
-        let b = u64::from(le_u32(&raw, off::BLOCK + 4 * (11 + level as usize)));
+        let b = u64::from(i_block_word(11 + level as usize).get(&raw));
         if b != 0 {
             walk_ind(stage, io, b, level, start, &mut v, &mut tree)?;
         }
@@ -174,16 +174,16 @@ pub fn truncate_map<'f>(
             e.len = e.len.min(keep - e.lblk);
             kept.push(e);
         }
-        super::blocks::write_extent_tree(stage, io, ino, &kept)?;
+        super::tree::write_extent_tree(stage, io, ino, &kept)?;
     } else {
         let per = (stage.fs().block_size() / 4) as u64;
         for k in keep.min(12)..12 {
             let r = stage.inode(io, ino)?;
-            put_le_u32(r, off::BLOCK + 4 * k as usize, 0);
+            i_block_word(k as usize).set(r, 0);
         }
         let mut start = 12u64;
         for level in 1..=3u32 {
-            let slot = off::BLOCK + 4 * (11 + level as usize);
+            let slot = I_BLOCK_OFFSET + 4 * (11 + level as usize);
             let b = u64::from(le_u32(&stage.inode_copy(io, ino)?, slot));
             if b != 0 && cut_ind(stage, io, b, level, start, keep, per)? {
                 let r = stage.inode(io, ino)?;
@@ -279,8 +279,7 @@ pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) 
         blocks * (fs.block_size() as u64 / 512)
     };
     let r = stage.inode(io, ino)?;
-    put_le_u32(r, off::BLOCKS, v as u32);
-    ext4_layout::bytes::put_le_u16(r, off::BLOCKS_HIGH, (v >> 32) as u16);
+    ext4_layout::inode::BLOCKS.set(r, v);
     Ok(())
 }
 
@@ -351,12 +350,12 @@ pub fn map_block<'f>(
             }
             merged.push(e);
         }
-        return super::blocks::write_extent_tree(stage, io, ino, &merged);
+        return super::tree::write_extent_tree(stage, io, ino, &merged);
     }
     let per = (stage.fs().block_size() / 4) as u64;
     if lblk < 12 {
         let r = stage.inode(io, ino)?;
-        put_le_u32(r, off::BLOCK + 4 * lblk as usize, blk as u32);
+        i_block_word(lblk as usize).set(r, blk as u32);
         return Ok(());
     }
     let (slot, rel, level) = if lblk < 12 + per {
@@ -366,12 +365,12 @@ pub fn map_block<'f>(
     } else {
         return Err(bad("the block is beyond what this repair maps"));
     };
-    let mut top = u64::from(le_u32(&raw, off::BLOCK + 4 * slot));
+    let mut top = u64::from(i_block_word(slot).get(&raw));
     if top == 0 {
         top = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
         stage.fresh_block(top, Kind::Plain);
         let r = stage.inode(io, ino)?;
-        put_le_u32(r, off::BLOCK + 4 * slot, top as u32);
+        i_block_word(slot).set(r, top as u32);
     }
     let mut cur = top;
     let mut rel = rel;

@@ -3,12 +3,13 @@
 //! answers "Recreate journal".
 
 use crate::error::Error;
-use ext4_layout::bytes::{put_be_u32, put_le_u16, put_le_u32};
+use ext4_layout::bytes::{put_be_u32, put_le_u32};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::flags;
+use ext4_layout::inode::{field, I_BLOCK};
 use ext4_layout::journal::{blocktype, JBD2_MAGIC};
 
-use super::inodes::{now, off, sbf, set_feature, set_size};
+use super::raw::{now, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
 use check_core::io::Io;
@@ -63,22 +64,22 @@ pub fn create<'f>(
     {
         let r = stage.inode(io, JOURNAL_INO).map_err(Error::JournalInode)?;
         r.fill(0);
-        put_le_u16(r, off::MODE, 0o100_600);
-        put_le_u16(r, off::LINKS, 1);
+        field::i_mode.set(r, 0o100_600);
+        field::i_links_count.set(r, 1);
         set_size(r, size);
         let t = now();
         for o in [0x08, 0x0C, 0x10] {
             put_le_u32(r, o, t);
         }
         if isz > 128 {
-            put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
+            field::i_extra_isize_raw.set(r, 32.min((isz - 128) as u16));
         }
         if extents {
-            put_le_u32(r, off::FLAGS, flags::EXTENTS);
+            field::i_flags.set(r, flags::EXTENTS);
         }
     }
     let mapped = if extents {
-        super::blocks::write_extent_tree(stage, io, JOURNAL_INO, &runs)
+        super::tree::write_extent_tree(stage, io, JOURNAL_INO, &runs)
     } else {
         runs.iter().try_for_each(|r| {
             (0..r.len).try_for_each(|k| {
@@ -114,7 +115,7 @@ pub fn create<'f>(
         }
     }
     // The superblock: the feature, the inode, a backup of its map.
-    let iblock = stage.inode_copy(io, JOURNAL_INO)?[off::BLOCK..off::BLOCK + 60].to_vec();
+    let iblock = stage.inode_copy(io, JOURNAL_INO)?[I_BLOCK].to_vec();
     {
         set_feature(stage, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
         let sb = stage.sb_mut();

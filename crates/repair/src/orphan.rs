@@ -4,12 +4,13 @@
 //! recreated, a file without a journal removed, and the `orphan_present`
 //! flag dropped, as e2fsck does once the check is over.
 
-use ext4_layout::bytes::{put_le_u16, put_le_u32};
+use ext4_layout::bytes::put_le_u32;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
+use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
 use ext4_layout::orphan::{self, CsumKey, OrphanBlock};
 
-use super::inodes::{clear_feature, now, off, sbf, set_size};
+use super::raw::{clear_feature, now, sbf, set_size};
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
 use check_core::fs::Fs;
@@ -135,19 +136,19 @@ fn recreate<'f>(
     {
         let r = stage.inode(io, ino).ok()?;
         r.fill(0);
-        put_le_u16(r, off::MODE, 0o100_600);
-        put_le_u16(r, off::LINKS, 1);
+        field::i_mode.set(r, 0o100_600);
+        field::i_links_count.set(r, 1);
         set_size(r, n * bs);
         let t = now();
         for o in [0x08, 0x0C, 0x10] {
             put_le_u32(r, o, t);
         }
-        put_le_u32(r, off::FLAGS, flags::EXTENTS);
+        field::i_flags.set(r, flags::EXTENTS);
         if isz > 128 {
-            put_le_u16(r, off::EXTRA_ISIZE, 32.min((isz - 128) as u16));
+            field::i_extra_isize_raw.set(r, 32.min((isz - 128) as u16));
         }
     }
-    super::blocks::write_extent_tree(stage, io, ino, &leaves).ok()?;
+    super::tree::write_extent_tree(stage, io, ino, &leaves).ok()?;
     super::map::recount_i_blocks(stage, io, ino).ok()?;
     let csum = fs.metadata_csum().then_some(fs.geo.csum_seed);
     for l in &leaves {

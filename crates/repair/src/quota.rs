@@ -183,7 +183,7 @@ pub fn rewrite<'f>(
     super::map::recount_i_blocks(stage, io, ino)?;
     let size = (content.len() as u64).max(old_size);
     let r = stage.inode(io, ino)?;
-    super::inodes::set_size(r, size);
+    super::raw::set_size(r, size);
     Ok(())
 }
 

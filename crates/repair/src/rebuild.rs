@@ -2,9 +2,10 @@
 //! flags and unused-inode mark, and the superblock's totals, rewritten
 //! from what the passes found in use.
 
+use ext4_layout::group_desc as gd;
 use std::io;
 
-use ext4_layout::bytes::{le_u16, put_le_u16};
+use ext4_layout::bytes::le_u16;
 use ext4_layout::edit;
 use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4_layout::inode::FileType;
@@ -103,21 +104,20 @@ pub fn rebuild_group_summaries(
         if ib != 0 && ib < geo.blocks_count {
             st.fresh_block(ib, Kind::Plain).copy_from_slice(&imap);
         }
-        let large = geo.desc_size >= 64;
         let d = st.gd_mut(g);
-        let mut flags = u16::from_le_bytes([d[0x12], d[0x13]]) & !BG_BLOCK_UNINIT;
-        put_counts(d, free as u32, ifree as u32, dirs as u32, large);
+        let mut flags = gd::field::bg_flags.get(d) & !BG_BLOCK_UNINIT;
+        put_counts(d, free as u64, ifree as u64, dirs as u64);
         if gdt_csum {
             // As the library does when it writes descriptors: a group
             // with no inode in use is uninitialised, otherwise the unused
             // tail of its inode table is marked.
             if ifree == ipg {
                 flags |= BG_INODE_UNINIT;
-                put_split(d, 0x1C, 0x32, ipg as u32, large);
+                gd::ITABLE_UNUSED.set(d, ipg as u64);
             } else {
                 flags &= !BG_INODE_UNINIT;
                 let used_to = last_used.map_or(ipg, |l| l + 1);
-                put_split(d, 0x1C, 0x32, (ipg - used_to) as u32, large);
+                gd::ITABLE_UNUSED.set(d, (ipg - used_to) as u64);
             }
             // (The library compares a cluster count with blocks per group.)
             if free == u64::from(geo.blocks_per_group) && g + 1 != geo.group_count {
@@ -126,7 +126,7 @@ pub fn rebuild_group_summaries(
         } else {
             flags &= !BG_INODE_UNINIT;
         }
-        put_le_u16(d, 0x12, flags);
+        gd::field::bg_flags.set(d, flags);
         if csum {
             edit::set_bitmap_checksum(d, false, seed, &bmap[..nb]);
             edit::set_bitmap_checksum(d, true, seed, &imap[..ni]);
@@ -134,34 +134,14 @@ pub fn rebuild_group_summaries(
     }
     let free_blocks = total_free_clusters << bits;
     let sb = st.sb_mut();
-    ext4_layout::bytes::put_le_u32(sb, 0x0C, free_blocks as u32);
-    ext4_layout::bytes::put_le_u32(sb, 0x158, (free_blocks >> 32) as u32);
-    ext4_layout::bytes::put_le_u32(sb, 0x10, total_free_inodes as u32);
+    ext4_layout::superblock::FREE_BLOCKS_COUNT.set(sb, free_blocks);
+    ext4_layout::superblock::field::s_free_inodes_count.set(sb, total_free_inodes as u32);
     let _ = io;
     Ok(())
 }
 
-/// Reads a value split into low and high 16-bit halves (the high half
-/// only in 64-byte descriptors).
-pub fn get_split(d: &[u8], lo: usize, hi: usize, large: bool) -> u32 {
-    u32::from(le_u16(d, lo))
-        | if large {
-            u32::from(le_u16(d, hi)) << 16
-        } else {
-            0
-        }
-}
-
-/// Stores a value split into low and high 16-bit halves.
-pub fn put_split(d: &mut [u8], lo: usize, hi: usize, v: u32, large: bool) {
-    put_le_u16(d, lo, v as u16);
-    if large {
-        put_le_u16(d, hi, (v >> 16) as u16);
-    }
-}
-
-fn put_counts(d: &mut [u8], free_blocks: u32, free_inodes: u32, dirs: u32, large: bool) {
-    put_split(d, 0x0C, 0x2C, free_blocks, large);
-    put_split(d, 0x0E, 0x2E, free_inodes, large);
-    put_split(d, 0x10, 0x30, dirs, large);
+fn put_counts(d: &mut [u8], free_blocks: u64, free_inodes: u64, dirs: u64) {
+    gd::FREE_BLOCKS.set(d, free_blocks);
+    gd::FREE_INODES.set(d, free_inodes);
+    gd::USED_DIRS.set(d, dirs);
 }

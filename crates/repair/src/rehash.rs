@@ -8,13 +8,13 @@
 
 use std::collections::BTreeSet;
 
-use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
+use ext4_layout::bytes::{put_le_u16, put_le_u32};
 use ext4_layout::dirent::{encode_rec_len, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures};
+use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
 
-use super::inodes::off;
 use super::stage::{Kind, Staging};
 use check_core::fs::Fs;
 use check_core::io::Io;
@@ -216,9 +216,9 @@ pub fn rebuild<'f>(
         map_extents(stage, io, dir, &phys)?;
     }
     let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
-    let fl = le_u32(r, off::FLAGS) | flags::INDEX;
-    put_le_u32(r, off::FLAGS, fl);
-    super::inodes::grow_size(r, (needed * g.bs) as u64);
+    let fl = field::i_flags.get(r) | flags::INDEX;
+    field::i_flags.set(r, fl);
+    super::raw::grow_size(r, (needed * g.bs) as u64);
     if needed > c.blocks.len() {
         super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
     }
@@ -307,14 +307,14 @@ pub fn optimize<'f>(
         .collect();
     let freed: Vec<u64> = before.into_iter().filter(|b| !after.contains(b)).collect();
     let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
-    let mut fl = le_u32(r, off::FLAGS);
+    let mut fl = field::i_flags.get(r);
     if linear {
         fl &= !flags::INDEX;
     } else {
         fl |= flags::INDEX;
     }
-    put_le_u32(r, off::FLAGS, fl);
-    super::inodes::set_size(r, (end * g.bs) as u64);
+    field::i_flags.set(r, fl);
+    super::raw::set_size(r, (end * g.bs) as u64);
     super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
     Ok(freed)
 }
@@ -388,7 +388,7 @@ fn map_extents<'f>(
             }),
         }
     }
-    super::blocks::write_extent_tree(stage, io, dir, &runs).map_err(|_| "cannot map")
+    super::tree::write_extent_tree(stage, io, dir, &runs).map_err(|_| "cannot map")
 }
 
 /// Packs entries into linear blocks after '.' and '..', each as small

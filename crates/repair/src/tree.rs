@@ -1,0 +1,108 @@
+//! Writing a file's extent tree anew from its leaf extents.
+
+use std::io;
+
+use check_core::io::Io;
+use check_core::pass1::LeafExtent;
+use ext4_layout::bytes::{put_le_u16, put_le_u32};
+
+use ext4_layout::extent::{EXT4_EXT_MAGIC, EXT_INIT_MAX_LEN, EXT_UNINIT_MAX_LEN};
+use ext4_layout::inode::{field, flags, I_BLOCK};
+
+use crate::stage::{Kind, Staging};
+
+/// The longest initialised extent.
+pub(crate) const MAX_INIT_LEN: u64 = EXT_INIT_MAX_LEN as u64;
+/// The longest uninitialised extent.
+pub(crate) const MAX_UNINIT_LEN: u64 = EXT_UNINIT_MAX_LEN as u64;
+
+/// Writes an extent tree holding `leaves` for inode `ino`: in the inode
+/// when four extents or fewer, else in newly allocated blocks. The old
+/// tree blocks are no longer referenced (pass 5 frees them).
+pub fn write_extent_tree(
+    stage: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    ino: u32,
+    leaves: &[LeafExtent],
+) -> io::Result<()> {
+    let mut ext: Vec<LeafExtent> = Vec::with_capacity(leaves.len());
+    for &l in leaves {
+        let max = if l.uninit {
+            MAX_UNINIT_LEN
+        } else {
+            MAX_INIT_LEN
+        };
+        let mut done = 0;
+        while done < l.len {
+            let n = (l.len - done).min(max);
+            ext.push(LeafExtent {
+                lblk: l.lblk + done,
+                pblk: l.pblk + done,
+                len: n,
+                uninit: l.uninit,
+            });
+            done += n;
+        }
+    }
+    ext.sort_by_key(|e| e.lblk);
+    let bs = stage.fs().block_size();
+    let per = (bs - 12) / 12;
+    let goal = ext.first().map_or(0, |e| e.pblk);
+    // Level 0 holds the extents; each level above holds index entries
+    // (first logical block, child block) until four fit in the inode.
+    let mut level: Vec<(u64, [u8; 12])> = ext
+        .iter()
+        .map(|e| {
+            let mut b = [0u8; 12];
+            put_le_u32(&mut b, 0, e.lblk as u32);
+            let len = if e.uninit {
+                e.len + MAX_INIT_LEN
+            } else {
+                e.len
+            };
+            put_le_u16(&mut b, 4, len as u16);
+            put_le_u16(&mut b, 6, (e.pblk >> 32) as u16);
+            put_le_u32(&mut b, 8, e.pblk as u32);
+            (e.lblk, b)
+        })
+        .collect();
+    let mut depth = 0u16;
+    while level.len() > 4 {
+        let mut up = Vec::new();
+        for chunk in level.chunks(per) {
+            let blk = stage
+                .alloc_block(goal)
+                .ok_or_else(|| io::Error::other("no free block for an extent tree"))?;
+            let b = stage.fresh_block(blk, Kind::Extent(ino));
+            put_header(b, chunk.len(), per, depth);
+            for (k, (_, e)) in chunk.iter().enumerate() {
+                b[12 + 12 * k..24 + 12 * k].copy_from_slice(e);
+            }
+            let mut ix = [0u8; 12];
+            put_le_u32(&mut ix, 0, chunk[0].0 as u32);
+            put_le_u32(&mut ix, 4, blk as u32);
+            put_le_u16(&mut ix, 8, (blk >> 32) as u16);
+            up.push((chunk[0].0, ix));
+        }
+        level = up;
+        depth += 1;
+    }
+    let r = stage.inode(io, ino)?;
+    let root = &mut r[I_BLOCK];
+    root.fill(0);
+    put_header(root, level.len(), 4, depth);
+    for (k, (_, e)) in level.iter().enumerate() {
+        root[12 + 12 * k..24 + 12 * k].copy_from_slice(e);
+    }
+    let fl = field::i_flags.get(r) | flags::EXTENTS;
+    field::i_flags.set(r, fl);
+    Ok(())
+}
+
+fn put_header(b: &mut [u8], entries: usize, max: usize, depth: u16) {
+    put_le_u16(b, 0, EXT4_EXT_MAGIC);
+    put_le_u16(b, 2, entries as u16);
+    put_le_u16(b, 4, max as u16);
+    put_le_u16(b, 6, depth);
+    put_le_u32(b, 8, 0);
+}
