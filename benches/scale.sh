@@ -2,7 +2,7 @@
 # Times ext4chk against e2fsck on ext4-synth images of growing size, in
 # the same run, and writes the "Scale" section of BENCHMARKS.md.
 #
-#   benches/scale.sh [-r ROUNDS] [-n "1000000 3000000 10000000 30000000"] [-m "warm cold"] [-d] [-o FILE]
+#   benches/scale.sh [-r ROUNDS] [-n "1000000 3000000 10000000 30000000"] [-m "warm cold"] [-d] [-k] [-o FILE]
 #
 # For each inode count an image is written with ext4-synth (default tree:
 # 100 files and 10 subdirectories per directory, one data block per file)
@@ -16,7 +16,9 @@
 # With -d, `ext4chk -n --direct-io on` (O_DIRECT, the default for block
 # devices) is timed too. Sizes not measured in this run keep their rows:
 # the section carries its raw runs and image facts, and only the sizes
-# measured now are replaced.
+# measured now are replaced. With -k, images are kept after the run and an
+# image kept by an earlier run is used again (with what ext4-synth said
+# when it wrote it, saved beside it) instead of being written anew.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -25,12 +27,14 @@ sizes="1000000 3000000 10000000 30000000"
 modes="warm cold"
 out="$root/BENCHMARKS.md"
 direct=0
-while getopts "r:n:m:do:" opt; do
+keep=0
+while getopts "r:n:m:dko:" opt; do
   case $opt in
     r) rounds=$OPTARG ;;
     n) sizes=$OPTARG ;;
     m) modes=$OPTARG ;;
     d) direct=1 ;;
+    k) keep=1 ;;
     o) out=$OPTARG ;;
     *) sed -n 2,20p "$0"; exit 2 ;;
   esac
@@ -77,9 +81,17 @@ echo "O_DIRECT sequential read: $rate" >&2
 
 for n in $sizes; do
   img="$dir/synth-$n.img"
-  start=$(date +%s.%N)
-  made=$("$synth" --inodes "$n" "$img")
-  gen=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+  if [ $keep = 1 ] && [ -f "$img" ] && [ -f "$img.made" ]; then
+    made=$(cat "$img.made")
+    gen=$(cat "$img.gen" 2>/dev/null || echo "?")
+    echo "using the kept $img" >&2
+  else
+    start=$(date +%s.%N)
+    made=$("$synth" --inodes "$n" "$img")
+    gen=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+    echo "$made" > "$img.made"
+    echo "$gen" > "$img.gen"
+  fi
   echo "$made" >&2
   summary=$("$bin" -n "$img" 2>/dev/null | tail -1 | sed 's/^[^:]*: //')
   echo -e "$n\t$gen\t$rate\t$(du -k "$img" | cut -f1)\t$summary\t$made\t$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" >> "$facts"
@@ -99,7 +111,7 @@ for n in $sizes; do
       for t in $order; do run_one "$n" "$img" "$m" "$r" "$t"; done
     done
   done
-  rm -f "$img"
+  [ $keep = 1 ] || rm -f "$img" "$img.made" "$img.gen"
 done
 
 machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
