@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
+use crate::error::BadThreads;
 use crate::extended::{self, Extended};
 use check_core::report::exit;
 
@@ -691,7 +692,7 @@ fn unsafe_borrow_fd(fd: i32) -> std::os::fd::BorrowedFd<'static> {
 }
 
 /// `--threads`.
-fn parse_threads(s: &str) -> Result<(usize, bool), String> {
+fn parse_threads(s: &str) -> Result<(usize, bool), BadThreads> {
     if s == "auto" {
         return Ok((
             std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -700,7 +701,7 @@ fn parse_threads(s: &str) -> Result<(usize, bool), String> {
     }
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok((n, false)),
-        _ => Err(format!("'{s}': expected a positive number or 'auto'")),
+        _ => Err(BadThreads(s.to_string())),
     }
 }
 

@@ -1,6 +1,8 @@
 //! `-E` extended options: a comma-separated list of names, some with
 //! `=value`, with e2fsck 1.47's names and meanings.
 
+use crate::error::{BadExtended, ExtendedError};
+
 /// The option names ext4chk accepts, as its help lists them.
 pub const VALID: &[&str] = &[
     "ea_ver=1|2",
@@ -74,9 +76,9 @@ impl Default for Extended {
 
 /// Parses one `-E` list. Every item is looked at; the error names each
 /// bad one.
-pub fn parse(list: &str) -> Result<Extended, String> {
+pub fn parse(list: &str) -> Result<Extended, BadExtended> {
     let mut e = Extended::default();
-    let mut bad: Vec<String> = Vec::new();
+    let mut bad: Vec<ExtendedError> = Vec::new();
     if list.is_empty() {
         return Ok(e);
     }
@@ -100,7 +102,7 @@ pub fn parse(list: &str) -> Result<Extended, String> {
                     true
                 }
                 _ => {
-                    bad.push(format!("invalid EA version in '{item}' (1 or 2)"));
+                    bad.push(ExtendedError::EaVersion(item.to_string()));
                     continue;
                 }
             },
@@ -110,7 +112,7 @@ pub fn parse(list: &str) -> Result<Extended, String> {
                     true
                 }
                 None => {
-                    bad.push(format!("invalid readahead buffer size in '{item}'"));
+                    bad.push(ExtendedError::Readahead(item.to_string()));
                     continue;
                 }
             },
@@ -162,13 +164,13 @@ pub fn parse(list: &str) -> Result<Extended, String> {
             _ => false,
         };
         if !ok {
-            bad.push(format!("unknown extended option '{item}'"));
+            bad.push(ExtendedError::Unknown(item.to_string()));
         }
     }
     if bad.is_empty() {
         Ok(e)
     } else {
-        Err(bad.join("; "))
+        Err(BadExtended(bad))
     }
 }
 
@@ -206,7 +208,9 @@ mod tests {
 
     #[test]
     fn bad_items_are_all_named() {
-        let err = parse("fragcheck,bogus,alsobogus").unwrap_err();
+        let err = parse("fragcheck,bogus,alsobogus")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("'bogus'") && err.contains("'alsobogus'"),
             "{err}"

@@ -3,6 +3,7 @@
 
 mod cli;
 mod doc;
+mod error;
 mod extended;
 mod json;
 mod output;

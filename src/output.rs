@@ -1,7 +1,8 @@
 //! What a run prints: the report in the chosen format, e2fsck's preen
 //! lines, the `-v` statistics and the `-t` timing.
 
-use check_core::problem::Severity;
+use check_core::problem::{Finding, Pass, Severity};
+use check_core::report::exit;
 use check_core::{Report, Summary};
 
 use crate::cli::{Format, Invocation, Mode, Personality};
@@ -14,7 +15,7 @@ pub fn print_report(inv: &Invocation, report: &Report) {
             if inv.personality == Personality::E2fsck && inv.mode == Mode::Preen {
                 print!("{}", preen_text(report));
             } else {
-                print!("{}", report.to_text());
+                print!("{}", text(report));
             }
             if inv.verbose {
                 if let Some(s) = &report.summary {
@@ -23,6 +24,92 @@ pub fn print_report(inv: &Invocation, report: &Report) {
             }
         }
     }
+}
+
+/// The human-readable report: findings grouped by pass, then the summary.
+fn text(r: &Report) -> String {
+    let mut out = String::new();
+    if let Some(blocks) = r.dry_run {
+        out.push_str(&format!(
+            "Dry run: nothing is written to {}; below is what the repair would do \
+             ({blocks} blocks written).\n",
+            r.device
+        ));
+    }
+    for n in &r.notes {
+        out.push_str(n);
+        out.push('\n');
+    }
+    let passes = [
+        Pass::Super,
+        Pass::P1,
+        Pass::P1B,
+        Pass::P2,
+        Pass::P3,
+        Pass::P4,
+        Pass::P5,
+    ];
+    for p in passes {
+        let mine: Vec<&Finding> = r.findings.iter().filter(|f| f.code.pass() == p).collect();
+        let always = matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
+        if mine.is_empty() && !(always && r.summary.is_some()) {
+            continue;
+        }
+        out.push_str(p.heading());
+        out.push('\n');
+        if p == Pass::P1 {
+            for l in &r.pass1_lines {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        for f in mine {
+            let mark = match (f.code.severity(), f.fixed) {
+                (_, true) => "FIXED",
+                (Severity::Error, false) => "error",
+                (Severity::Notice, false) => "note",
+            };
+            out.push_str(&format!(
+                "  {}: {} [{} 0x{:06x}]\n",
+                mark,
+                f.message(),
+                f.code.name(),
+                f.code.e2fsck_code()
+            ));
+        }
+    }
+    if let Some(reason) = &r.aborted {
+        out.push_str(&format!("{}: check stopped: {}\n", r.device, reason));
+    }
+    if let Some(reason) = &r.preen_halt {
+        out.push_str(&format!("{}: {}\n", r.device, reason));
+    }
+    let state = match r.exit_code() {
+        0 => "clean",
+        c if c & exit::OPERATIONAL != 0 => "check incomplete",
+        c if c & exit::UNCORRECTED != 0 => "errors found",
+        _ => "errors corrected",
+    };
+    if let Some(s) = &r.summary {
+        // Per ten thousand, rounded half up to one decimal, as e2fsck does.
+        let t = (10000 * s.non_contiguous)
+            .checked_div(s.inodes_used)
+            .map_or(0, |x| (x + 5) / 10);
+        out.push_str(&format!(
+            "{}: {}, {}/{} files ({}.{}% non-contiguous), {}/{} blocks\n",
+            r.device,
+            state,
+            s.inodes_used,
+            s.inodes_count,
+            t / 10,
+            t % 10,
+            s.blocks_used,
+            s.blocks_count
+        ));
+    } else {
+        out.push_str(&format!("{}: {}\n", r.device, state));
+    }
+    out
 }
 
 /// e2fsck -p's output: each problem on one line after the device name,

@@ -13,6 +13,7 @@ use check_core::{CheckOptions, Report};
 use pipeline::{open_device, IoMode, Target};
 
 use crate::cli::{DirectIo, Invocation, Io, Mode, Personality};
+use crate::error::TargetError;
 use crate::{output, progress};
 
 /// Runs the invocation; returns the exit code.
@@ -20,7 +21,7 @@ pub fn run(inv: &Invocation) -> i32 {
     let started = Instant::now();
     let target = match resolve_target(inv) {
         Ok(t) => t,
-        Err(why) => return refused(inv, &why, false),
+        Err(why) => return refused(inv, &why.to_string(), false),
     };
     if inv.flush {
         if let Err(e) = flush(&target.path) {
@@ -34,7 +35,7 @@ pub fn run(inv: &Invocation) -> i32 {
     let journal = match external_journal(inv, &target) {
         Ok(j) => j,
         // As e2fsck: the file system was recognised, its journal not.
-        Err(why) => return refused(inv, &why, true),
+        Err(why) => return refused(inv, &why.to_string(), true),
     };
     let display = progress_display(inv, &target);
     let report = match inv.mode {
@@ -69,21 +70,26 @@ fn refused(inv: &Invocation, why: &str, uncorrected: bool) -> i32 {
 }
 
 /// The file system's place: the path, `?offset=`, `--partition`.
-fn resolve_target(inv: &Invocation) -> Result<Target, String> {
-    let target = Target::parse(&inv.device).map_err(|e| format!("{}: {e}", inv.device))?;
-    let meta = std::fs::metadata(&target.path)
-        .map_err(|e| format!("{}: cannot open it: {e}", target.path.display()))?;
+fn resolve_target(inv: &Invocation) -> Result<Target, TargetError> {
+    let target = Target::parse(&inv.device).map_err(|source| TargetError::Spec {
+        device: inv.device.clone(),
+        source,
+    })?;
+    let meta = std::fs::metadata(&target.path).map_err(|source| TargetError::Open {
+        path: target.path.clone(),
+        source,
+    })?;
     if meta.is_dir() {
-        return Err(format!(
-            "{}: is a directory, not an image file or block device",
-            target.path.display()
-        ));
+        return Err(TargetError::Directory(target.path.clone()));
     }
     let Some(n) = inv.partition else {
         return Ok(target);
     };
-    let p = pipeline::partition::find_in(&target.path, n)
-        .map_err(|e| format!("{}: {e}", target.path.display()))?;
+    let p =
+        pipeline::partition::find_in(&target.path, n).map_err(|source| TargetError::Partition {
+            path: target.path.clone(),
+            source,
+        })?;
     Ok(Target {
         path: target.path,
         offset: target.offset + p.offset,
@@ -158,7 +164,7 @@ fn io_mode(io: Io) -> IoMode {
 fn external_journal(
     inv: &Invocation,
     target: &Target,
-) -> Result<Option<Arc<pipeline::Device>>, String> {
+) -> Result<Option<Arc<pipeline::Device>>, TargetError> {
     let Some((uuid, devno)) = peek_super(target).and_then(|sb| {
         let s = ext4_layout::superblock::Superblock::new(&sb)?;
         let u = s.s_journal_uuid();
@@ -176,7 +182,10 @@ fn external_journal(
     };
     open_device(&Target::whole(&path), IoMode::Pread)
         .map(|d| Some(Arc::new(d)))
-        .map_err(|e| format!("{e} (checking the journal of {})", inv.device))
+        .map_err(|source| TargetError::Journal {
+            device: inv.device.clone(),
+            source,
+        })
 }
 
 /// Looks for a journal device as blkid would: by UUID under

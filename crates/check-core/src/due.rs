@@ -194,16 +194,16 @@ pub fn backup_differs(primary: &Superblock<'_>, backup: &Superblock<'_>) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ext4_layout::bytes::{put_le_u16, put_le_u32};
+    use ext4_layout::superblock::field;
 
     const NOW: u64 = 1_800_000_000;
 
     fn sb() -> Vec<u8> {
         let mut b = vec![0u8; 1024];
-        put_le_u16(&mut b, 0x38, 0xEF53);
-        put_le_u16(&mut b, 0x3A, STATE_VALID); // s_state
-        put_le_u16(&mut b, 0x36, 0xFFFF); // s_max_mnt_count = -1
-        put_le_u32(&mut b, 0x40, NOW as u32 - 100); // s_lastcheck
+        field::s_magic.set(&mut b, 0xEF53);
+        field::s_state.set(&mut b, STATE_VALID);
+        field::s_max_mnt_count.set(&mut b, 0xFFFF);
+        field::s_lastcheck.set(&mut b, NOW as u32 - 100);
         b
     }
 
@@ -226,16 +226,16 @@ mod tests {
     #[test]
     fn state_forces() {
         let mut b = sb();
-        put_le_u16(&mut b, 0x3A, 0);
+        field::s_state.set(&mut b, 0);
         assert_eq!(due(&b), Due::Now(Reason::NotClean));
-        put_le_u16(&mut b, 0x3A, STATE_VALID | STATE_ERROR);
+        field::s_state.set(&mut b, STATE_VALID | STATE_ERROR);
         assert_eq!(due(&b), Due::Now(Reason::Errors));
     }
 
     #[test]
     fn mount_counts() {
         let mut b = sb();
-        put_le_u16(&mut b, 0x36, 20); // s_max_mnt_count
+        field::s_max_mnt_count.set(&mut b, 20);
         for (count, want) in [
             (20u16, Due::Now(Reason::MountCount(20))),
             (25, Due::Now(Reason::MountCount(25))),
@@ -259,7 +259,7 @@ mod tests {
             ),
             (14, Due::Skip { note: None }),
         ] {
-            put_le_u16(&mut b, 0x34, count); // s_mnt_count
+            field::s_mnt_count.set(&mut b, count);
             assert_eq!(due(&b), want, "count {count}");
         }
     }
@@ -267,17 +267,17 @@ mod tests {
     #[test]
     fn intervals() {
         let mut b = sb();
-        put_le_u32(&mut b, 0x44, 86_400); // s_checkinterval: a day
-        put_le_u32(&mut b, 0x40, (NOW - 3 * 86_400 - 5) as u32);
+        field::s_checkinterval.set(&mut b, 86_400);
+        field::s_lastcheck.set(&mut b, (NOW - 3 * 86_400 - 5) as u32);
         assert_eq!(due(&b), Due::Now(Reason::Interval(3)));
-        put_le_u32(&mut b, 0x40, (NOW + 3 * 86_400) as u32);
+        field::s_lastcheck.set(&mut b, (NOW + 3 * 86_400) as u32);
         assert_eq!(due(&b), Due::Now(Reason::LastCheckInFuture));
         // Within a day's skew it is not "in the future".
-        put_le_u32(&mut b, 0x40, (NOW + 3600) as u32);
+        field::s_lastcheck.set(&mut b, (NOW + 3600) as u32);
         assert_eq!(due(&b), Due::Skip { note: None });
         // Without an interval, a future time does not matter.
-        put_le_u32(&mut b, 0x44, 0);
-        put_le_u32(&mut b, 0x40, (NOW + 3 * 86_400) as u32);
+        field::s_checkinterval.set(&mut b, 0);
+        field::s_lastcheck.set(&mut b, (NOW + 3 * 86_400) as u32);
         assert_eq!(due(&b), Due::Skip { note: None });
     }
 }

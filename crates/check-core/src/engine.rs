@@ -307,7 +307,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         }
         match pass5::run(&fs, &maps, opts.repairing) {
             Ok(f) => report.findings.extend(f),
-            Err(why) => abort = Some(AbortAt::new(Pass::P5, 0, why)),
+            Err(why) => abort = Some(AbortAt::new(Pass::P5, 0, why.to_string())),
         }
         tl.mark("pass 5");
         report

@@ -8,6 +8,7 @@ use ext4_layout::inode::{flags, Inode};
 use ext4_layout::journal::{blocktype, JournalFeatures, JournalSuperblock, JBD2_MAGIC};
 
 use crate::blockiter::{bmap, journal_extent_ok};
+use crate::error::JournalInodeError;
 use crate::fs::Fs;
 use crate::io::Io;
 use crate::problem::{Code, Finding};
@@ -220,7 +221,7 @@ fn load_inode(
         let err = match candidate.as_deref().and_then(Inode::new) {
             Some(inode) => match validate_inode(fs, io, &inode) {
                 Ok(b) => break b,
-                Err(e) => e,
+                Err(e) => e.to_string(),
             },
             None => "the journal inode cannot be read".to_string(),
         };
@@ -231,13 +232,14 @@ fn load_inode(
         // Rebuild the inode from the superblock's copy of its block map.
         let mut fake = vec![0u8; geo.inode_size as usize];
         let jb = sb.s_jnl_blocks();
-        for (i, w) in jb.iter().take(15).enumerate() {
-            fake[0x28 + 4 * i..0x2C + 4 * i].copy_from_slice(&w.to_le_bytes());
+        for (i, &w) in jb.iter().take(15).enumerate() {
+            ext4_layout::inode::i_block_word(i).set(&mut fake, w);
         }
-        fake[0x6C..0x70].copy_from_slice(&jb[15].to_le_bytes());
-        fake[0x04..0x08].copy_from_slice(&jb[16].to_le_bytes());
-        fake[0x1A..0x1C].copy_from_slice(&1u16.to_le_bytes());
-        fake[0x00..0x02].copy_from_slice(&0o100600u16.to_le_bytes());
+        let size = u64::from(jb[15]) << 32 | u64::from(jb[16]);
+        let mut w = ext4_layout::inode::InodeMut::new(&mut fake);
+        w.set_size(size);
+        w.set(ext4_layout::inode::field::i_links_count, 1);
+        w.set(ext4_layout::inode::field::i_mode, 0o100600);
         candidate = Some(fake);
     };
     Ok((candidate.unwrap_or_default(), tried_backup, first_block))
@@ -391,17 +393,17 @@ fn validate_jsb(fs: &Fs, jsb: Vec<u8>, total: u64) -> Result<Vec<u8>, LoadErr> {
 }
 
 /// Checks a journal inode and returns the block of its superblock.
-fn validate_inode(fs: &Fs, io: &mut Io<'_>, inode: &Inode<'_>) -> Result<u64, String> {
+fn validate_inode(fs: &Fs, io: &mut Io<'_>, inode: &Inode<'_>) -> Result<u64, JournalInodeError> {
     let geo = &fs.geo;
     if inode.i_links_count() == 0 || !inode.is_reg() || inode.has_flag(flags::ENCRYPT) {
-        return Err("the journal inode is not a regular file in use".into());
+        return Err(JournalInodeError::NotInUse);
     }
     let bs = u64::from(geo.block_size);
     if inode.size() / bs < 1024 {
-        return Err("the journal is too small".into());
+        return Err(JournalInodeError::TooSmall);
     }
     if inode.has_flag(flags::EXTENTS) && !journal_extent_ok(inode) {
-        return Err("the journal inode's extent tree is invalid".into());
+        return Err(JournalInodeError::BadExtentTree);
     }
     // Every block up to i_size must be mapped inside the file system: the
     // walk stops at the first hole or out-of-range block.
@@ -418,7 +420,7 @@ fn validate_inode(fs: &Fs, io: &mut Io<'_>, inode: &Inode<'_>) -> Result<u64, St
         expected += 1;
     });
     if (expected as u64) * bs < inode.size() {
-        return Err("the journal inode has holes or blocks outside the file system".into());
+        return Err(JournalInodeError::Holes);
     }
-    bmap(io, inode, 0).ok_or_else(|| "the first journal block cannot be mapped".into())
+    bmap(io, inode, 0).ok_or(JournalInodeError::FirstBlockUnmapped)
 }

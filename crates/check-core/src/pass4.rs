@@ -77,7 +77,7 @@ pub fn run(
         if link_counted == 0 {
             match process_bad_inode(cx, &mut io, i) {
                 BadInodeOutcome::Fatal(why) => {
-                    out.abort = Some(AbortAt::new(Pass::P4, i, why));
+                    out.abort = Some(AbortAt::new(Pass::P4, i, why.to_string()));
                     return out;
                 }
                 BadInodeOutcome::Reported { findings, .. } => {
@@ -118,7 +118,7 @@ pub fn run(
         }
         if link_counted != link_count {
             if let Err(why) = cx.read_inode_checked(&mut io, i, &mut buf) {
-                out.abort = Some(AbortAt::new(Pass::P4, i, why));
+                out.abort = Some(AbortAt::new(Pass::P4, i, why.to_string()));
                 return out;
             }
             let Some(inode) = Inode::new(&buf) else {

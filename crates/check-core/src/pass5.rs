@@ -6,6 +6,7 @@ use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4_layout::Group;
 
 use crate::ctx::Maps;
+use crate::error::BitmapReadError;
 use crate::fs::{for_each_super_and_bgd, BitSet, Fs};
 use crate::io::Io;
 use crate::problem::{Code, Finding};
@@ -22,7 +23,7 @@ pub struct DiskBitmaps {
     pub inode_tail_problem: bool,
     /// The first bitmap block that could not be read (taken as all
     /// zeros), and why.
-    pub read_error: Option<String>,
+    pub read_error: Option<BitmapReadError>,
 }
 
 /// Loads the bitmaps: groups flagged uninit (with a good descriptor
@@ -135,12 +136,14 @@ fn ranges_text(plus: &[(u64, u64)], minus: &[(u64, u64)]) -> String {
 }
 
 /// Whether a bitmap read worked; the first failure is kept.
-fn note_error(d: &mut DiskBitmaps, r: std::io::Result<()>, which: &str, g: u32) -> bool {
+fn note_error(d: &mut DiskBitmaps, r: std::io::Result<()>, which: &'static str, g: u32) -> bool {
     match r {
         Ok(()) => true,
         Err(e) => {
-            d.read_error.get_or_insert_with(|| {
-                format!("{e} while reading the {which} bitmap of group {g}")
+            d.read_error.get_or_insert_with(|| BitmapReadError {
+                why: e.to_string(),
+                which,
+                group: g,
             });
             false
         }
@@ -160,7 +163,7 @@ fn add_range(v: &mut Vec<(u64, u64)>, x: u64, step: u64) {
 /// Runs pass 5. A bitmap block that cannot be read stops a read-only
 /// check, as e2fsck -n stops; a repair takes it as zeros and rewrites it
 /// (e2fsck -y ignores the error and rewrites the block).
-pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, String> {
+pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, BitmapReadError> {
     let geo = &fs.geo;
     let sb = fs.sb();
     let mut out = Vec::new();

@@ -1,7 +1,7 @@
 //! The result of a check: findings sorted into a stable order, the
 //! summary counts, and the exit code e2fsck would give.
 
-use crate::problem::{Finding, Pass, Severity};
+use crate::problem::{Finding, Severity};
 
 /// e2fsck's exit status bits.
 pub mod exit {
@@ -188,96 +188,6 @@ impl Report {
             }
         }
         code
-    }
-
-    /// The human-readable report: findings grouped by pass, then the summary.
-    pub fn to_text(&self) -> String {
-        let mut out = String::new();
-        if let Some(blocks) = self.dry_run {
-            out.push_str(&format!(
-                "Dry run: nothing is written to {}; below is what the repair would do \
-                 ({blocks} blocks written).\n",
-                self.device
-            ));
-        }
-        for n in &self.notes {
-            out.push_str(n);
-            out.push('\n');
-        }
-        let passes = [
-            Pass::Super,
-            Pass::P1,
-            Pass::P1B,
-            Pass::P2,
-            Pass::P3,
-            Pass::P4,
-            Pass::P5,
-        ];
-        for p in passes {
-            let mine: Vec<&Finding> = self
-                .findings
-                .iter()
-                .filter(|f| f.code.pass() == p)
-                .collect();
-            let always = matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
-            if mine.is_empty() && !(always && self.summary.is_some()) {
-                continue;
-            }
-            out.push_str(p.heading());
-            out.push('\n');
-            if p == Pass::P1 {
-                for l in &self.pass1_lines {
-                    out.push_str(l);
-                    out.push('\n');
-                }
-            }
-            for f in mine {
-                let mark = match (f.code.severity(), f.fixed) {
-                    (_, true) => "FIXED",
-                    (Severity::Error, false) => "error",
-                    (Severity::Notice, false) => "note",
-                };
-                out.push_str(&format!(
-                    "  {}: {} [{} 0x{:06x}]\n",
-                    mark,
-                    f.message(),
-                    f.code.name(),
-                    f.code.e2fsck_code()
-                ));
-            }
-        }
-        if let Some(reason) = &self.aborted {
-            out.push_str(&format!("{}: check stopped: {}\n", self.device, reason));
-        }
-        if let Some(reason) = &self.preen_halt {
-            out.push_str(&format!("{}: {}\n", self.device, reason));
-        }
-        let state = match self.exit_code() {
-            0 => "clean",
-            c if c & exit::OPERATIONAL != 0 => "check incomplete",
-            c if c & exit::UNCORRECTED != 0 => "errors found",
-            _ => "errors corrected",
-        };
-        if let Some(s) = &self.summary {
-            // Per ten thousand, rounded half up to one decimal, as e2fsck does.
-            let t = (10000 * s.non_contiguous)
-                .checked_div(s.inodes_used)
-                .map_or(0, |x| (x + 5) / 10);
-            out.push_str(&format!(
-                "{}: {}, {}/{} files ({}.{}% non-contiguous), {}/{} blocks\n",
-                self.device,
-                state,
-                s.inodes_used,
-                s.inodes_count,
-                t / 10,
-                t % 10,
-                s.blocks_used,
-                s.blocks_count
-            ));
-        } else {
-            out.push_str(&format!("{}: {}\n", self.device, state));
-        }
-        out
     }
 }
 

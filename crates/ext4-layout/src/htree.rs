@@ -4,8 +4,9 @@
 //! Index entries are (hash, block) pairs; the first one's hash slot holds
 //! `limit` and `count` instead.
 
-use crate::bytes::{le_u16, le_u32, le_u8, sub};
+use crate::bytes::{le_u16, le_u32, sub};
 use crate::csum::crc32c_raw;
+use crate::on_disk;
 
 /// Offset of `dx_root_info` in the root block.
 pub const DX_ROOT_INFO_OFFSET: usize = 0x18;
@@ -28,36 +29,29 @@ impl<'a> DxRoot<'a> {
         (block.len() >= DX_ROOT_COUNT_OFFSET + DX_ENTRY_SIZE).then_some(DxRoot(block))
     }
 
-    /// 0x18: must be zero.
-    pub fn reserved_zero(&self) -> u32 {
-        le_u32(self.0, DX_ROOT_INFO_OFFSET)
-    }
-
-    /// 0x1C: hash version.
-    pub fn hash_version(&self) -> u8 {
-        le_u8(self.0, DX_ROOT_INFO_OFFSET + 4)
-    }
-
-    /// 0x1D: length of the info structure, 8.
-    pub fn info_length(&self) -> u8 {
-        le_u8(self.0, DX_ROOT_INFO_OFFSET + 5)
-    }
-
-    /// 0x1E: levels of interior nodes below the root.
-    pub fn indirect_levels(&self) -> u8 {
-        le_u8(self.0, DX_ROOT_INFO_OFFSET + 6)
-    }
-
-    /// 0x1F: flags, must be zero.
-    pub fn unused_flags(&self) -> u8 {
-        le_u8(self.0, DX_ROOT_INFO_OFFSET + 7)
-    }
-
     /// The index entries, located by `info_length`.
     pub fn entries(&self) -> DxEntries<'a> {
         let off = DX_ROOT_INFO_OFFSET + usize::from(self.info_length());
         DxEntries::at(self.0, off)
     }
+}
+
+on_disk! {
+    read DxRoot, write DxRootMut, le;
+    /// 0x18: must be zero.
+    reserved_zero: u32 @ 0x18;
+    /// 0x1C: hash version.
+    hash_version: u8 @ 0x1C;
+    /// 0x1D: length of the info structure, 8.
+    info_length: u8 @ 0x1D;
+    /// 0x1E: levels of interior nodes below the root.
+    indirect_levels: u8 @ 0x1E;
+    /// 0x1F: flags, must be zero.
+    unused_flags: u8 @ 0x1F;
+    /// 0x20: entries the root has room for (with an 8-byte info).
+    root_limit: u16 @ 0x20;
+    /// 0x22: entries in use, the first one included (with an 8-byte info).
+    root_count: u16 @ 0x22;
 }
 
 /// A view of an interior `dx_node` block.

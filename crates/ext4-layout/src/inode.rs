@@ -443,6 +443,10 @@ pub const SIZE: Split<u32, u32> = Split::<u32, u32>::new(field::i_size_lo, field
 /// `i_blocks_lo` and `l_i_blocks_high` together.
 pub const BLOCKS: Split<u32, u16> =
     Split::<u32, u16>::new(field::i_blocks_lo, field::l_i_blocks_high);
+/// An extended-attribute inode's reference count: its low half in
+/// `l_i_version`, its high half in `i_ctime`.
+pub const EA_INODE_REFCOUNT: Split<u32, u32> =
+    Split::<u32, u32>::new(field::l_i_version, field::i_ctime);
 /// `i_file_acl_lo` and `l_i_file_acl_high` together.
 pub const FILE_ACL: Split<u32, u16> =
     Split::<u32, u16>::new(field::i_file_acl_lo, field::l_i_file_acl_high);

@@ -6,6 +6,56 @@
 //! I/O, allocates per field, or panics on bad bytes: a short or corrupt
 //! buffer reads as zeros or as an error value, never as a crash. Every
 //! checksum the format defines can be computed and verified.
+//!
+//! Each structure's fields are defined once (see [`field`]): the read view
+//! (`Inode`, `Superblock`, `GroupDesc`, ...) gets a getter per field and the
+//! write view (`InodeMut`, `SuperblockMut`, ...) a setter for any of them;
+//! [`edit`] recomputes the checksums a write invalidates.
+//!
+//! Reading an inode of an image and writing it back, with nothing but this
+//! crate and the standard library:
+//!
+//! ```no_run
+//! use std::fs::File;
+//! use std::os::unix::fs::FileExt;
+//!
+//! use ext4_layout::group_desc::GroupDesc;
+//! use ext4_layout::inode::{field, Inode, InodeMut};
+//! use ext4_layout::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+//! use ext4_layout::{edit, Geometry};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let img = File::options().read(true).write(true).open("fs.img")?;
+//! let mut sb_bytes = [0u8; SUPERBLOCK_SIZE];
+//! img.read_exact_at(&mut sb_bytes, SUPERBLOCK_OFFSET)?;
+//! let sb = Superblock::new(&sb_bytes).ok_or("not a superblock")?;
+//! let geo = Geometry::from_superblock(&sb)?;
+//! let bs = u64::from(geo.block_size);
+//!
+//! // Inode 12: its group's descriptor, then its slot in the inode table.
+//! let ino = 12u32;
+//! let group = (ino - 1) / geo.inodes_per_group;
+//! let table = geo.descriptor_block(geo.first_data_block, group / geo.desc_per_block);
+//! let mut desc = vec![0u8; geo.desc_size as usize];
+//! let at = (group % geo.desc_per_block) as u64 * u64::from(geo.desc_size);
+//! img.read_exact_at(&mut desc, table.0 * bs + at)?;
+//! let index = u64::from((ino - 1) % geo.inodes_per_group);
+//! let pos = GroupDesc::over(&desc).inode_table() * bs + index * u64::from(geo.inode_size);
+//! let mut raw = vec![0u8; geo.inode_size as usize];
+//! img.read_exact_at(&mut raw, pos)?;
+//! println!("inode {ino}: {} bytes", Inode::new(&raw).ok_or("short inode")?.size());
+//!
+//! // Mark it deleted now, fix its checksum, and write it back.
+//! let mut w = InodeMut::new(&mut raw);
+//! w.set(field::i_links_count, 0);
+//! w.set(field::i_dtime, 1_700_000_000);
+//! if geo.metadata_csum() {
+//!     edit::set_inode_checksum(&mut raw, geo.csum_seed, ino);
+//! }
+//! img.write_all_at(&raw, pos)?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

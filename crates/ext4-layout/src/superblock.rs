@@ -4,7 +4,7 @@
 use crate::bytes::{le_u32, sub, u64_from_hi_lo};
 use crate::csum::{crc32c_raw, CRC32C_INIT};
 use crate::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
-use crate::field::Split;
+use crate::field::{Field, Split};
 use crate::on_disk;
 
 /// Size of the superblock in bytes.
@@ -418,6 +418,26 @@ on_disk! {
     /// 0x3FC: crc32c of the bytes before it.
     s_checksum: u32 @ 0x3FC;
 }
+
+/// Where `s_uuid` lies.
+pub const S_UUID: std::ops::Range<usize> = 0x68..0x78;
+/// Where `s_journal_uuid` lies.
+pub const S_JOURNAL_UUID: std::ops::Range<usize> = 0xD0..0xE0;
+/// The error record, `s_error_count` to `s_last_error_block` and the
+/// mount options after it, up to `s_usr_quota_inum`.
+pub const S_ERROR_INFO: std::ops::Range<usize> = 0x194..0x200;
+/// Where `s_jnl_blocks` lies: the journal inode's `i_block` (15 words),
+/// then its `i_size_high` and `i_size`.
+pub const S_JNL_BLOCKS: std::ops::Range<usize> = 0x10C..0x150;
+/// `s_jnl_blocks`' copy of the journal inode's `i_block`.
+pub const S_JNL_IBLOCK: std::ops::Range<usize> = 0x10C..0x148;
+/// `s_jnl_blocks[15]`: the journal inode's `i_size_high`.
+pub const S_JNL_SIZE_HIGH: Field<u32> = Field::le(0x148);
+/// `s_jnl_blocks[16]`: the journal inode's `i_size`.
+pub const S_JNL_SIZE: Field<u32> = Field::le(0x14C);
+/// `s_jnl_backup_type` when `s_jnl_blocks` holds a copy of the journal
+/// inode's map.
+pub const JNL_BACKUP_BLOCKS: u8 = 1;
 
 /// `s_blocks_count_lo`/`_hi`.
 pub const BLOCKS_COUNT: Split<u32, u32> =

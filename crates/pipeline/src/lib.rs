@@ -5,6 +5,23 @@
 //!
 //! Nothing here knows what an inode is: callers hand over byte ranges and
 //! get bytes back.
+//!
+//! ```no_run
+//! use pipeline::{open_device, IoMode, ReadReq, Target};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dev = open_device(&Target::parse("/dev/sdb1")?, IoMode::Auto)?;
+//! println!("{} bytes through {}", dev.size(), dev.io_path());
+//! let mut r = dev.reader();
+//! let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 4096]);
+//! let mut batch = [ReadReq::new(0, &mut a), ReadReq::new(1 << 20, &mut b)];
+//! r.read_batch(&mut batch);
+//! for req in &batch {
+//!     req.result.as_ref().map_err(|e| e.to_string())?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 mod aligned;
 mod device;

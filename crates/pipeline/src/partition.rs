@@ -47,25 +47,26 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 /// Reads `len` bytes at `offset`, as the table parser needs them.
 pub trait ReadAt {
     /// Fills a buffer of `len` bytes from `offset`.
-    fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, String>;
+    fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, PartitionError>;
 }
 
 impl ReadAt for std::fs::File {
-    fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, String> {
+    fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, PartitionError> {
         use std::os::unix::fs::FileExt;
         let mut b = vec![0u8; len];
         self.read_exact_at(&mut b, offset)
-            .map_err(|e| format!("{len} bytes at {offset}: {e}"))?;
+            .map_err(|e| PartitionError::Read(format!("{len} bytes at {offset}: {e}")))?;
         Ok(b)
     }
 }
 
 impl ReadAt for [u8] {
-    fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, String> {
-        let start = usize::try_from(offset).map_err(|_| "offset too large".to_string())?;
+    fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, PartitionError> {
+        let start = usize::try_from(offset)
+            .map_err(|_| PartitionError::Read("offset too large".to_string()))?;
         self.get(start..start.saturating_add(len))
             .map(<[u8]>::to_vec)
-            .ok_or_else(|| format!("{len} bytes at {offset}: past the end"))
+            .ok_or_else(|| PartitionError::Read(format!("{len} bytes at {offset}: past the end")))
     }
 }
 
@@ -77,7 +78,7 @@ pub fn find_in(path: &Path, n: u32) -> Result<Partition, PartitionError> {
 
 /// Partition `n` (from 1) of a disk read through `disk`.
 pub fn find<R: ReadAt + ?Sized>(disk: &R, n: u32) -> Result<Partition, PartitionError> {
-    let mbr = disk.read(0, 512).map_err(PartitionError::Read)?;
+    let mbr = disk.read(0, 512)?;
     if mbr[510] != 0x55 || mbr[511] != 0xAA {
         // A GPT disk always has a protective MBR; without a signature
         // there is no table at all.
@@ -123,7 +124,7 @@ fn gpt<R: ReadAt + ?Sized>(
         .checked_mul(sector)
         .and_then(|b| b.checked_add(u64::from(n - 1) * u64::from(size)))
         .ok_or_else(|| PartitionError::Damaged("GPT", "table offset overflows".into()))?;
-    let e = disk.read(at, 128).map_err(PartitionError::Read)?;
+    let e = disk.read(at, 128)?;
     if e[0..16].iter().all(|&b| b == 0) {
         return Err(PartitionError::NoSuchPartition { table: "GPT", n });
     }
@@ -182,7 +183,7 @@ fn mbr_partition<R: ReadAt + ?Sized>(
     // link to the next EBR (relative to the extended partition); the
     // chain is followed at most 4096 links.
     for number in 5..5 + 4096 {
-        let ebr = disk.read(ebr_at * 512, 512).map_err(PartitionError::Read)?;
+        let ebr = disk.read(ebr_at * 512, 512)?;
         if ebr[510] != 0x55 || ebr[511] != 0xAA {
             return Err(PartitionError::Damaged(
                 "MBR",

@@ -4,7 +4,6 @@
 
 use check_core::fs::Fs;
 use check_core::io::Io;
-use ext4_layout::bytes::{le_u32, put_le_u32};
 use ext4_layout::group_desc as gd;
 use ext4_layout::superblock as sbl;
 
@@ -114,8 +113,9 @@ pub(crate) fn account<'f>(
                         ext4_layout::edit::set_bitmap_checksum(d, true, seed, &imap);
                     }
                     let sb = st.sb_mut();
-                    let f = le_u32(sb, 0x10);
-                    put_le_u32(sb, 0x10, if free { f + 1 } else { f.saturating_sub(1) });
+                    let f = sbl::field::s_free_inodes_count.get(sb);
+                    sbl::field::s_free_inodes_count
+                        .set(sb, if free { f + 1 } else { f.saturating_sub(1) });
                 }
             }
         }

@@ -5,7 +5,6 @@
 use crate::error::Error;
 use std::path::PathBuf;
 
-use ext4_layout::bytes::{le_u32, put_le_u32};
 use ext4_layout::inode::Inode;
 use ext4_layout::inode::{field, I_BLOCK};
 use pipeline::scan;
@@ -150,10 +149,10 @@ pub(super) fn stage_update<'f>(
     // As the library: i_blocks counts the bad blocks, not the mapping.
     super::raw::set_size(r, size);
     field::i_blocks_lo.set(r, (list.len() as u64 * (bs / 512)) as u32);
-    put_le_u32(r, 0x08, t); // i_atime
-    put_le_u32(r, 0x10, t); // i_mtime
-    if le_u32(r, 0x0C) == 0 {
-        put_le_u32(r, 0x0C, t); // i_ctime
+    field::i_atime.set(r, t);
+    field::i_mtime.set(r, t);
+    if field::i_ctime.get(r) == 0 {
+        field::i_ctime.set(r, t);
     }
     super::rebuild::rebuild_with_allocations(st, stage, io)?;
     Ok(Updated { notes })

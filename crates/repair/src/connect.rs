@@ -534,8 +534,7 @@ pub fn fix_pass4<'a, 'f>(
                 (Some(ino), Some(n)) => stage
                     .inode(io, ino)
                     .map(|raw| {
-                        put_le_u32(raw, 0x0C, (n >> 32) as u32);
-                        put_le_u32(raw, 0x24, n as u32);
+                        ext4_layout::inode::EA_INODE_REFCOUNT.set(raw, n);
                     })
                     .is_ok(),
                 _ => false,

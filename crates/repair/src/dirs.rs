@@ -10,6 +10,7 @@ use std::io;
 use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
 use ext4_layout::dirent::{decode_rec_len, encode_rec_len, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
+use ext4_layout::group_desc as gd;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
 use ext4_layout::inode::{field, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType, Inode};
@@ -96,11 +97,11 @@ pub fn fix_pass2<'a, 'f>(
                 true
             }
             Code::FaddrZero => {
-                put_le_u32(raw, 0x70, 0);
+                field::i_faddr.set(raw, 0);
                 true
             }
             Code::FragZero => {
-                raw[0x74] = 0;
+                field::h_i_frag.set(raw, 0);
                 true
             }
             Code::FsizeZero => {
@@ -140,13 +141,10 @@ pub fn fix_pass2<'a, 'f>(
                     let g = (t - 1) / fs.geo.inodes_per_group;
                     let d = stage.gd_mut(g);
                     if f.code == Code::InorefBgInoUninit {
-                        let fl = le_u16(d, 0x12) & !BG_INODE_UNINIT;
-                        put_le_u16(d, 0x12, fl);
+                        let fl = gd::field::bg_flags.get(d) & !BG_INODE_UNINIT;
+                        gd::field::bg_flags.set(d, fl);
                     } else {
-                        put_le_u16(d, 0x1C, 0);
-                        if d.len() >= 0x34 {
-                            put_le_u16(d, 0x32, 0);
-                        }
+                        gd::ITABLE_UNUSED.set(d, 0);
                     }
                     fixed.push(f);
                 }

@@ -4,7 +4,7 @@
 //! zeros, the inode-table blocks that hold only unused inodes too, their
 //! groups then marked as having zeroed tables, as e2fsck's pass 5 does.
 
-use ext4_layout::bytes::{le_u16, put_le_u16};
+use ext4_layout::group_desc as gd;
 
 use super::stage::Staging;
 use check_core::engine::CheckState;
@@ -62,9 +62,9 @@ pub(super) fn ranges(st: &CheckState, tables: bool) -> (Vec<(u64, u64)>, Vec<u32
 pub(super) fn mark_zeroed(stage: &mut Staging<'_>, groups: &[u32]) {
     for &g in groups {
         let d = stage.gd_mut(g);
-        let fl = le_u16(d, 0x12);
+        let fl = gd::field::bg_flags.get(d);
         if fl & BG_INODE_ZEROED == 0 {
-            put_le_u16(d, 0x12, fl | BG_INODE_ZEROED);
+            gd::field::bg_flags.set(d, fl | BG_INODE_ZEROED);
         }
     }
 }

@@ -10,6 +10,7 @@ use std::io;
 
 use ext4_layout::bytes::{le_u16, le_u32, put_le_u16};
 use ext4_layout::csum::crc32c_raw;
+use ext4_layout::extent::EXT4_EXT_MAGIC;
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType};
@@ -387,7 +388,7 @@ fn replay_inode<'f>(
     let isz = fs.geo.inode_size as usize;
     let mut len = 128;
     if isz > 128 {
-        let extra = usize::from(le_u16(fc, 0x80));
+        let extra = usize::from(field::i_extra_isize_raw.get(fc));
         if extra < 4 || extra > isz - 128 {
             return Err(io::Error::other("bad extra inode size"));
         }
@@ -399,12 +400,13 @@ fn replay_inode<'f>(
     {
         let r = stage.inode(io, ino)?;
         r[..I_BLOCK_OFFSET].copy_from_slice(&fc[..I_BLOCK_OFFSET]);
-        r[0x64..len].copy_from_slice(&fc[0x64..len]);
+        let gen_on = field::i_generation.offset();
+        r[gen_on..len].copy_from_slice(&fc[gen_on..len]);
         let fl = field::i_flags.get(r);
         if fl & flags::EXTENTS != 0 {
-            if le_u16(r, I_BLOCK_OFFSET) != 0xF30A {
+            if le_u16(r, I_BLOCK_OFFSET) != EXT4_EXT_MAGIC {
                 r[I_BLOCK_OFFSET..I_BLOCK_OFFSET + 12].fill(0);
-                put_le_u16(r, I_BLOCK_OFFSET, 0xF30A);
+                put_le_u16(r, I_BLOCK_OFFSET, EXT4_EXT_MAGIC);
                 put_le_u16(r, I_BLOCK_OFFSET + 4, 4);
             }
         } else if fl & flags::INLINE_DATA != 0 {

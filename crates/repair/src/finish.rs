@@ -6,9 +6,8 @@
 use crate::error::Error;
 use std::sync::Arc;
 
-use ext4_layout::bytes::{le_u16, put_le_u16, put_le_u32};
 use ext4_layout::features::RoCompatFeatures;
-use ext4_layout::superblock::{STATE_ERROR, STATE_VALID};
+use ext4_layout::superblock::{field as f, STATE_ERROR, STATE_VALID};
 use pipeline::Device;
 
 use super::raw::now;
@@ -16,22 +15,6 @@ use super::stage::Staging;
 use check_core::fs::{open_fs, OpenOptions};
 use check_core::io::Io;
 use check_core::problem::{Code, Finding};
-
-/// `s_feature_ro_compat`.
-const S_RO_COMPAT: usize = 0x64;
-/// `s_state`.
-const S_STATE: usize = 0x3A;
-/// `s_mnt_count`.
-const S_MNT_COUNT: usize = 0x34;
-/// `s_wtime`, and its high byte.
-const S_WTIME: usize = 0x30;
-const S_WTIME_HI: usize = 0x274;
-/// `s_lastcheck`, and its high byte.
-const S_LASTCHECK: usize = 0x40;
-const S_LASTCHECK_HI: usize = 0x277;
-/// The error record the kernel keeps (`s_error_count` up to
-/// `s_mount_opts`), cleared by a check.
-const S_ERRORS: std::ops::Range<usize> = 0x194..0x200;
 
 /// How the repair ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,10 +55,10 @@ pub(super) fn record_check(
     let mut io = Io::new(&fs);
     let t = u64::from(now());
     let sb = stage.sb_mut();
-    let state = le_u16(sb, S_STATE);
+    let state = f::s_state.get(sb);
     let mut finding = None;
     match outcome {
-        Outcome::PreenHalt => put_le_u16(sb, S_STATE, state | STATE_ERROR),
+        Outcome::PreenHalt => f::s_state.set(sb, state | STATE_ERROR),
         Outcome::Valid | Outcome::Invalid => {
             if outcome == Outcome::Valid {
                 if state & STATE_VALID == 0 {
@@ -83,24 +66,24 @@ pub(super) fn record_check(
                     f.fixed = true;
                     finding = Some(f);
                 }
-                put_le_u16(sb, S_STATE, STATE_VALID);
+                f::s_state.set(sb, STATE_VALID);
             } else {
-                put_le_u16(sb, S_STATE, state & !STATE_VALID);
+                f::s_state.set(sb, state & !STATE_VALID);
             }
-            put_le_u32(sb, S_LASTCHECK, t as u32);
-            sb[S_LASTCHECK_HI] = (t >> 32) as u8;
-            put_le_u16(sb, S_MNT_COUNT, 0);
-            sb[S_ERRORS].fill(0);
+            f::s_lastcheck.set(sb, t as u32);
+            f::s_lastcheck_hi.set(sb, (t >> 32) as u8);
+            f::s_mnt_count.set(sb, 0);
+            sb[ext4_layout::superblock::S_ERROR_INFO].fill(0);
         }
     }
     if unshared && outcome == Outcome::Valid {
         // Nothing is shared any more: the feature goes, as e2fsck's
         // unshare_blocks clears it.
-        let ro = ext4_layout::bytes::le_u32(sb, S_RO_COMPAT) & !RoCompatFeatures::SHARED_BLOCKS.0;
-        put_le_u32(sb, S_RO_COMPAT, ro);
+        let ro = f::s_feature_ro_compat_raw.get(sb) & !RoCompatFeatures::SHARED_BLOCKS.0;
+        f::s_feature_ro_compat_raw.set(sb, ro);
     }
-    put_le_u32(sb, S_WTIME, t as u32);
-    sb[S_WTIME_HI] = (t >> 32) as u8;
+    f::s_wtime.set(sb, t as u32);
+    f::s_wtime_hi.set(sb, (t >> 32) as u8);
     let writes = stage.into_writes(&mut io);
     fx.commit(writes)?;
     Ok(finding)

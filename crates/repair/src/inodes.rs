@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
+use ext4_layout::bytes::{le_u32, put_le_u32};
 use ext4_layout::inode::flags;
 use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
 
@@ -209,7 +209,7 @@ pub fn fix_super<'a, 'f>(
             // The check runs on the backup; writing the superblock and the
             // descriptor table puts them back in the primary place (the
             // primary superblock belongs to group 0).
-            put_le_u16(stage.sb_mut(), 0x5A, 0);
+            ext4_layout::superblock::field::s_block_group_nr.set(stage.sb_mut(), 0);
             let _ = stage.gd_mut(0);
             fixed.push(f);
             continue;
@@ -219,12 +219,12 @@ pub fn fix_super<'a, 'f>(
         // descriptor table with the meta_bg feature.
         match f.code {
             Code::BadMinExtraIsize => {
-                put_le_u16(stage.sb_mut(), 0x15C, 32);
+                ext4_layout::superblock::field::s_min_extra_isize.set(stage.sb_mut(), 32);
                 fixed.push(f);
                 continue;
             }
             Code::BadWantExtraIsize => {
-                put_le_u16(stage.sb_mut(), 0x15E, 32);
+                ext4_layout::superblock::field::s_want_extra_isize.set(stage.sb_mut(), 32);
                 fixed.push(f);
                 continue;
             }
@@ -234,7 +234,7 @@ pub fn fix_super<'a, 'f>(
                     sbf::INCOMPAT,
                     ext4_layout::features::IncompatFeatures::META_BG.0,
                 );
-                put_le_u32(stage.sb_mut(), 0x104, 0);
+                ext4_layout::superblock::field::s_first_meta_bg.set(stage.sb_mut(), 0);
                 fixed.push(f);
                 continue;
             }

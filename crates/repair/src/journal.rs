@@ -7,15 +7,18 @@ use crate::error::Error;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ext4_layout::bytes::{be_u32, be_u64, le_u16, put_be_u32, put_le_u16, put_le_u32};
+use ext4_layout::bytes::{be_u32, put_be_u32, put_le_u32};
 use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
 use ext4_layout::inode::{field, i_block_word, I_BLOCK, I_BLOCK_OFFSET};
 use ext4_layout::journal::descriptor::{BlockTag, DescriptorBlock, TagFlags};
 use ext4_layout::journal::revoke::RevokeBlock;
+use ext4_layout::journal::superblock as jsbl;
 use ext4_layout::journal::superblock::{JournalFeatures, JournalSuperblock};
+use ext4_layout::journal::CommitBlock;
 use ext4_layout::journal::{blocktype, BlockHeader, JBD2_MAGIC};
+use ext4_layout::superblock as sbl;
 use pipeline::Device;
 
 use super::account::account;
@@ -77,8 +80,8 @@ fn clear_bits(sb: &mut [u8], word: ext4_layout::field::Field<u32>, bits: u32) {
 }
 
 fn clear_valid(sb: &mut [u8]) {
-    let s = le_u16(sb, 0x3A) & !STATE_VALID;
-    put_le_u16(sb, 0x3A, s);
+    let s = sbl::field::s_state.get(sb) & !STATE_VALID;
+    sbl::field::s_state.set(sb, s);
 }
 
 /// The physical blocks of the journal, by logical index.
@@ -207,8 +210,8 @@ pub fn before_passes(
             Some(JournalProblem::BadInode) => {
                 let sb = st.sb_mut();
                 clear_bits(sb, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
-                put_le_u32(sb, 0xE0, 0);
-                sb[0x10C..0x150].fill(0);
+                sbl::field::s_journal_inum.set(sb, 0);
+                sb[sbl::S_JNL_BLOCKS].fill(0);
                 clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
                 clear_valid(sb);
                 pre.notes
@@ -236,7 +239,7 @@ pub fn before_passes(
                 let mut jsb = vec![0u8; bs];
                 io.read_blocks(b0, &mut jsb)?;
                 if jc.problem == Some(JournalProblem::MultiFs) {
-                    jsb[0x24..].fill(0);
+                    jsb[jsbl::V2_FIELDS..].fill(0);
                 } else {
                     // A fresh, empty journal superblock.
                     let v1 = be_u32(&jsb, 0) == JBD2_MAGIC
@@ -252,10 +255,10 @@ pub fn before_passes(
                             blocktype::SUPERBLOCK_V2
                         },
                     );
-                    put_be_u32(&mut jsb, 0x0C, bs as u32);
-                    put_be_u32(&mut jsb, 0x10, total as u32);
-                    put_be_u32(&mut jsb, 0x14, 1);
-                    put_be_u32(&mut jsb, 0x18, now() ^ 0x5A5A_1234);
+                    jsbl::field::s_blocksize.set(&mut jsb, bs as u32);
+                    jsbl::field::s_maxlen.set(&mut jsb, total as u32);
+                    jsbl::field::s_first.set(&mut jsb, 1);
+                    jsbl::field::s_sequence.set(&mut jsb, now() ^ 0x5A5A_1234);
                     let sb = st.sb_mut();
                     let had_recover = sbf::INCOMPAT.get(sb) & IncompatFeatures::RECOVER.0 != 0;
                     clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
@@ -275,9 +278,9 @@ pub fn before_passes(
         let has = |c: Code| jc.findings.iter().any(|f| f.code == c);
         if has(Code::JournalFlagMissing) {
             let sb = st.sb_mut();
-            put_le_u32(sb, 0xE0, 0);
-            put_le_u32(sb, 0xE4, 0);
-            sb[0xD0..0xE0].fill(0);
+            sbl::field::s_journal_inum.set(sb, 0);
+            sbl::field::s_journal_dev.set(sb, 0);
+            sb[sbl::S_JOURNAL_UUID].fill(0);
             clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
             mark(&mut pre, &jc.findings, Code::JournalFlagMissing);
             commit(fx, st, &mut io, &mut pre)?;
@@ -345,7 +348,7 @@ pub fn before_passes(
                 if let Some(&b0) = blocks.first() {
                     let mut jsb = vec![0u8; bs];
                     io.read_blocks(b0, &mut jsb)?;
-                    put_be_u32(&mut jsb, 0x20, 0);
+                    jsbl::field::s_errno_raw.set(&mut jsb, 0);
                     set_jsb_checksum(&mut jsb);
                     st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
                     commit(fx, st, &mut io, &mut pre)?;
@@ -417,7 +420,7 @@ fn move_visible_journal(
         field::i_links_count.set(r, 0);
         field::i_dtime.set(r, now());
     }
-    put_le_u32(st.sb_mut(), 0xE0, JOURNAL_INO);
+    sbl::field::s_journal_inum.set(st.sb_mut(), JOURNAL_INO);
     account(&fs, &mut st, &mut io, &[], &[], Some((inum, false, true)));
     pre.notes.push(format!(
         "The journal moved from /{} to the hidden journal inode.",
@@ -448,18 +451,19 @@ pub fn backup_journal_map(
     let Ok(raw) = st.inode_copy(&mut io, inum) else {
         return Ok(());
     };
-    let kind = fs.sb[0xFD];
+    let kind = fs.sb().s_jnl_backup_type();
     let iblock = &raw[I_BLOCK];
-    let stale = kind == 0 || (kind == 1 && fs.sb[0x10C..0x10C + 60] != *iblock);
+    let stale =
+        kind == 0 || (kind == sbl::JNL_BACKUP_BLOCKS && fs.sb[sbl::S_JNL_IBLOCK] != *iblock);
     if !stale {
         return Ok(());
     }
     {
         let sb = st.sb_mut();
-        sb[0x10C..0x10C + 60].copy_from_slice(iblock);
-        put_le_u32(sb, 0x10C + 60, field::i_size_high.get(&raw));
-        put_le_u32(sb, 0x10C + 64, field::i_size_lo.get(&raw));
-        sb[0xFD] = 1;
+        sb[sbl::S_JNL_IBLOCK].copy_from_slice(iblock);
+        sbl::S_JNL_SIZE_HIGH.set(sb, field::i_size_high.get(&raw));
+        sbl::S_JNL_SIZE.set(sb, field::i_size_lo.get(&raw));
+        sbl::field::s_jnl_backup_type.set(sb, sbl::JNL_BACKUP_BLOCKS);
     }
     let mut f = Finding::new(Code::JournalBackupUpdated);
     f.fixed = true;
@@ -480,9 +484,9 @@ fn set_jsb_checksum(jsb: &mut [u8]) {
         return;
     };
     if j.is_v2() && j.features().csum_v2v3() {
-        put_be_u32(jsb, 0xFC, 0);
+        jsbl::field::s_checksum.set(jsb, 0);
         let c = crc32c_raw(!0, &jsb[..1024]);
-        put_be_u32(jsb, 0xFC, c);
+        jsbl::field::s_checksum.set(jsb, c);
     }
 }
 
@@ -528,12 +532,12 @@ fn replay(
     let v3 = feat.incompat & JournalFeatures::INCOMPAT_CSUM_V3 != 0;
     let async_commit = feat.incompat & JournalFeatures::INCOMPAT_ASYNC_COMMIT != 0;
     let seed = crc32c_raw(!0, &j.s_uuid());
-    let first = u64::from(be_u32(&jsb, 0x14));
-    let total = u64::from(be_u32(&jsb, 0x10)).min(space.len());
+    let first = u64::from(jsbl::field::s_first.get(&jsb));
+    let total = u64::from(jsbl::field::s_maxlen.get(&jsb)).min(space.len());
     // With fast commits the log ends where the fast commit area starts.
     let fast_commit = feat.incompat & JournalFeatures::INCOMPAT_FAST_COMMIT != 0;
     let num_fc = if fast_commit {
-        match u64::from(be_u32(&jsb, 0x54)) {
+        match u64::from(jsbl::field::s_num_fc_blks.get(&jsb)) {
             0 => 256,
             n => n,
         }
@@ -541,8 +545,8 @@ fn replay(
         0
     };
     let maxlen = total.saturating_sub(num_fc);
-    let start = u64::from(be_u32(&jsb, 0x1C));
-    let sequence = be_u32(&jsb, 0x18);
+    let start = u64::from(jsbl::field::s_start.get(&jsb));
+    let sequence = jsbl::field::s_sequence.get(&jsb);
     let tail = if csum { 4 } else { 0 };
     let read = |io: &mut Io<'_>, lb: u64, buf: &mut [u8]| -> Result<(), Error> {
         match space {
@@ -586,7 +590,7 @@ fn replay(
     };
     let wrap = |b: u64| if b >= maxlen { b - (maxlen - first) } else { b };
     if start == 0 {
-        put_be_u32(&mut jsb, 0x18, sequence.wrapping_add(1));
+        jsbl::field::s_sequence.set(&mut jsb, sequence.wrapping_add(1));
         set_jsb_checksum(&mut jsb);
         write_jsb(Vec::new(), jsb)?;
         return Ok(("The journal was empty.".into(), Vec::new(), None));
@@ -622,7 +626,7 @@ fn replay(
                 }
             }
             blocktype::COMMIT => {
-                let t = be_u64(&buf, 0x30);
+                let t = CommitBlock::new(&buf).h_commit_sec();
                 if need_check_commit_time {
                     if t >= prev_commit_time {
                         error = Some(Error::TransactionChecksum(id));
@@ -631,7 +635,7 @@ fn replay(
                 }
                 if csum {
                     let c = ext4_layout::journal::commit::CommitBlock::new(&buf);
-                    if c.computed_checksum(seed) != be_u32(&buf, 0x10) {
+                    if c.computed_checksum(seed) != c.h_chksum0() {
                         if t < prev_commit_time {
                             break;
                         }
@@ -740,9 +744,9 @@ fn replay(
         })
         .collect();
     // The journal is emptied whatever happened.
-    put_be_u32(&mut jsb, 0x1C, 0);
+    jsbl::field::s_start.set(&mut jsb, 0);
     if error.is_none() {
-        put_be_u32(&mut jsb, 0x18, end.wrapping_add(1));
+        jsbl::field::s_sequence.set(&mut jsb, end.wrapping_add(1));
     }
     set_jsb_checksum(&mut jsb);
     write_jsb(list, jsb)?;
@@ -828,8 +832,8 @@ fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<()
     let mut io = Io::new(&fs);
     let maps = check_core::ctx::Maps::new(&fs);
     let mut st = Staging::new(&fs, &maps, false);
-    put_le_u32(st.sb_mut(), 0xE8, 0);
-    let errors = le_u16(&fs.sb[..], 0x3A) & 2 != 0;
+    sbl::field::s_last_orphan.set(st.sb_mut(), 0);
+    let errors = fs.sb().s_state() & ext4_layout::superblock::STATE_ERROR != 0;
     let first_ino = fs.geo.first_ino;
     let icount = sb.s_inodes_count();
     let mut n = 0;

@@ -8,6 +8,31 @@
 //!
 //! Every write goes through [`fixer::Fixer`]; nothing here opens the
 //! device for writing itself.
+//!
+//! ```no_run
+//! use pipeline::{IoMode, Target};
+//! use repair::{repair, Mode, RepairOptions};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let opts = RepairOptions {
+//!     check: check_core::CheckOptions::default(),
+//!     io: IoMode::Auto,
+//!     mode: Mode::All,
+//!     undo: Some("fs.undo".into()),
+//!     max_rounds: 16,
+//!     skip_if_clean: None,
+//!     journal_only: false,
+//!     bad_blocks: None,
+//!     optimize_dirs: false,
+//!     bmap2extent: false,
+//!     discard: false,
+//!     dry_run: false,
+//! };
+//! let done = repair(&Target::parse("fs.img")?, &opts);
+//! println!("{} rounds, exit code {}", done.rounds, done.report.exit_code());
+//! # Ok(())
+//! # }
+//! ```
 
 mod account;
 mod alloc;

@@ -7,7 +7,9 @@ use ext4_layout::bytes::{put_be_u32, put_le_u32};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::flags;
 use ext4_layout::inode::{field, I_BLOCK};
+use ext4_layout::journal::superblock as jsbl;
 use ext4_layout::journal::{blocktype, JBD2_MAGIC};
+use ext4_layout::superblock as sbl;
 
 use super::raw::{now, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
@@ -95,7 +97,7 @@ pub fn create<'f>(
     // its transactions start from a sequence number taken from the clock
     // instead, which stale blocks do not carry.
     let zero = n <= ZERO_MAX;
-    let uuid = fs.sb[0x68..0x78].to_vec();
+    let uuid = fs.sb[sbl::S_UUID].to_vec();
     for r in &runs {
         for k in 0..r.len {
             if !zero && r.lblk + k != 0 {
@@ -105,12 +107,12 @@ pub fn create<'f>(
             if r.lblk + k == 0 {
                 put_be_u32(b, 0, JBD2_MAGIC);
                 put_be_u32(b, 4, blocktype::SUPERBLOCK_V2);
-                put_be_u32(b, 0x0C, bs as u32);
-                put_be_u32(b, 0x10, n as u32);
-                put_be_u32(b, 0x14, 1);
-                put_be_u32(b, 0x18, if zero { 1 } else { now() });
-                b[0x30..0x40].copy_from_slice(&uuid);
-                put_be_u32(b, 0x40, 1);
+                jsbl::field::s_blocksize.set(b, bs as u32);
+                jsbl::field::s_maxlen.set(b, n as u32);
+                jsbl::field::s_first.set(b, 1);
+                jsbl::field::s_sequence.set(b, if zero { 1 } else { now() });
+                b[jsbl::S_UUID].copy_from_slice(&uuid);
+                jsbl::field::s_nr_users.set(b, 1);
             }
         }
     }
@@ -119,11 +121,11 @@ pub fn create<'f>(
     {
         set_feature(stage, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
         let sb = stage.sb_mut();
-        put_le_u32(sb, 0xE0, JOURNAL_INO);
-        sb[0x10C..0x10C + 60].copy_from_slice(&iblock);
-        put_le_u32(sb, 0x10C + 60, (size >> 32) as u32);
-        put_le_u32(sb, 0x10C + 64, size as u32);
-        sb[0xFD] = 1;
+        sbl::field::s_journal_inum.set(sb, JOURNAL_INO);
+        sb[sbl::S_JNL_IBLOCK].copy_from_slice(&iblock);
+        sbl::S_JNL_SIZE_HIGH.set(sb, (size >> 32) as u32);
+        sbl::S_JNL_SIZE.set(sb, size as u32);
+        sbl::field::s_jnl_backup_type.set(sb, sbl::JNL_BACKUP_BLOCKS);
     }
     // The journal inode is in use from now on (its blocks come from the
     // allocator, which the rebuild of the group summaries counts).

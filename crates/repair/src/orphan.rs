@@ -156,7 +156,7 @@ fn recreate<'f>(
             write_clean(stage, csum, ino, 0, l.pblk + k);
         }
     }
-    put_le_u32(stage.sb_mut(), 0x280, ino);
+    ext4_layout::superblock::field::s_orphan_file_inum.set(stage.sb_mut(), ino);
     st.maps.inode_used.test_and_set(u64::from(ino - 1));
     Some(())
 }

@@ -12,6 +12,7 @@ use ext4_layout::bytes::{put_le_u16, put_le_u32};
 use ext4_layout::dirent::{encode_rec_len, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures};
+use ext4_layout::htree::{field as dxf, DxRootMut};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
 
@@ -558,11 +559,12 @@ fn write_htree(
     b[19] = ft_dir;
     b[20] = b'.';
     b[21] = b'.';
-    b[0x1C] = c.base_version;
-    b[0x1D] = 8;
-    b[0x1E] = u8::from(two_levels);
-    put_le_u16(b, 0x20, root_limit as u16);
-    put_le_u16(b, 0x22, root_children.len() as u16);
+    let mut root = DxRootMut::new(b);
+    root.set(dxf::hash_version, c.base_version);
+    root.set(dxf::info_length, 8);
+    root.set(dxf::indirect_levels, u8::from(two_levels));
+    root.set(dxf::root_limit, root_limit as u16);
+    root.set(dxf::root_count, root_children.len() as u16);
     for (k, &(h, child)) in root_children.iter().enumerate() {
         let at = 0x20 + k * 8;
         if k > 0 {

@@ -1,7 +1,7 @@
 //! One round's plan: which findings are fixed together, in which pass's
 //! order, and what a repair may fix at all (the problem table's policy).
 
-use ext4_layout::bytes::le_u32;
+use ext4_layout::inode::field;
 
 use check_core::engine::CheckState;
 use check_core::io::Io;
@@ -156,7 +156,9 @@ fn p4_settled_for_p5<'f>(
         }
         // Cleared: free only if it held no block at all.
         match stage.inode_copy(io, ino) {
-            Ok(r) if le_u32(&r, 0x1C) == 0 && le_u32(&r, 0x68) == 0 => freed.push(ino),
+            Ok(r) if field::i_blocks_lo.get(&r) == 0 && field::i_file_acl_lo.get(&r) == 0 => {
+                freed.push(ino)
+            }
             _ => return false,
         }
     }

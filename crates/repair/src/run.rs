@@ -127,6 +127,52 @@ fn mount_state(path: &Path) -> Result<bool, Box<Repaired>> {
     }
 }
 
+/// The undo file and the fixer (in memory for a dry run), with what the
+/// fixer has not yet written laid over the device's readers.
+fn start_fixer(
+    opts: &RepairOptions,
+    path: &Path,
+    file: std::fs::File,
+    dev: &Arc<Device>,
+    block_size: u32,
+) -> Result<(fixer::Fixer, Option<Arc<fixer::Staged>>, Vec<String>), Box<Repaired>> {
+    let undo_path = opts.undo.as_ref().filter(|_| !opts.dry_run);
+    let undo = match undo_path {
+        Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file, dev.base()) {
+            Ok(u) => Some(u),
+            Err(e) => return Err(refuse(path, format!("cannot create the undo file: {e}"))),
+        },
+        None => None,
+    };
+    let mut notes = Vec::new();
+    if let Some(p) = undo_path {
+        notes.push(format!(
+            "Changes are saved in {}; `e2undo {} {}` puts them back.",
+            p.display(),
+            p.display(),
+            path.display()
+        ));
+    }
+    // The primary superblock is held back and written last, once:
+    // until then the device keeps the superblock the undo file's copy
+    // describes.
+    let fx = if opts.dry_run {
+        fixer::Fixer::start_in_memory(Arc::new(file), dev.base(), dev.size(), block_size)
+    } else {
+        fixer::Fixer::start_holding_super(Arc::new(file), dev.base(), dev.size(), undo)
+    };
+    let staged = fx.staged();
+    let unwritten = match (fx.held(), &staged) {
+        (Some(h), _) => Some(Unwritten::Held(h)),
+        (None, Some(s)) => Some(Unwritten::Staged(s.clone())),
+        (None, None) => None,
+    };
+    if let Some(u) = unwritten {
+        dev.lay_over(Arc::new(u));
+    }
+    Ok((fx, staged, notes))
+}
+
 impl<'a> Run<'a> {
     /// Opens the device and the fixer, after the checks that must pass
     /// before anything is written.
@@ -213,40 +259,7 @@ impl<'a> Run<'a> {
             }
             return Err(r);
         }
-        let undo_path = opts.undo.as_ref().filter(|_| !opts.dry_run);
-        let undo = match undo_path {
-            Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file, dev.base()) {
-                Ok(u) => Some(u),
-                Err(e) => return Err(refuse(path, format!("cannot create the undo file: {e}"))),
-            },
-            None => None,
-        };
-        let mut notes = Vec::new();
-        if let Some(p) = undo_path {
-            notes.push(format!(
-                "Changes are saved in {}; `e2undo {} {}` puts them back.",
-                p.display(),
-                p.display(),
-                path.display()
-            ));
-        }
-        // The primary superblock is held back and written last, once:
-        // until then the device keeps the superblock the undo file's copy
-        // describes.
-        let fx = if opts.dry_run {
-            fixer::Fixer::start_in_memory(Arc::new(file), dev.base(), dev.size(), block_size)
-        } else {
-            fixer::Fixer::start_holding_super(Arc::new(file), dev.base(), dev.size(), undo)
-        };
-        let staged = fx.staged();
-        let unwritten = match (fx.held(), &staged) {
-            (Some(h), _) => Some(Unwritten::Held(h)),
-            (None, Some(s)) => Some(Unwritten::Staged(s.clone())),
-            (None, None) => None,
-        };
-        if let Some(u) = unwritten {
-            dev.lay_over(Arc::new(u));
-        }
+        let (fx, staged, notes) = start_fixer(opts, path, file, &dev, block_size)?;
         Ok(Run {
             opts,
             path,

@@ -6,7 +6,6 @@
 use crate::error::Error;
 use std::sync::Arc;
 
-use ext4_layout::bytes::put_le_u32;
 use ext4_layout::superblock::Superblock;
 use pipeline::Device;
 
@@ -81,19 +80,19 @@ pub(super) fn decide(
     let mut io = Io::new(&fs);
     let raw = stage.sb_mut();
     if old_inodes != free_inodes {
-        // s_free_inodes_count
-        put_le_u32(raw, 0x10, free_inodes as u32);
+        ext4_layout::superblock::field::s_free_inodes_count.set(raw, free_inodes as u32);
         skipped.counts_set.push(("inodes", old_inodes, free_inodes));
     }
     if old_blocks != free_blocks {
-        // s_free_blocks_count_lo, and _hi with 64bit
-        put_le_u32(raw, 0x0C, free_blocks as u32);
+        // _hi only with 64bit.
+        ext4_layout::superblock::field::s_free_blocks_count_lo.set(raw, free_blocks as u32);
         if fs
             .geo
             .incompat
             .contains(ext4_layout::features::IncompatFeatures::BIT64)
         {
-            put_le_u32(raw, 0x158, (free_blocks >> 32) as u32);
+            ext4_layout::superblock::field::s_free_blocks_count_hi
+                .set(raw, (free_blocks >> 32) as u32);
         }
         skipped.counts_set.push(("blocks", old_blocks, free_blocks));
     }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use ext4_layout::edit;
+use ext4_layout::group_desc as gd;
 use ext4_layout::inode::{inode_csum_seed, Inode};
 
 use check_core::fs::Fs;
@@ -136,16 +137,10 @@ impl<'f> Staging<'f> {
             let g = (ino - 1) / ipg;
             let idx = (ino - 1) % ipg;
             if idx >= fs.inodes_to_scan(g) {
-                let large = fs.geo.desc_size >= 64;
                 let d = self.gd_mut(g);
-                let fl =
-                    ext4_layout::bytes::le_u16(d, 0x12) & !ext4_layout::group_desc::BG_INODE_UNINIT;
-                ext4_layout::bytes::put_le_u16(d, 0x12, fl);
-                let unused = ipg - (idx + 1);
-                ext4_layout::bytes::put_le_u16(d, 0x1C, unused as u16);
-                if large {
-                    ext4_layout::bytes::put_le_u16(d, 0x32, (unused >> 16) as u16);
-                }
+                let fl = gd::field::bg_flags.get(d) & !gd::BG_INODE_UNINIT;
+                gd::field::bg_flags.set(d, fl);
+                gd::ITABLE_UNUSED.set(d, u64::from(ipg - (idx + 1)));
             }
         }
     }

@@ -188,7 +188,7 @@ pub(crate) fn fix_inode_count(
     let mut stage = Staging::new(&fs, &maps, false);
     let mut io = Io::new(&fs);
     // s_inodes_count
-    ext4_layout::bytes::put_le_u32(stage.sb_mut(), 0x00, want as u32);
+    ext4_layout::superblock::field::s_inodes_count.set(stage.sb_mut(), want as u32);
     fx.commit(stage.into_writes(&mut io))
         .map_err(Error::Stopped)?;
     let mut f = Finding::new(Code::InodeCountWrong).num(have).num2(want);
@@ -222,7 +222,7 @@ pub(crate) fn restore_primary(
     let mut stage = Staging::new(&fs, &maps, false);
     let mut io = Io::new(&fs);
     // s_block_group_nr: the primary belongs to group 0.
-    ext4_layout::bytes::put_le_u16(stage.sb_mut(), 0x5A, 0);
+    ext4_layout::superblock::field::s_block_group_nr.set(stage.sb_mut(), 0);
     let _ = stage.gd_mut(0);
     fx.commit(stage.into_writes(&mut io))
         .map_err(Error::Stopped)?;

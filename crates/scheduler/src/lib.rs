@@ -7,6 +7,20 @@
 //!   the budget shrinks when other programs need the CPUs.
 //! * [`sim`]: a deterministic simulator of the stages, used by tests to
 //!   compare the policy with static splits.
+//!
+//! ```
+//! use scheduler::{allocate, StageLoad};
+//!
+//! // Pass 1 has 40 chunks of 2048 inodes waiting, pass 2 has 10 batches
+//! // of 64 blocks, each block costing 20 times an inode.
+//! let loads = [
+//!     StageLoad { queued: 40.0, per_entry: 2048.0, weight: 1.0 },
+//!     StageLoad { queued: 10.0, per_entry: 64.0, weight: 20.0 },
+//! ];
+//! let workers = allocate(8, &loads);
+//! assert_eq!(workers.iter().sum::<usize>(), 8);
+//! assert!(workers[0] > workers[1]);
+//! ```
 
 pub mod budget;
 pub mod cost;

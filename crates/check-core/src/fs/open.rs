@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ext4_layout::features::{
     IncompatFeatures, RoCompatFeatures, SUPPORTED_COMPAT, SUPPORTED_INCOMPAT, SUPPORTED_RO_COMPAT,
 };
+use ext4_layout::group_desc as gd;
 use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_CHECKSUM_OFFSET, BG_INODE_UNINIT};
 use ext4_layout::superblock::{Superblock, CHECKSUM_TYPE_CRC32C, EXT2_MAGIC, SUPERBLOCK_SIZE};
 use ext4_layout::{Geometry, GeometryError};
@@ -308,12 +309,9 @@ fn clear_uninit_in_memory(p: &mut Parts) {
         let Some(d) = p.gdt.get_mut(off..off + ds) else {
             break;
         };
-        let flags = u16::from_le_bytes([d[0x12], d[0x13]]) & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
-        d[0x12..0x14].copy_from_slice(&flags.to_le_bytes());
-        d[0x1C..0x1E].copy_from_slice(&[0, 0]);
-        if ds >= 0x34 {
-            d[0x32..0x34].copy_from_slice(&[0, 0]);
-        }
+        let flags = gd::field::bg_flags.get(d) & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
+        gd::field::bg_flags.set(d, flags);
+        gd::ITABLE_UNUSED.set(d, 0);
         let c = ext4_layout::group_desc::GroupDesc::over(d).computed_checksum(
             g,
             p.geo.metadata_csum(),

@@ -11,6 +11,7 @@ use ext4_layout::superblock::OS_HURD;
 use super::types::{
     has_valid_blocks, Cur, DxInfo, LeafExtent, Pass1, QuotaUse, Worker, EXTENT_DEPTH_SLOTS,
 };
+use crate::error::ExtentWalkError;
 use crate::problem::{Code, Finding};
 use crate::xattr_read;
 
@@ -620,9 +621,9 @@ impl Worker<'_, '_, '_> {
             self.report(
                 Finding::new(Code::ExtentIterateFailure)
                     .ino(cur.ino)
-                    .str(why.clone()),
+                    .str(why.to_string()),
             );
-            w.error = Some(why);
+            w.error = Some(why.to_string());
         }
     }
 
@@ -641,7 +642,7 @@ impl Worker<'_, '_, '_> {
         end_block: u64,
         try_repairs: bool,
         mut failed_csum: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), ExtentWalkError> {
         let fs = self.p.fs;
         let geo = &fs.geo;
         let Some(n) = ExtentNode::new(node) else {
@@ -736,16 +737,16 @@ impl Worker<'_, '_, '_> {
                 }
                 // Going down: cycle, read, header, checksum, entries.
                 if t.path.contains(&pblk) {
-                    return Err(format!("extent tree cycle at block {pblk}"));
+                    return Err(ExtentWalkError::Cycle(pblk));
                 }
                 let mut child = vec![0u8; fs.block_size()];
                 if self.io.read_blocks(pblk, &mut child).is_err() {
-                    return Err(format!("cannot read extent block {pblk}"));
+                    return Err(ExtentWalkError::Unreadable(pblk));
                 }
                 let cn = ExtentNode::new(&child);
                 if cn.is_none_or(|c| c.validate(false).is_err()) {
                     if !child_repairs {
-                        return Err(format!("bad extent block {pblk}"));
+                        return Err(ExtentWalkError::Bad(pblk));
                     }
                     self.report(
                         Finding::new(Code::ExtentNodeInvalid)
@@ -761,7 +762,7 @@ impl Worker<'_, '_, '_> {
                 let mut child_csum_bad =
                     geo.metadata_csum() && t.seed.is_none_or(|s| !cn.checksum_ok(s));
                 if cn.eh_entries() == 0 {
-                    return Err(format!("extent block {pblk} has no entries"));
+                    return Err(ExtentWalkError::Empty(pblk));
                 }
                 let child_first = if level + 1 == t.max_depth {
                     u64::from(cn.leaf(0).ee_block)

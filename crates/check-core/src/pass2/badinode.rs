@@ -32,7 +32,7 @@ pub fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> BadInodeO
     let geo = &fs.geo;
     let mut buf = vec![0u8; geo.inode_size as usize];
     if let Err(why) = cx.read_inode_checked(io, ino, &mut buf) {
-        return BadInodeOutcome::Fatal(why);
+        return BadInodeOutcome::Fatal(why.to_string());
     }
     let Some(inode) = Inode::new(&buf) else {
         return BadInodeOutcome::Clean;

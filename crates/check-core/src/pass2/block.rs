@@ -13,6 +13,7 @@ use ext4_layout::inode::{flags, inode_csum_seed};
 
 use super::badinode::{process_bad_inode, BadInodeOutcome};
 use super::ctx::{P2Ctx, TailStatus};
+use crate::error::InodeReadError;
 use crate::io::Io;
 use crate::pass1::DirMeta;
 use crate::pass1::{BlockKey, DirWork};
@@ -621,7 +622,7 @@ fn check_block_inner(
                         match cx.mode_type(io, e_ino) {
                             Ok(t) => Some(t),
                             Err(why) => {
-                                *abort = Some(why);
+                                *abort = Some(why.to_string());
                                 break;
                             }
                         }
@@ -659,7 +660,7 @@ fn check_block_inner(
                                 .push(Finding::new(c).dir(ino).ino(e_ino).str(name_of(name))),
                             Ok(None) => {}
                             Err(why) => {
-                                *abort = Some(why);
+                                *abort = Some(why.to_string());
                                 break;
                             }
                         }
@@ -783,7 +784,7 @@ fn check_policy(
     dir: u32,
     target: u32,
     ftype: u8,
-) -> Result<Option<Code>, String> {
+) -> Result<Option<Code>, InodeReadError> {
     use crate::pass1::Policy;
     let (file, dpol) = cx.policies.pair(target, dir);
     match (file, dpol) {

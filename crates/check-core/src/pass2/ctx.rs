@@ -11,6 +11,7 @@ use ext4_layout::features::CompatFeatures;
 use ext4_layout::inode::{FileType, Inode};
 
 use crate::ctx::{AbortAt, Maps};
+use crate::error::InodeReadError;
 use crate::fs::Fs;
 use crate::io::Io;
 use crate::pass1::{DirWork, Policy};
@@ -203,9 +204,9 @@ impl<'a> P2Ctx<'a> {
         io: &mut Io<'_>,
         ino: u32,
         buf: &mut [u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), InodeReadError> {
         if io.read_inode(ino, buf).is_err() {
-            return Err(format!("cannot read inode {ino}"));
+            return Err(InodeReadError::Unreadable(ino));
         }
         let csum_bad = if self.maps.inode_scanned.get(u64::from(ino - 1)) {
             self.maps.inode_csum_bad.get(u64::from(ino - 1))
@@ -214,15 +215,13 @@ impl<'a> P2Ctx<'a> {
                 && Inode::new(buf).is_some_and(|i| !i.checksum_ok(self.fs.geo.csum_seed, ino))
         };
         if csum_bad {
-            return Err(format!(
-                "inode {ino} fails its checksum and cannot be read reliably"
-            ));
+            return Err(InodeReadError::Checksum(ino));
         }
         Ok(())
     }
 
     /// The directory entry type an inode's mode calls for (reads the inode).
-    pub fn mode_type(&self, io: &mut Io<'_>, ino: u32) -> Result<u8, String> {
+    pub fn mode_type(&self, io: &mut Io<'_>, ino: u32) -> Result<u8, InodeReadError> {
         if self.maps.used(ino) && !self.maps.inode_csum_bad.get(u64::from(ino - 1)) {
             let t = self.maps.ftype(ino);
             if t != 0 {

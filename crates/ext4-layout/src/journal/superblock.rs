@@ -147,6 +147,12 @@ impl<'a> JournalSuperblock<'a> {
     }
 }
 
+/// Where the journal superblock's `s_uuid` lies.
+pub const S_UUID: std::ops::Range<usize> = 0x30..0x40;
+/// Where the version 2 fields begin (`s_feature_compat` on): a version 1
+/// superblock has zeros there.
+pub const V2_FIELDS: usize = 0x24;
+
 on_disk! {
     read JournalSuperblock, write JournalSuperblockMut, be;
     /// 0x0C: journal block size.
