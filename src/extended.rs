@@ -208,9 +208,7 @@ mod tests {
 
     #[test]
     fn bad_items_are_all_named() {
-        let err = parse("fragcheck,bogus,alsobogus")
-            .unwrap_err()
-            .to_string();
+        let err = parse("fragcheck,bogus,alsobogus").unwrap_err().to_string();
         assert!(
             err.contains("'bogus'") && err.contains("'alsobogus'"),
             "{err}"

@@ -106,18 +106,18 @@ pub fn rebuild_group_summaries(
         }
         let d = st.gd_mut(g);
         let mut flags = gd::field::bg_flags.get(d) & !BG_BLOCK_UNINIT;
-        put_counts(d, free as u64, ifree as u64, dirs as u64);
+        put_counts(d, free, ifree, dirs);
         if gdt_csum {
             // As the library does when it writes descriptors: a group
             // with no inode in use is uninitialised, otherwise the unused
             // tail of its inode table is marked.
             if ifree == ipg {
                 flags |= BG_INODE_UNINIT;
-                gd::ITABLE_UNUSED.set(d, ipg as u64);
+                gd::ITABLE_UNUSED.set(d, ipg);
             } else {
                 flags &= !BG_INODE_UNINIT;
                 let used_to = last_used.map_or(ipg, |l| l + 1);
-                gd::ITABLE_UNUSED.set(d, (ipg - used_to) as u64);
+                gd::ITABLE_UNUSED.set(d, ipg - used_to);
             }
             // (The library compares a cluster count with blocks per group.)
             if free == u64::from(geo.blocks_per_group) && g + 1 != geo.group_count {

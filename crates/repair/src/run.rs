@@ -127,6 +127,9 @@ fn mount_state(path: &Path) -> Result<bool, Box<Repaired>> {
     }
 }
 
+/// The fixer, a dry run's staged writes, and the notes the set-up made.
+type Writer = (fixer::Fixer, Option<Arc<fixer::Staged>>, Vec<String>);
+
 /// The undo file and the fixer (in memory for a dry run), with what the
 /// fixer has not yet written laid over the device's readers.
 fn start_fixer(
@@ -135,7 +138,7 @@ fn start_fixer(
     file: std::fs::File,
     dev: &Arc<Device>,
     block_size: u32,
-) -> Result<(fixer::Fixer, Option<Arc<fixer::Staged>>, Vec<String>), Box<Repaired>> {
+) -> Result<Writer, Box<Repaired>> {
     let undo_path = opts.undo.as_ref().filter(|_| !opts.dry_run);
     let undo = match undo_path {
         Some(p) => match fixer::undo::UndoLog::create(p, block_size, &file, dev.base()) {
