@@ -210,7 +210,7 @@ split_impl!(u16, u8);
 /// and its write view (a struct over `&mut [u8]` with `set`, `get` and
 /// the same getters).
 ///
-/// ```ignore
+/// ```text
 /// on_disk! {
 ///     read Superblock, write SuperblockMut, le;
 ///     /// 0x00: total number of inodes.
