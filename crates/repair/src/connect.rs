@@ -11,7 +11,7 @@ use ext4_layout::inode::{field, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType, Inode};
 
 use super::raw::{clear_inode, now, sbf, set_feature};
-use super::stage::{Kind, Staging};
+use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
 use check_core::fs::Fs;
 use check_core::io::Io;
@@ -424,13 +424,8 @@ fn reconnect<'f>(
 }
 
 /// Pass 3's repairs.
-pub fn fix_pass3<'a, 'f>(
-    st: &'f CheckState,
-    mine: &[&'a Finding],
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    fixed: &mut Vec<&'a Finding>,
-) {
+pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
     let mut lf = LostFound::new();
     for f in mine {
         if f.code == Code::NoRootInode {
@@ -480,14 +475,8 @@ pub fn fix_pass3<'a, 'f>(
 }
 
 /// Pass 4's repairs.
-pub fn fix_pass4<'a, 'f>(
-    st: &'f CheckState,
-    mine: &[&'a Finding],
-    all: &[Finding],
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    fixed: &mut Vec<&'a Finding>,
-) {
+pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Finding]) {
+    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
     let fs = &st.fs;
     let mut lf = LostFound::new();
     for f in mine {

@@ -16,7 +16,7 @@ use ext4_layout::inode::{field, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType, Inode};
 
 use super::raw::{sbf, set_feature};
-use super::stage::{Kind, Staging};
+use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
 use check_core::io::Io;
 use check_core::problem::{Code, Finding};
@@ -71,13 +71,8 @@ struct DirFix<'a> {
 }
 
 /// Pass 2's repairs.
-pub fn fix_pass2<'a, 'f>(
-    st: &'f CheckState,
-    mine: &[&'a Finding],
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    fixed: &mut Vec<&'a Finding>,
-) {
+pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
     let fs = &st.fs;
     // Inode-level problems found through an entry: fields cleared, or the
     // inode deallocated (its entries are cleared below).

@@ -13,7 +13,7 @@ use super::raw::{
     clear_feature, clear_inode, clear_uninit, now, sbf, set_feature, set_flags, set_i_blocks,
     set_size,
 };
-use super::stage::{Kind, Staging};
+use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
 use check_core::io::Io;
 use check_core::problem::{Code, Finding};
@@ -194,13 +194,8 @@ fn relocate<'f>(
 }
 
 /// Pre-pass repairs (superblock and descriptors).
-pub fn fix_super<'a, 'f>(
-    st: &'f CheckState,
-    mine: &[&'a Finding],
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    fixed: &mut Vec<&'a Finding>,
-) {
+pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
     for f in mine {
         if matches!(
             f.code,
@@ -323,13 +318,8 @@ fn is_block_problem(code: Code) -> bool {
 }
 
 /// Pass 1's repairs.
-pub fn fix_pass1<'a, 'f>(
-    st: &'f CheckState,
-    mine: &[&'a Finding],
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    fixed: &mut Vec<&'a Finding>,
-) {
+pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
     let fs = &st.fs;
     let now = now();
     let first_ino = fs.geo.first_ino;

@@ -11,7 +11,7 @@ use ext4_layout::inode::{flags, Inode};
 use ext4_layout::orphan::{self, CsumKey, OrphanBlock};
 
 use super::raw::{clear_feature, now, sbf, set_size};
-use super::stage::{Kind, Staging};
+use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
 use check_core::fs::Fs;
 use check_core::io::Io;
@@ -163,13 +163,8 @@ fn recreate<'f>(
 
 /// Fixes the orphan file findings of pass 5 (`mine`), as e2fsck's
 /// -y answers do after its passes.
-pub fn fix<'a, 'f>(
-    st: &'f CheckState,
-    mine: &[&'a Finding],
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    fixed: &mut Vec<&'a Finding>,
-) {
+pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
     let fs = &st.fs;
     let orphan_codes = [
         Code::OrphanFileWithoutJournal,

@@ -8,7 +8,7 @@ use check_core::io::Io;
 use check_core::problem::{Code, Finding, Pass, Severity};
 use check_core::report::Report;
 
-use crate::stage::Staging;
+use crate::stage::{Round, Staging};
 use crate::{connect, dirs, inodes, mkjournal, orphan, quota, rebuild};
 
 /// Whether a finding calls for a change: an error, or a notice the
@@ -49,7 +49,12 @@ pub(crate) fn plan_round<'a, 'f>(
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
 ) -> Vec<&'a Finding> {
-    let mut fixed = Vec::new();
+    let mut r = Round {
+        st,
+        stage,
+        io,
+        fixed: Vec::new(),
+    };
     // A missing root comes first: until it exists, every entry naming it
     // looks wrong.
     // (Superblock and descriptor fixes still go first: until a bad
@@ -63,8 +68,8 @@ pub(crate) fn plan_round<'a, 'f>(
             .copied()
             .filter(|f| stage_of(f) == Pass::P3)
             .collect();
-        connect::fix_pass3(st, &mine, stage, io, &mut fixed);
-        return fixed;
+        connect::fix_pass3(&mut r, &mine);
+        return r.fixed;
     }
     let mut after: Option<Pass> = None;
     while let Some(pass) = to_fix
@@ -83,34 +88,34 @@ pub(crate) fn plan_round<'a, 'f>(
                 // Quota files first: blocks they gain are then counted in
                 // use by the rebuild of the group summaries.
                 for f in &mine {
-                    if f.code == Code::QuotaMismatch && quota::fix(st, stage, io, f) {
-                        fixed.push(f);
+                    if f.code == Code::QuotaMismatch && quota::fix(st, r.stage, r.io, f) {
+                        r.fixed.push(f);
                     }
                 }
-                orphan::fix(st, &mine, stage, io, &mut fixed);
+                orphan::fix(&mut r, &mine);
                 for f in mine.iter().filter(|f| f.code == Code::RecreateJournal) {
-                    if mkjournal::create(st, stage, io).is_ok() {
-                        fixed.push(f);
+                    if mkjournal::create(st, r.stage, r.io).is_ok() {
+                        r.fixed.push(f);
                     }
                 }
                 // What this round allocated (quota file, lost+found or
                 // journal blocks, a new lost+found) counts as in use.
-                if rebuild::rebuild_with_allocations(st, stage, io).is_ok() {
-                    fixed.extend(
+                if rebuild::rebuild_with_allocations(st, r.stage, r.io).is_ok() {
+                    r.fixed.extend(
                         mine.iter()
                             .copied()
                             .filter(|f| f.code.policy().rebuilt_by_pass5),
                     );
                 }
             }
-            Pass::P4 => connect::fix_pass4(st, &mine, &report.findings, stage, io, &mut fixed),
-            Pass::P3 => connect::fix_pass3(st, &mine, stage, io, &mut fixed),
-            Pass::P2 => dirs::fix_pass2(st, &mine, stage, io, &mut fixed),
-            Pass::P1 | Pass::P1B => inodes::fix_pass1(st, &mine, stage, io, &mut fixed),
-            Pass::Super => inodes::fix_super(st, &mine, stage, io, &mut fixed),
+            Pass::P4 => connect::fix_pass4(&mut r, &mine, &report.findings),
+            Pass::P3 => connect::fix_pass3(&mut r, &mine),
+            Pass::P2 => dirs::fix_pass2(&mut r, &mine),
+            Pass::P1 | Pass::P1B => inodes::fix_pass1(&mut r, &mine),
+            Pass::Super => inodes::fix_super(&mut r, &mine),
         }
         let valid = if pass == Pass::P4 {
-            p4_settled_for_p5(st, &mine, &report.findings, stage, io)
+            p4_settled_for_p5(st, &mine, &report.findings, r.stage, r.io)
         } else {
             mine.iter().all(|f| leaves_check_valid(st, f))
         };
@@ -119,7 +124,7 @@ pub(crate) fn plan_round<'a, 'f>(
         }
         after = Some(pass);
     }
-    fixed
+    r.fixed
 }
 
 /// Whether pass 5's rebuild can follow pass 4's fixes in the same round:

@@ -413,3 +413,17 @@ impl<'f> Staging<'f> {
         out
     }
 }
+
+/// One round's planning state: the check it plans from, where its changes
+/// are staged, the reader it reads through, and the findings fixed so far.
+/// Each pass's fix function takes it with the findings it is to fix.
+pub struct Round<'r, 'a, 'f> {
+    /// The check the round plans from.
+    pub st: &'f check_core::engine::CheckState,
+    /// The staged changes.
+    pub stage: &'r mut Staging<'f>,
+    /// The reader.
+    pub io: &'r mut check_core::io::Io<'f>,
+    /// What the round has fixed.
+    pub fixed: Vec<&'a check_core::problem::Finding>,
+}
