@@ -224,15 +224,21 @@ impl<'f> Staging<'f> {
         Some((off / bs, (off % bs) as usize))
     }
 
-    /// Inode `ino`'s bytes for editing; its checksum is redone at commit.
-    pub fn inode(&mut self, io: &mut Io<'_>, ino: u32) -> io::Result<&mut [u8]> {
+    /// Inode `ino`'s block, its offset there, and the inode size; an
+    /// inode number outside the file system is an error.
+    fn inode_place(&self, ino: u32) -> io::Result<(u64, usize, usize)> {
         let (blk, off) = self.inode_location(ino).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("inode {ino} has no place"),
             )
         })?;
-        let isz = self.fs.geo.inode_size as usize;
+        Ok((blk, off, self.fs.geo.inode_size as usize))
+    }
+
+    /// Inode `ino`'s bytes for editing; its checksum is redone at commit.
+    pub fn inode(&mut self, io: &mut Io<'_>, ino: u32) -> io::Result<&mut [u8]> {
+        let (blk, off, isz) = self.inode_place(ino)?;
         self.inodes.insert(ino);
         let b = self.block(io, blk, Kind::InodeTable)?;
         b.get_mut(off..off + isz)
@@ -241,13 +247,7 @@ impl<'f> Staging<'f> {
 
     /// A copy of inode `ino` as it is now (through the overlay).
     pub fn inode_copy(&self, io: &mut Io<'_>, ino: u32) -> io::Result<Vec<u8>> {
-        let (blk, off) = self.inode_location(ino).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("inode {ino} has no place"),
-            )
-        })?;
-        let isz = self.fs.geo.inode_size as usize;
+        let (blk, off, isz) = self.inode_place(ino)?;
         let mut b = vec![0u8; self.fs.block_size()];
         self.read(io, blk, &mut b)?;
         Ok(b[off..off + isz].to_vec())
