@@ -81,28 +81,16 @@ impl<'a> Allocator<'a> {
         None
     }
 
-    /// `n` free blocks in one run, the first at or after `goal`.
+    /// `n` free blocks in one run, the first at or after `goal`, else
+    /// anywhere from the start of the file system.
     pub fn run(&mut self, goal: u64, n: u64) -> Option<u64> {
-        let geo = &self.fs.geo;
-        if n == 0 {
-            return None;
-        }
-        let mut b = goal.max(geo.first_data_block);
-        while b + n <= geo.blocks_count {
-            match (b..b + n).find(|&x| !self.block_free(x)) {
-                None => {
-                    for x in b..b + n {
-                        self.taken_blocks.insert(x);
-                    }
-                    return Some(b);
-                }
-                Some(x) => b = x + 1,
-            }
-        }
-        if goal > geo.first_data_block {
-            return self.run(geo.first_data_block, n);
-        }
-        None
+        let first = self.fs.geo.first_data_block;
+        let last = self.fs.geo.blocks_count.saturating_sub(1);
+        self.run_in(goal, last, n).or_else(|| {
+            (goal > first)
+                .then(|| self.run_in(first, last, n))
+                .flatten()
+        })
     }
 
     /// Never hands out block `b` (something not in the maps uses it).
