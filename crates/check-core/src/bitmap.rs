@@ -208,6 +208,14 @@ impl AtomicBitmap {
         None
     }
 
+    /// A copy of the words (bit `i` is bit `i % 64` of word `i / 64`).
+    pub(crate) fn words(&self) -> Vec<u64> {
+        self.words
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect()
+    }
+
     /// The number of shards.
     pub fn shards(&self) -> usize {
         self.counts.len()

@@ -40,8 +40,8 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
     }
     let n = fs.geo.inodes_count;
     let idx = |ino: u32| (maps.is_dir(ino) && ino >= 1 && ino <= n).then_some(ino);
-    let parent_of = |ino: u32| p2.parent.get(&ino).copied().unwrap_or(0);
-    let dotdot_of = |ino: u32| p2.dotdot.get(&ino).copied().unwrap_or(0);
+    let parent_of = |ino: u32| p2.dirs.parent(ino);
+    let dotdot_of = |ino: u32| p2.dirs.dotdot(ino);
     let done = AtomicBitmap::new(u64::from(fs.geo.inodes_count) + 1);
     done.test_and_set(2);
     let mut loop_map: Vec<bool> = Vec::new();

@@ -102,6 +102,8 @@ impl DirLink {
 pub struct P2Acc {
     /// Entries naming directories.
     pub links: Vec<DirLink>,
+    /// Each directory's '..': (directory, target).
+    pub dotdots: Vec<(u32, u32)>,
     /// Blocks with something to apply in order.
     pub specials: Vec<(BlockKey, Special)>,
     /// Names of the current block, for the duplicate test:
@@ -527,7 +529,7 @@ fn check_block_inner(
             };
             match problem {
                 Some(c) => findings.push(Finding::new(c).dir(ino).str(name_of(name))),
-                None => cx.set_dotdot(ino, e_ino),
+                None => acc.dotdots.push((ino, e_ino)),
             }
         } else if e_ino == ino {
             findings.push(Finding::new(Code::LinkDot).dir(ino).str(name_of(name)));

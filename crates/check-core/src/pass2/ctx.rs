@@ -17,6 +17,8 @@ use crate::io::Io;
 use crate::pass1::{DirWork, Policy};
 use crate::problem::Finding;
 
+use super::dirtable::DirTable;
+
 /// Where a leaf block's checksum tail stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TailStatus {
@@ -68,10 +70,7 @@ pub struct P2Ctx<'a> {
     /// two bytes an inode, and the rare counts past 65,535 in `over`.
     pub(crate) counted: Vec<AtomicU16>,
     /// What `counted` could not hold, by inode index.
-    pub(crate) over: DirMap,
-    /// The '..' of each directory, by directory: one entry per directory
-    /// rather than a slot per inode.
-    pub(crate) dotdot: DirMap,
+    pub(crate) over: Overflow,
     /// Inodes pass 1 scans in each group (the rest are never checked).
     scan_limit: Vec<u32>,
     /// Whether blocks are taken in dir_index order.
@@ -95,8 +94,7 @@ impl<'a> P2Ctx<'a> {
             maps,
             policies: Policies::default(),
             counted: (0..n).map(|_| AtomicU16::new(0)).collect(),
-            over: DirMap::default(),
-            dotdot: DirMap::default(),
+            over: Overflow::default(),
             scan_limit: (0..fs.geo.group_count)
                 .map(|g| fs.inodes_to_scan(g))
                 .collect(),
@@ -142,14 +140,6 @@ impl<'a> P2Ctx<'a> {
             {
                 self.over.add(i, 1);
             }
-        }
-    }
-
-    /// Records the '..' of a directory.
-    #[inline]
-    pub fn set_dotdot(&self, dir: u32, target: u32) {
-        if dir >= 1 && dir <= self.fs.geo.inodes_count {
-            self.dotdot.set(dir, target);
         }
     }
 
@@ -238,30 +228,21 @@ impl<'a> P2Ctx<'a> {
 }
 
 /// Everything pass 2 hands on.
-/// A value per directory (or per rare inode), set by many workers at
-/// once: sharded maps, so that memory follows the number of entries, not
-/// of inodes.
-pub(crate) struct DirMap {
+/// Counts past what two bytes hold, by inode index, added to by many
+/// workers at once: sharded maps, as such counts are rare.
+pub(crate) struct Overflow {
     shards: Vec<Mutex<HashMap<u32, u32>>>,
 }
 
-impl Default for DirMap {
-    fn default() -> DirMap {
-        DirMap {
+impl Default for Overflow {
+    fn default() -> Overflow {
+        Overflow {
             shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
         }
     }
 }
 
-impl DirMap {
-    fn set(&self, dir: u32, v: u32) {
-        let shard = &self.shards[dir as usize % self.shards.len()];
-        shard
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(dir, v);
-    }
-
+impl Overflow {
     fn add(&self, key: u32, n: u32) {
         let shard = &self.shards[key as usize % self.shards.len()];
         let mut m = shard.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,10 +289,8 @@ pub struct P2Out {
     pub findings: Vec<Finding>,
     /// References found per inode (index `ino - 1`), '.' and '..' included.
     pub counted: RefCounts,
-    /// The `dir_info` parent of each directory that has one.
-    pub parent: HashMap<u32, u32>,
-    /// The `dir_info` dotdot of each directory that has one.
-    pub dotdot: HashMap<u32, u32>,
+    /// Each directory's '..' and parent (e2fsck's `dir_info`).
+    pub dirs: DirTable,
     /// Directories with duplicate names, for pass 3A.
     pub dup_dirs: Vec<u32>,
     /// Where a fatal problem stopped the check.
@@ -324,7 +303,7 @@ mod tests {
 
     #[test]
     fn reference_counts_past_two_bytes_are_kept_whole() {
-        let over = DirMap::default();
+        let over = Overflow::default();
         over.add(0, 7);
         over.add(0, 3);
         over.add(5, 1);
@@ -340,22 +319,20 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_map_keeps_the_last_value_set() {
-        let m = DirMap::default();
+    fn overflow_adds_from_many_workers_are_all_kept() {
+        let m = Overflow::default();
         std::thread::scope(|s| {
             for t in 0..4u32 {
                 let m = &m;
                 s.spawn(move || {
                     for d in 0..1000u32 {
-                        m.set(d * 4 + t, d);
+                        m.add(d % 100, t + 1);
                     }
                 });
             }
         });
-        m.set(8, 77);
         let all = m.into_map();
-        assert_eq!(all.len(), 4000);
-        assert_eq!(all[&8], 77);
-        assert_eq!(all[&(999 * 4 + 3)], 999);
+        assert_eq!(all.len(), 100);
+        assert!(all.values().all(|&v| v == 10 * (1 + 2 + 3 + 4)));
     }
 }

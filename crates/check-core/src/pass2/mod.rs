@@ -8,9 +8,10 @@
 mod badinode;
 mod block;
 mod ctx;
+mod dirtable;
 mod htree;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU16;
 
 use ext4_layout::bytes::le_u8;
@@ -19,6 +20,8 @@ use ext4_layout::inode::Inode;
 pub use badinode::{process_bad_inode, BadInodeOutcome};
 pub use block::{casefold, check_block, tail_status, DirLink, DxBlock, DxKind, P2Acc, Special};
 pub use ctx::{P2Ctx, P2Out, Policies, RefCounts, TailStatus};
+use dirtable::Claim;
+pub use dirtable::DirTable;
 
 use crate::ctx::AbortAt;
 use crate::fs::Fs;
@@ -112,9 +115,13 @@ pub fn merge(
     let n = fs.geo.inodes_count as usize;
     let mut specials = Vec::new();
     let mut links = Vec::new();
+    let mut dirs = DirTable::new(&cx.maps.inode_dir);
     for a in accs {
         specials.extend(a.specials);
         links.extend(a.links);
+        for (dir, to) in a.dotdots {
+            dirs.set_dotdot(dir, to);
+        }
     }
     specials.sort_unstable_by_key(|s| s.0);
     let stop: Option<BlockKey> = specials.iter().find(|s| s.1.abort.is_some()).map(|s| s.0);
@@ -140,10 +147,7 @@ pub fn merge(
         }
     }
     // Parents: the first link to each directory, in block order.
-    let mut parent: HashMap<u32, u32> = HashMap::new();
-    if n >= 2 {
-        parent.insert(2, 2);
-    }
+    dirs.claim_parent(2, 2);
     let di = cx.dir_index;
     links.sort_unstable_by_key(|l| (l.target, l.key(di)));
     let mut bs_buf = vec![0u8; fs.block_size()];
@@ -154,8 +158,7 @@ pub fn merge(
         if l.target == 0 || l.target as usize > n {
             continue;
         }
-        let p = parent.entry(l.target).or_insert(0);
-        if *p != 0 {
+        if dirs.claim_parent(l.target, l.dir) == Claim::Taken {
             let name = link_name(fs, io, l, &mut bs_buf);
             out.findings.push(
                 Finding::new(Code::LinkDir)
@@ -163,16 +166,13 @@ pub fn merge(
                     .ino(l.target)
                     .str(name),
             );
-        } else {
-            *p = l.dir;
         }
     }
     drop(links);
     if out.abort.is_none() {
         dx.verify(&mut out.findings, &dup_set);
     }
-    out.parent = parent;
-    out.dotdot = std::mem::take(&mut cx.dotdot).into_map();
+    out.dirs = dirs;
     out.counted = RefCounts {
         low: std::mem::take(&mut cx.counted)
             .into_iter()
