@@ -4,7 +4,7 @@
 //! later in e2fsck's order whatever thread produced it.
 
 use ext4_layout::bytes::{le_u16, le_u32, le_u8};
-use ext4_layout::dirent::{decode_rec_len, leaf_checksum, DIR_TAIL_SIZE};
+use ext4_layout::dirent::{decode_rec_len, ft, leaf_checksum, DIR_TAIL_SIZE};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
@@ -251,135 +251,304 @@ pub fn check_block(
     work: &DirWork,
     data: Option<&[u8]>,
 ) {
-    let dir = &work.meta;
-    let key = work.key(cx.dir_index);
-    let mut findings: Vec<Finding> = Vec::new();
-    let mut abort: Option<String> = None;
-    let mut dup: Option<String> = None;
-    let mut dx: Option<DxBlock> = None;
-    check_block_inner(
-        cx,
-        io,
-        acc,
-        work,
-        dir,
-        data,
-        &mut findings,
-        &mut abort,
-        &mut dup,
-        &mut dx,
-    );
-    if !findings.is_empty() || abort.is_some() || dup.is_some() || dx.is_some() {
-        acc.specials.push((
-            key,
-            Special {
-                findings,
-                abort,
-                dup,
-                dx,
-            },
-        ));
+    let mut out = Special::default();
+    if cx.maps.used(work.meta.ino) {
+        BlockCheck {
+            cx,
+            io,
+            acc,
+            work,
+            out: &mut out,
+        }
+        .run(data);
+    }
+    if !out.findings.is_empty() || out.abort.is_some() || out.dup.is_some() || out.dx.is_some() {
+        acc.specials.push((work.key(cx.dir_index), out));
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn check_block_inner(
-    cx: &P2Ctx<'_>,
-    io: &mut Io<'_>,
-    acc: &mut P2Acc,
-    work: &DirWork,
-    dir: &DirMeta,
-    data: Option<&[u8]>,
-    findings: &mut Vec<Finding>,
-    abort: &mut Option<String>,
-    dup_out: &mut Option<String>,
-    dx_out: &mut Option<DxBlock>,
-) {
-    let fs = cx.fs;
-    let geo = &fs.geo;
-    let bs = fs.block_size();
-    let ino = dir.ino;
-    let lblk = work.lblk;
-    let maps = cx.maps;
-    if !maps.used(ino) {
-        return;
-    }
-    let inline = dir.iflags & flags::INLINE_DATA != 0
-        && geo.incompat.contains(IncompatFeatures::INLINE_DATA);
-    let metadata_csum = fs.metadata_csum();
-    let mut de_csum = if metadata_csum { DIR_TAIL_SIZE } else { 0 };
-    let dx_csum = if metadata_csum { 8 } else { 0 };
-    let inline_size = work.inline.as_ref().map_or(0, |d| d.len());
-    if work.pblk == 0 && !inline {
-        if !geo.incompat.contains(IncompatFeatures::LARGEDIR) {
-            findings.push(Finding::new(Code::DirectoryHole).dir(ino).num(lblk));
+/// The check of a block ends here (a fatal problem was recorded).
+struct Stop;
+
+/// One directory block under check, and what it has found so far.
+struct BlockCheck<'c, 'a, 'f> {
+    cx: &'c P2Ctx<'a>,
+    io: &'c mut Io<'f>,
+    acc: &'c mut P2Acc,
+    work: &'c DirWork,
+    out: &'c mut Special,
+}
+
+/// Where a block's entries are, once its checksum and htree role are known.
+struct Layout<'d> {
+    /// The whole block (or the inline data).
+    data: &'d [u8],
+    /// The part holding entries: no checksum tail; for inline data, the
+    /// part this logical block covers.
+    region: &'d [u8],
+    /// Where `region` starts in `data`.
+    region_start: usize,
+    /// How far entries may reach (60 for inline `i_block`, which holds
+    /// the synthetic '.' and '..').
+    region_len: usize,
+    inline: bool,
+    failed_csum: bool,
+    is_leaf: bool,
+}
+
+/// How a directory's names are hashed, folded and checked.
+struct NameRules {
+    /// The htree hash version (unsigned variants folded in).
+    hash_version: Option<u8>,
+    seed: [u32; 4],
+    casefold_fs: bool,
+    /// Names are compared case-folded (strict case-folding).
+    fold_for_dups: bool,
+    casefolded: bool,
+    encrypted: bool,
+    /// Names are checked against the encoding.
+    check_encoding: bool,
+    /// Entries carry their hash (encrypted and case-folded).
+    hash_in_dirent: bool,
+    filetype: bool,
+}
+
+impl NameRules {
+    fn of(cx: &P2Ctx<'_>, dir: &DirMeta) -> NameRules {
+        let fs = cx.fs;
+        let sb = fs.sb();
+        let hash_version = dir.dx.as_ref().map(|d| {
+            let v = d.hash_version;
+            if v <= 2 && sb.s_flags() & ext4_layout::superblock::FLAGS_UNSIGNED_HASH != 0 {
+                v + 3
+            } else {
+                v
+            }
+        });
+        let casefold_fs = fs.geo.incompat.contains(IncompatFeatures::CASEFOLD);
+        let cf_inode = casefold_fs && cx.maps.inode_casefold.get(u64::from(dir.ino - 1));
+        let strict = sb.s_encoding_flags() & 1 != 0;
+        let casefolded = dir.iflags & flags::CASEFOLD != 0;
+        NameRules {
+            hash_version,
+            seed: sb.s_hash_seed(),
+            casefold_fs,
+            fold_for_dups: cf_inode && strict,
+            casefolded,
+            encrypted: dir.encrypted,
+            // In strict mode, or when asked (`-E check_encoding`).
+            check_encoding: cf_inode && (strict || cx.check_encoding),
+            hash_in_dirent: casefolded && dir.iflags & flags::ENCRYPT != 0,
+            filetype: fs.geo.incompat.contains(IncompatFeatures::FILETYPE),
         }
-        return;
     }
-    let mut failed_csum = false;
-    let data: &[u8] = if inline {
-        if inline_size % 4 != 0 || (inline_size > 60 && inline_size < 72) {
-            findings.push(
-                Finding::new(Code::BadInlineDirSize)
-                    .dir(ino)
-                    .num(inline_size as u64),
-            );
-        }
-        work.inline.as_deref().unwrap_or(&[])
-    } else {
-        let Some(d) = data else {
-            findings.push(Finding::new(Code::ReadDirBlock).dir(ino).blk(work.pblk));
-            *abort = Some(format!(
-                "cannot read block {} of directory {ino}",
-                work.pblk
-            ));
+}
+
+/// One entry: read from the block, or the synthetic '.' and '..' of an
+/// inline directory.
+struct Entry<'d> {
+    ino: u32,
+    rec_len: usize,
+    name_len: usize,
+    ftype: u8,
+    name: &'d [u8],
+    /// Offset in the region.
+    off: usize,
+    /// Offset in the data.
+    abs: usize,
+}
+
+impl<'c> BlockCheck<'c, '_, '_> {
+    fn ino(&self) -> u32 {
+        self.work.meta.ino
+    }
+
+    fn push(&mut self, f: Finding) {
+        self.out.findings.push(f);
+    }
+
+    /// Records a fatal problem.
+    fn stop(&mut self, why: String) -> Stop {
+        self.out.abort = Some(why);
+        Stop
+    }
+
+    /// A finding about an entry: its directory, target and name.
+    fn about(&self, code: Code, e: &Entry<'_>) -> Finding {
+        Finding::new(code)
+            .dir(self.ino())
+            .ino(e.ino)
+            .str(name_of(e.name))
+    }
+
+    fn run(mut self, data: Option<&[u8]>) {
+        let Ok((lay, mut dx)) = self.layout(data) else {
             return;
         };
-        if metadata_csum {
-            let seed = if dir.csum_ok {
-                Some(inode_csum_seed(geo.csum_seed, ino, dir.generation))
-            } else {
-                None
+        let rules = NameRules::of(self.cx, &self.work.meta);
+        let hashes = self.entries(&lay, &rules, dx.as_ref());
+        // A duplicate name stops the test at the first one even when the
+        // block goes on to fail.
+        if let Some(at) = self.acc.first_duplicate() {
+            let name = match at {
+                SYNTHETIC_DOT => &b"."[..],
+                x if x == SYNTHETIC_DOT + 1 => &b".."[..],
+                off => {
+                    let off = off as usize;
+                    let nl = usize::from(le_u8(lay.data, off + 6));
+                    lay.data.get(off + 8..off + 8 + nl).unwrap_or(&[])
+                }
             };
-            failed_csum = seed.is_none_or(|s| !block_csum_ok(d, s));
+            self.out.dup = Some(name_of(name));
         }
-        d
-    };
-    let mut dot_state = if lblk == 0 { 0 } else { 2 };
-    // Htree classification.
-    let mut dx: Option<DxBlock> = None;
-    if let Some(info) = dir.dx.as_ref().filter(|d| d.numblocks != 0) {
-        if lblk >= info.numblocks {
-            findings.push(Finding::new(Code::UnexpectedHtreeBlock).dir(ino).num(lblk));
-            *abort = Some(format!(
-                "directory {ino} has an unexpected htree block {lblk}"
-            ));
+        if self.out.abort.is_some() {
             return;
         }
-        let mut kind = DxKind::Leaf;
-        if lblk == 0 {
-            kind = DxKind::Root;
-            let root = DxRoot::new(data);
-            let max_levels = if geo.incompat.contains(IncompatFeatures::LARGEDIR) {
+        if let Some(d) = dx.as_mut() {
+            finish_dx(d, &lay, hashes, self.cx.fs.block_size());
+        }
+        if lay.is_leaf && lay.failed_csum {
+            let f = Finding::new(Code::LeafOnlyCsumInvalid)
+                .dir(self.ino())
+                .num(self.work.lblk);
+            self.push(f);
+        }
+        self.out.dx = dx;
+    }
+
+    /// Reads the block's checksum and htree role, and finds its entries.
+    fn layout<'d>(&mut self, data: Option<&'d [u8]>) -> Result<(Layout<'d>, Option<DxBlock>), Stop>
+    where
+        'c: 'd,
+    {
+        let (work, cx) = (self.work, self.cx);
+        let geo = &cx.fs.geo;
+        let (ino, lblk) = (work.meta.ino, work.lblk);
+        let inline = work.meta.iflags & flags::INLINE_DATA != 0
+            && geo.incompat.contains(IncompatFeatures::INLINE_DATA);
+        if work.pblk == 0 && !inline {
+            if !geo.incompat.contains(IncompatFeatures::LARGEDIR) {
+                self.push(Finding::new(Code::DirectoryHole).dir(ino).num(lblk));
+            }
+            return Err(Stop);
+        }
+        let inline_size = work.inline.as_ref().map_or(0, |d| d.len());
+        let mut failed_csum = false;
+        let data: &'d [u8] = if inline {
+            if inline_size % 4 != 0 || (inline_size > 60 && inline_size < 72) {
+                let f = Finding::new(Code::BadInlineDirSize)
+                    .dir(ino)
+                    .num(inline_size as u64);
+                self.push(f);
+            }
+            work.inline.as_deref().unwrap_or(&[])
+        } else {
+            let Some(d) = data else {
+                self.push(Finding::new(Code::ReadDirBlock).dir(ino).blk(work.pblk));
+                return Err(self.stop(format!(
+                    "cannot read block {} of directory {ino}",
+                    work.pblk
+                )));
+            };
+            failed_csum = self.csum_failed(d);
+            d
+        };
+        let dx = self.classify_dx(data)?;
+        let is_leaf = dx.as_ref().is_none_or(|d| d.kind == DxKind::Leaf);
+        let mut tail = if self.cx.fs.metadata_csum() && is_leaf {
+            DIR_TAIL_SIZE
+        } else {
+            0
+        };
+        if is_leaf && !inline && failed_csum && tail_status(data) == TailStatus::NoSpace {
+            tail = 0;
+            self.push(Finding::new(Code::LeafMissingCsum).dir(ino).num(lblk));
+        }
+        let (region_start, max_size) = if !inline {
+            (0, self.cx.fs.block_size() - tail)
+        } else if lblk == 0 {
+            (0, 60usize.min(data.len()))
+        } else if inline_size <= 60 {
+            return Err(Stop);
+        } else {
+            (60, data.len())
+        };
+        let end = region_start
+            + max_size
+                .saturating_sub(region_start)
+                .min(data.len() - region_start);
+        let region = &data[region_start..end];
+        let region_len = if inline && lblk == 0 {
+            60
+        } else {
+            region.len()
+        };
+        let lay = Layout {
+            data,
+            region,
+            region_start,
+            region_len,
+            inline,
+            failed_csum,
+            is_leaf,
+        };
+        Ok((lay, dx))
+    }
+
+    /// Whether a block fails its checksum (never, without metadata_csum).
+    fn csum_failed(&self, block: &[u8]) -> bool {
+        let fs = self.cx.fs;
+        if !fs.metadata_csum() {
+            return false;
+        }
+        let dir = &self.work.meta;
+        !dir.csum_ok
+            || !block_csum_ok(
+                block,
+                inode_csum_seed(fs.geo.csum_seed, dir.ino, dir.generation),
+            )
+    }
+
+    /// The block's place in an indexed directory: root, node or leaf.
+    fn classify_dx(&mut self, data: &[u8]) -> Result<Option<DxBlock>, Stop> {
+        let work = self.work;
+        let Some(info) = work.meta.dx.as_ref().filter(|d| d.numblocks != 0) else {
+            return Ok(None);
+        };
+        let fs = self.cx.fs;
+        let bs = fs.block_size();
+        let (ino, lblk) = (work.meta.ino, work.lblk);
+        if lblk >= info.numblocks {
+            self.push(Finding::new(Code::UnexpectedHtreeBlock).dir(ino).num(lblk));
+            return Err(self.stop(format!(
+                "directory {ino} has an unexpected htree block {lblk}"
+            )));
+        }
+        let dx_tail = if fs.metadata_csum() { 8 } else { 0 };
+        let kind = if lblk == 0 {
+            let max_levels = if fs.geo.incompat.contains(IncompatFeatures::LARGEDIR) {
                 3
             } else {
                 2
             };
-            if root.is_none_or(|rt| {
+            if DxRoot::new(data).is_none_or(|rt| {
                 rt.reserved_zero() != 0
                     || rt.info_length() < 8
                     || rt.indirect_levels() >= max_levels
             }) {
-                findings.push(Finding::new(Code::HtreeBadRoot).dir(ino));
+                self.push(Finding::new(Code::HtreeBadRoot).dir(ino));
             }
+            DxKind::Root
         } else if le_u32(data, 0) == 0
             && decode_rec_len(le_u16(data, 4), bs) == bs
             && le_u8(data, 6) == 0
-            && usize::from(le_u16(data, 8)) == (bs - (8 + dx_csum)) / 8
+            && usize::from(le_u16(data, 8)) == (bs - (8 + dx_tail)) / 8
         {
-            kind = DxKind::Node;
-        }
-        dx = Some(DxBlock {
+            DxKind::Node
+        } else {
+            DxKind::Leaf
+        };
+        Ok(Some(DxBlock {
             kind,
             min_hash: u32::MAX,
             max_hash: 0,
@@ -388,395 +557,400 @@ fn check_block_inner(
             count: 0,
             entries: Vec::new(),
             failed_csum: false,
-        });
+        }))
     }
-    let is_leaf = dx.as_ref().is_none_or(|d| d.kind == DxKind::Leaf);
-    if is_leaf && !inline && failed_csum && tail_status(data) == TailStatus::NoSpace {
-        de_csum = 0;
-        findings.push(Finding::new(Code::LeafMissingCsum).dir(ino).num(lblk));
-    }
-    if !is_leaf {
-        de_csum = 0;
-    }
-    let (region_start, max_size) = if inline {
-        if lblk == 0 {
-            (0usize, 60usize.min(data.len()))
-        } else {
-            if inline_size <= 60 {
-                return;
-            }
-            (60usize, data.len())
-        }
-    } else {
-        (0, bs - de_csum)
-    };
-    let region = &data[region_start
-        ..region_start
-            + max_size
-                .saturating_sub(region_start)
-                .min(data.len() - region_start)];
-    let region_len = if inline && lblk == 0 {
-        60
-    } else {
-        region.len()
-    };
-    // Htree hash settings.
-    let hash_version = dir.dx.as_ref().map(|d| {
-        let v = d.hash_version;
-        if v <= 2 && fs.sb().s_flags() & ext4_layout::superblock::FLAGS_UNSIGNED_HASH != 0 {
-            v + 3
-        } else {
-            v
-        }
-    });
-    let seed = fs.sb().s_hash_seed();
-    let casefold_fs = geo.incompat.contains(IncompatFeatures::CASEFOLD);
-    let cf_inode = casefold_fs && maps.inode_casefold.get(u64::from(ino - 1));
-    let strict = fs.sb().s_encoding_flags() & 1 != 0;
-    let cf_dir = cf_inode && strict;
-    let casefolded = dir.iflags & flags::CASEFOLD != 0;
-    let encrypted = dir.encrypted;
-    // Names are checked against the encoding in strict mode, or when
-    // asked (`-E check_encoding`).
-    let check_names = cf_inode && (strict || cx.check_encoding);
-    let hash_in_dirent = casefolded && dir.iflags & flags::ENCRYPT != 0;
-    acc.names.clear();
-    acc.arena.clear();
-    let filetype = geo.incompat.contains(IncompatFeatures::FILETYPE);
-    let first_ino = geo.first_ino;
-    let icount = fs.sb().s_inodes_count();
-    let mut offset = 0usize;
-    let mut min_hash = u32::MAX;
-    let mut max_hash = 0u32;
-    let mut hash = 0u32;
-    let mut index = 0u32;
-    while offset < region_len {
-        let extended = dot_state > 1 && hash_in_dirent;
-        let min_len = if extended { 20 } else { 12 };
-        // The entry: real, or the synthetic '.' and '..' of an inline dir.
-        let mut entry_abs = region_start + offset;
-        let (e_ino, rec_len, name_len, ftype, name): (u32, usize, usize, u8, &[u8]) =
-            if inline && lblk == 0 && dot_state <= 1 {
-                if dot_state == 0 {
-                    (ino, 12, 1, if filetype { 2 } else { 0 }, b".")
-                } else {
-                    (le_u32(data, 0), 12, 2, if filetype { 2 } else { 0 }, b"..")
+
+    /// Checks every entry; returns the lowest and highest name hash.
+    fn entries(&mut self, lay: &Layout<'_>, rules: &NameRules, dx: Option<&DxBlock>) -> (u32, u32) {
+        self.acc.names.clear();
+        self.acc.arena.clear();
+        let hashing = rules.hash_version.is_some() && dx.is_some_and(|d| d.kind != DxKind::Node);
+        let synthetic_dots = lay.inline && self.work.lblk == 0;
+        let mut dot_state = if self.work.lblk == 0 { 0 } else { 2 };
+        let (mut min_hash, mut max_hash, mut hash) = (u32::MAX, 0u32, 0u32);
+        let mut offset = 0usize;
+        let mut index = 0u32;
+        while offset < lay.region_len {
+            let Ok(e) = self.read_entry(lay, rules, &mut offset, dot_state) else {
+                break;
+            };
+            self.check_dots(lay, &e, dot_state);
+            if e.ino != 0 {
+                match self.check_entry(rules, &e, dot_state) {
+                    Err(Stop) => break,
+                    Ok(false) => {}
+                    Ok(true) => {
+                        if hashing {
+                            hash = entry_hash(lay, rules, &e, dot_state, hash);
+                            min_hash = min_hash.min(hash);
+                            max_hash = max_hash.max(hash);
+                        }
+                        self.record(lay, rules, &e, dot_state, index);
+                        index += 1;
+                    }
                 }
-            } else {
-                let base = if inline && lblk == 0 {
-                    offset.max(4)
-                } else {
-                    offset
-                };
-                if inline && lblk == 0 && offset < 4 {
+            }
+            if synthetic_dots && dot_state <= 1 {
+                if dot_state == 1 {
                     offset = 4;
                 }
-                entry_abs = region_start + base;
-                let remaining = region_len.saturating_sub(base);
-                let e = &region[base.min(region.len())..];
-                let rl = if remaining < 8 {
-                    min_len
-                } else {
-                    decode_rec_len(le_u16(e, 4), bs)
-                };
-                let nl = usize::from(le_u8(e, 6));
-                let min_for_name = (8 + nl + if extended { 8 } else { 0 } + 3) & !3;
-                if base + rl > region_len || rl < min_len || rl % 4 != 0 || min_for_name > rl {
-                    findings.push(
-                        Finding::new(Code::DirCorrupted)
-                            .dir(ino)
-                            .num(lblk)
-                            .num2((base + region_start) as u64),
-                    );
-                    *abort = Some(format!("directory {ino} block {lblk} is corrupt"));
-                    break;
-                }
-                let name = e.get(8..8 + nl).unwrap_or(&[]);
-                let ft = le_u8(e, 7);
-                (le_u32(e, 0), rl, nl, ft, name)
-            };
-        let entry_off = offset;
-        let mut skip_rest = false;
-        // '.' and '..'.
-        if dot_state == 0 {
-            let problem = if e_ino == 0 {
-                Some(Code::MissingDot)
-            } else if name_len != 1 || name.first() != Some(&b'.') {
-                Some(Code::FirstNotDot)
-            } else if !inline && le_u8(region, entry_off + 9) != 0 {
-                Some(Code::DotNullTerm)
             } else {
-                None
-            };
-            if let Some(c) = problem {
-                findings.push(Finding::new(c).dir(ino).str(name_of(name)));
+                offset += e.rec_len;
             }
-            if e_ino != ino {
-                findings.push(Finding::new(Code::BadInodeDot).dir(ino).ino(e_ino));
-            }
-            if rec_len > 24 {
-                findings.push(Finding::new(Code::SplitDot).dir(ino).num(rec_len as u64));
-            }
-        } else if dot_state == 1 {
-            let problem = if e_ino == 0 {
-                Some(Code::MissingDotDot)
-            } else if name_len != 2 || name != b".." {
-                Some(Code::SecondNotDotDot)
-            } else if !inline && le_u8(region, entry_off + 10) != 0 {
-                Some(Code::DotDotNullTerm)
-            } else {
-                None
-            };
-            match problem {
-                Some(c) => findings.push(Finding::new(c).dir(ino).str(name_of(name))),
-                None => acc.dotdots.push((ino, e_ino)),
-            }
-        } else if e_ino == ino {
-            findings.push(Finding::new(Code::LinkDot).dir(ino).str(name_of(name)));
+            dot_state += 1;
         }
-        if e_ino != 0 {
-            let mut problem = None;
-            if (e_ino != 2 && e_ino < first_ino) || e_ino > icount || cx.special.contains(&e_ino) {
-                problem = Some(Code::BadIno);
-            } else if maps.inode_bb.get(u64::from(e_ino - 1)) {
-                problem = Some(Code::BbInode);
-            } else if dot_state > 1 && name == b"." {
-                problem = Some(Code::DupDot);
-            } else if dot_state > 1 && name == b".." {
-                problem = Some(Code::DupDotDot);
-            } else if dot_state > 1 && e_ino == 2 {
-                problem = Some(Code::LinkRoot);
-            } else if dot_state > 1 && name_len == 0 {
-                problem = Some(Code::NullName);
-            }
-            if let Some(c) = problem {
-                findings.push(Finding::new(c).dir(ino).ino(e_ino).str(name_of(name)));
-                if c == Code::BadIno {
-                    skip_rest = true;
-                }
-            }
-            if !skip_rest {
-                let mut bad = maps.is_bad(e_ino);
-                if bad {
-                    match process_bad_inode(cx, io, e_ino) {
-                        BadInodeOutcome::Fatal(why) => {
-                            *abort = Some(why);
-                            break;
-                        }
-                        BadInodeOutcome::Reported {
-                            findings: f,
-                            still_bad,
-                        } => {
-                            findings.extend(f);
-                            bad = still_bad;
-                        }
-                        BadInodeOutcome::Clean => bad = false,
-                    }
-                }
-                // Entries into the unused part of a group.
-                let g = (e_ino - 1) / geo.inodes_per_group;
-                let gd = fs.gd(g);
-                // In e2fsck's 32-bit arithmetic: an unused count larger
-                // than the group wraps past every inode, marking none.
-                let first_unused = (g * geo.inodes_per_group + 1 + geo.inodes_per_group)
-                    .wrapping_sub(gd.itable_unused());
-                if gd.has_flag(BG_INODE_UNINIT) {
-                    findings.push(
-                        Finding::new(Code::InorefBgInoUninit)
-                            .dir(ino)
-                            .ino(e_ino)
-                            .str(name_of(name)),
-                    );
-                } else if e_ino >= first_unused {
-                    findings.push(
-                        Finding::new(Code::InorefInUnused)
-                            .dir(ino)
-                            .ino(e_ino)
-                            .str(name_of(name)),
-                    );
-                }
-                if !maps.used(e_ino) {
-                    findings.push(
-                        Finding::new(Code::UnusedInode)
-                            .dir(ino)
-                            .ino(e_ino)
-                            .str(name_of(name)),
-                    );
-                }
-                // File type.
-                if !filetype {
-                    if ftype != 0 {
-                        findings.push(
-                            Finding::new(Code::ClearFiletype)
-                                .dir(ino)
-                                .ino(e_ino)
-                                .str(name_of(name)),
-                        );
-                    }
-                } else {
-                    let should = if maps.is_dir(e_ino) {
-                        Some(2)
-                    } else if maps.is_reg(e_ino) {
-                        Some(1)
-                    } else if bad {
-                        Some(0)
-                    } else {
-                        match cx.mode_type(io, e_ino) {
-                            Ok(t) => Some(t),
-                            Err(why) => {
-                                *abort = Some(why.to_string());
-                                break;
-                            }
-                        }
-                    };
-                    if let Some(should) = should {
-                        if ftype != should {
-                            let code = if ftype != 0 {
-                                Code::BadFiletype
-                            } else {
-                                Code::SetFiletype
-                            };
-                            findings.push(
-                                Finding::new(code)
-                                    .dir(ino)
-                                    .ino(e_ino)
-                                    .str(name_of(name))
-                                    .num(u64::from(ftype))
-                                    .num2(u64::from(should)),
-                            );
-                        }
-                    }
-                }
-                // Names.
-                if encrypted {
-                    if dot_state > 1 {
-                        if name_len < 16 {
-                            findings.push(
-                                Finding::new(Code::BadEncryptedName)
-                                    .dir(ino)
-                                    .num(name_len as u64),
-                            );
-                        }
-                        match check_policy(cx, io, ino, e_ino, ftype) {
-                            Ok(Some(c)) => findings
-                                .push(Finding::new(c).dir(ino).ino(e_ino).str(name_of(name))),
-                            Ok(None) => {}
-                            Err(why) => {
-                                *abort = Some(why.to_string());
-                                break;
-                            }
-                        }
-                    }
-                } else {
-                    if check_names && !utf8_ok(name) {
-                        findings.push(
-                            Finding::new(Code::BadEncodedName)
-                                .dir(ino)
-                                .str(name_of(name)),
-                        );
-                    }
-                    if name.iter().any(|&b| b == b'/' || b == 0) {
-                        findings.push(Finding::new(Code::BadName).dir(ino).str(name_of(name)));
-                    }
-                }
-                // Htree hash of the entry.
-                if let (Some(d), Some(v)) = (dx.as_mut(), hash_version) {
-                    if d.kind == DxKind::Leaf || d.kind == DxKind::Root {
-                        if v == version::SIPHASH {
-                            if dot_state > 1 {
-                                let at =
-                                    if inline { 0 } else { entry_off } + 8 + ((name_len + 3) & !3);
-                                hash = le_u32(region, at);
-                            }
-                        } else if casefolded && casefold_fs {
-                            hash = dirhash(&casefold(name), v, &seed).map_or(0, |h| h.major);
-                        } else {
-                            hash = dirhash(name, v, &seed).map_or(0, |h| h.major);
-                        }
-                        min_hash = min_hash.min(hash);
-                        max_hash = max_hash.max(hash);
-                    }
-                }
-                if dot_state > 1 && maps.is_dir(e_ino) {
-                    acc.links.push(DirLink {
-                        target: e_ino,
-                        dir: ino,
-                        pblk: work.pblk,
-                        lblk: lblk as u32,
-                        off: entry_abs as u32,
-                    });
-                }
-                let start = acc.arena.len() as u32;
-                if cf_dir {
-                    acc.arena.extend_from_slice(&casefold(name));
-                } else {
-                    acc.arena.extend_from_slice(name);
-                }
-                let klen = acc.arena.len() as u32 - start;
-                let h = name_hash(&acc.arena[start as usize..]);
-                // The synthetic '.' and '..' of an inline directory have
-                // no place in the data.
-                let at = if inline && lblk == 0 && dot_state <= 1 {
-                    SYNTHETIC_DOT + dot_state as u32
-                } else {
-                    entry_abs as u32
-                };
-                acc.names.push((h, index, start, klen as u16, at));
-                index += 1;
-                cx.count_ref(e_ino);
-            }
-        }
-        // Advance.
-        if inline && lblk == 0 && dot_state <= 1 {
-            if dot_state == 1 {
-                offset = 4;
-            }
-        } else {
-            offset += rec_len;
-        }
-        dot_state += 1;
+        (min_hash, max_hash)
     }
-    // A duplicate name stops the test at the first one even when the
-    // block goes on to fail.
-    if let Some(at) = acc.first_duplicate() {
-        let name = match at {
-            SYNTHETIC_DOT => &b"."[..],
-            x if x == SYNTHETIC_DOT + 1 => &b".."[..],
-            off => {
-                let off = off as usize;
-                let nl = usize::from(le_u8(data, off + 6));
-                data.get(off + 8..off + 8 + nl).unwrap_or(&[])
+
+    /// Reads the entry at `offset`; a malformed one ends the block.
+    fn read_entry<'d>(
+        &mut self,
+        lay: &Layout<'d>,
+        rules: &NameRules,
+        offset: &mut usize,
+        dot_state: u32,
+    ) -> Result<Entry<'d>, Stop> {
+        let ino = self.ino();
+        let lblk = self.work.lblk;
+        if lay.inline && lblk == 0 {
+            let ftype = if rules.filetype { ft::DIR } else { 0 };
+            let at = *offset;
+            let dot = |ino, name: &'static [u8]| Entry {
+                ino,
+                rec_len: 12,
+                name_len: name.len(),
+                ftype,
+                name,
+                off: at,
+                abs: lay.region_start + at,
+            };
+            match dot_state {
+                0 => return Ok(dot(ino, b".")),
+                1 => return Ok(dot(le_u32(lay.data, 0), b"..")),
+                _ => *offset = at.max(4),
+            }
+        }
+        let base = *offset;
+        let extended = dot_state > 1 && rules.hash_in_dirent;
+        let min_len = if extended { 20 } else { 12 };
+        let e = &lay.region[base.min(lay.region.len())..];
+        let rec_len = if lay.region_len.saturating_sub(base) < 8 {
+            min_len
+        } else {
+            decode_rec_len(le_u16(e, 4), self.cx.fs.block_size())
+        };
+        let name_len = usize::from(le_u8(e, 6));
+        let min_for_name = (8 + name_len + if extended { 8 } else { 0 } + 3) & !3;
+        if base + rec_len > lay.region_len
+            || rec_len < min_len
+            || rec_len % 4 != 0
+            || min_for_name > rec_len
+        {
+            let f = Finding::new(Code::DirCorrupted)
+                .dir(ino)
+                .num(lblk)
+                .num2((base + lay.region_start) as u64);
+            self.push(f);
+            return Err(self.stop(format!("directory {ino} block {lblk} is corrupt")));
+        }
+        Ok(Entry {
+            ino: le_u32(e, 0),
+            rec_len,
+            name_len,
+            ftype: le_u8(e, 7),
+            name: e.get(8..8 + name_len).unwrap_or(&[]),
+            off: base,
+            abs: lay.region_start + base,
+        })
+    }
+
+    /// The tests of '.' (the first entry) and '..' (the second), and of
+    /// later entries that name the directory itself.
+    fn check_dots(&mut self, lay: &Layout<'_>, e: &Entry<'_>, dot_state: u32) {
+        let ino = self.ino();
+        let name = name_of(e.name);
+        // The byte after the name must be NUL in a real entry.
+        let unterminated = |len: usize| !lay.inline && le_u8(lay.region, e.off + 8 + len) != 0;
+        match dot_state {
+            0 => {
+                let problem = if e.ino == 0 {
+                    Some(Code::MissingDot)
+                } else if e.name_len != 1 || e.name.first() != Some(&b'.') {
+                    Some(Code::FirstNotDot)
+                } else if unterminated(1) {
+                    Some(Code::DotNullTerm)
+                } else {
+                    None
+                };
+                if let Some(c) = problem {
+                    self.push(Finding::new(c).dir(ino).str(name));
+                }
+                if e.ino != ino {
+                    self.push(Finding::new(Code::BadInodeDot).dir(ino).ino(e.ino));
+                }
+                if e.rec_len > 24 {
+                    self.push(Finding::new(Code::SplitDot).dir(ino).num(e.rec_len as u64));
+                }
+            }
+            1 => {
+                let problem = if e.ino == 0 {
+                    Some(Code::MissingDotDot)
+                } else if e.name_len != 2 || e.name != b".." {
+                    Some(Code::SecondNotDotDot)
+                } else if unterminated(2) {
+                    Some(Code::DotDotNullTerm)
+                } else {
+                    None
+                };
+                match problem {
+                    Some(c) => self.push(Finding::new(c).dir(ino).str(name)),
+                    None => self.acc.dotdots.push((ino, e.ino)),
+                }
+            }
+            _ if e.ino == ino => self.push(Finding::new(Code::LinkDot).dir(ino).str(name)),
+            _ => {}
+        }
+    }
+
+    /// The tests of what a used entry names. `Ok(false)`: the entry names
+    /// no valid inode and is not looked at further.
+    fn check_entry(
+        &mut self,
+        rules: &NameRules,
+        e: &Entry<'_>,
+        dot_state: u32,
+    ) -> Result<bool, Stop> {
+        if let Some(c) = self.entry_problem(e, dot_state) {
+            self.push(self.about(c, e));
+            if c == Code::BadIno {
+                return Ok(false);
+            }
+        }
+        let bad = self.check_target(e)?;
+        self.check_filetype(rules, e, bad)?;
+        self.check_name(rules, e, dot_state)?;
+        Ok(true)
+    }
+
+    /// The first problem of an entry's inode number and name, if any.
+    fn entry_problem(&self, e: &Entry<'_>, dot_state: u32) -> Option<Code> {
+        let geo = &self.cx.fs.geo;
+        let later = dot_state > 1;
+        if (e.ino != 2 && e.ino < geo.first_ino)
+            || e.ino > self.cx.fs.sb().s_inodes_count()
+            || self.cx.special.contains(&e.ino)
+        {
+            Some(Code::BadIno)
+        } else if self.cx.maps.inode_bb.get(u64::from(e.ino - 1)) {
+            Some(Code::BbInode)
+        } else if later && e.name == b"." {
+            Some(Code::DupDot)
+        } else if later && e.name == b".." {
+            Some(Code::DupDotDot)
+        } else if later && e.ino == 2 {
+            Some(Code::LinkRoot)
+        } else if later && e.name_len == 0 {
+            Some(Code::NullName)
+        } else {
+            None
+        }
+    }
+
+    /// The target inode: a bad one is examined again, and it must be in
+    /// use and in an initialized part of its group. Returns whether it is
+    /// still bad.
+    fn check_target(&mut self, e: &Entry<'_>) -> Result<bool, Stop> {
+        let cx = self.cx;
+        let geo = &cx.fs.geo;
+        let mut bad = cx.maps.is_bad(e.ino);
+        if bad {
+            match process_bad_inode(cx, self.io, e.ino) {
+                BadInodeOutcome::Fatal(why) => return Err(self.stop(why)),
+                BadInodeOutcome::Reported {
+                    findings,
+                    still_bad,
+                } => {
+                    self.out.findings.extend(findings);
+                    bad = still_bad;
+                }
+                BadInodeOutcome::Clean => bad = false,
+            }
+        }
+        let g = (e.ino - 1) / geo.inodes_per_group;
+        let gd = cx.fs.gd(g);
+        // In e2fsck's 32-bit arithmetic: an unused count larger than the
+        // group wraps past every inode, marking none.
+        let first_unused =
+            (g * geo.inodes_per_group + 1 + geo.inodes_per_group).wrapping_sub(gd.itable_unused());
+        if gd.has_flag(BG_INODE_UNINIT) {
+            self.push(self.about(Code::InorefBgInoUninit, e));
+        } else if e.ino >= first_unused {
+            self.push(self.about(Code::InorefInUnused, e));
+        }
+        if !cx.maps.used(e.ino) {
+            self.push(self.about(Code::UnusedInode, e));
+        }
+        Ok(bad)
+    }
+
+    /// The entry's file type against its inode's mode.
+    fn check_filetype(&mut self, rules: &NameRules, e: &Entry<'_>, bad: bool) -> Result<(), Stop> {
+        if !rules.filetype {
+            if e.ftype != 0 {
+                self.push(self.about(Code::ClearFiletype, e));
+            }
+            return Ok(());
+        }
+        let maps = self.cx.maps;
+        let should = if maps.is_dir(e.ino) {
+            ft::DIR
+        } else if maps.is_reg(e.ino) {
+            ft::REG
+        } else if bad {
+            ft::UNKNOWN
+        } else {
+            match self.cx.mode_type(self.io, e.ino) {
+                Ok(t) => t,
+                Err(why) => return Err(self.stop(why.to_string())),
             }
         };
-        *dup_out = Some(name_of(name));
+        if e.ftype != should {
+            let code = if e.ftype != 0 {
+                Code::BadFiletype
+            } else {
+                Code::SetFiletype
+            };
+            let f = self
+                .about(code, e)
+                .num(u64::from(e.ftype))
+                .num2(u64::from(should));
+            self.push(f);
+        }
+        Ok(())
     }
-    if abort.is_some() {
+
+    /// The name: its encryption policy in an encrypted directory, else its
+    /// encoding and its characters.
+    fn check_name(&mut self, rules: &NameRules, e: &Entry<'_>, dot_state: u32) -> Result<(), Stop> {
+        let ino = self.ino();
+        if rules.encrypted {
+            if dot_state > 1 {
+                if e.name_len < 16 {
+                    let f = Finding::new(Code::BadEncryptedName)
+                        .dir(ino)
+                        .num(e.name_len as u64);
+                    self.push(f);
+                }
+                match check_policy(self.cx, self.io, ino, e.ino, e.ftype) {
+                    Ok(Some(c)) => self.push(self.about(c, e)),
+                    Ok(None) => {}
+                    Err(why) => return Err(self.stop(why.to_string())),
+                }
+            }
+            return Ok(());
+        }
+        if rules.check_encoding && !utf8_ok(e.name) {
+            self.push(
+                Finding::new(Code::BadEncodedName)
+                    .dir(ino)
+                    .str(name_of(e.name)),
+            );
+        }
+        if e.name.iter().any(|&b| b == b'/' || b == 0) {
+            self.push(Finding::new(Code::BadName).dir(ino).str(name_of(e.name)));
+        }
+        Ok(())
+    }
+
+    /// Records a checked entry: a link if it names a directory, its name
+    /// for the duplicate test, and a reference to its inode.
+    fn record(
+        &mut self,
+        lay: &Layout<'_>,
+        rules: &NameRules,
+        e: &Entry<'_>,
+        dot_state: u32,
+        index: u32,
+    ) {
+        let synthetic = lay.inline && self.work.lblk == 0 && dot_state <= 1;
+        if dot_state > 1 && self.cx.maps.is_dir(e.ino) {
+            self.acc.links.push(DirLink {
+                target: e.ino,
+                dir: self.ino(),
+                pblk: self.work.pblk,
+                lblk: self.work.lblk as u32,
+                off: e.abs as u32,
+            });
+        }
+        let acc = &mut *self.acc;
+        let start = acc.arena.len() as u32;
+        if rules.fold_for_dups {
+            acc.arena.extend_from_slice(&casefold(e.name));
+        } else {
+            acc.arena.extend_from_slice(e.name);
+        }
+        let klen = acc.arena.len() as u32 - start;
+        let h = name_hash(&acc.arena[start as usize..]);
+        // The synthetic '.' and '..' of an inline directory have no place
+        // in the data.
+        let at = if synthetic {
+            SYNTHETIC_DOT + dot_state
+        } else {
+            e.abs as u32
+        };
+        acc.names.push((h, index, start, klen as u16, at));
+        self.cx.count_ref(e.ino);
+    }
+}
+
+/// An entry's htree hash (a siphash directory stores it after the name;
+/// '.' and '..' keep the previous value there).
+fn entry_hash(
+    lay: &Layout<'_>,
+    rules: &NameRules,
+    e: &Entry<'_>,
+    dot_state: u32,
+    prev: u32,
+) -> u32 {
+    let Some(v) = rules.hash_version else {
+        return prev;
+    };
+    if v == version::SIPHASH {
+        if dot_state <= 1 {
+            return prev;
+        }
+        let at = if lay.inline { 0 } else { e.off } + 8 + ((e.name_len + 3) & !3);
+        return le_u32(lay.region, at);
+    }
+    let major = |name: &[u8]| dirhash(name, v, &rules.seed).map_or(0, |h| h.major);
+    if rules.casefolded && rules.casefold_fs {
+        major(&casefold(e.name))
+    } else {
+        major(e.name)
+    }
+}
+
+/// Fills in an htree block's facts once its entries are checked.
+fn finish_dx(d: &mut DxBlock, lay: &Layout<'_>, (min_hash, max_hash): (u32, u32), bs: usize) {
+    d.min_hash = min_hash;
+    d.max_hash = max_hash;
+    if d.kind == DxKind::Leaf {
         return;
     }
-    if let Some(d) = dx.as_mut() {
-        d.min_hash = min_hash;
-        d.max_hash = max_hash;
-        if d.kind != DxKind::Leaf {
-            let entries: Option<DxEntries<'_>> = if d.kind == DxKind::Root {
-                DxRoot::new(data).map(|rt| rt.entries())
-            } else {
-                DxNode::new(data).map(|n| n.entries())
-            };
-            if let Some(e) = entries {
-                d.entries_start = e.offset();
-                d.limit = e.limit();
-                d.count = e.count();
-                let room = (bs.saturating_sub(e.offset())) / 8;
-                let n = usize::from(e.count()).min(room);
-                d.entries = (0..n).map(|i| e.get(i)).collect();
-            }
-            d.failed_csum = failed_csum;
-        }
+    let entries: Option<DxEntries<'_>> = if d.kind == DxKind::Root {
+        DxRoot::new(lay.data).map(|rt| rt.entries())
+    } else {
+        DxNode::new(lay.data).map(|n| n.entries())
+    };
+    if let Some(e) = entries {
+        d.entries_start = e.offset();
+        d.limit = e.limit();
+        d.count = e.count();
+        let room = (bs.saturating_sub(e.offset())) / 8;
+        let n = usize::from(e.count()).min(room);
+        d.entries = (0..n).map(|i| e.get(i)).collect();
     }
-    if is_leaf && failed_csum {
-        findings.push(Finding::new(Code::LeafOnlyCsumInvalid).dir(ino).num(lblk));
-    }
-    *dx_out = dx;
+    d.failed_csum = lay.failed_csum;
 }
 
 /// The encryption-policy check of an entry in an encrypted directory.
