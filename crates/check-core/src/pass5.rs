@@ -2,7 +2,7 @@
 //! found in use.
 
 use ext4_layout::csum::crc32c_raw;
-use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4_layout::group_desc::{field as gd_field, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4_layout::Group;
 
 use crate::ctx::Maps;
@@ -323,8 +323,8 @@ pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, Bitmap
     // Bitmap checksums.
     if fs.metadata_csum() {
         let seed = geo.csum_seed;
-        let wide_ib = geo.desc_size >= 0x3C;
-        let wide_bb = geo.desc_size >= 0x3A;
+        let wide_ib = geo.desc_size as usize >= gd_field::bg_inode_bitmap_csum_hi.end();
+        let wide_bb = geo.desc_size as usize >= gd_field::bg_block_bitmap_csum_hi.end();
         for g in 0..geo.group_count {
             let gd = fs.gd(g);
             if gd.has_flag(BG_INODE_UNINIT) {

@@ -65,6 +65,78 @@ pub fn encode_rec_len(len: usize, block_size: usize) -> u16 {
     ((len & 65532) | ((len >> 16) & 3)) as u16
 }
 
+/// An entry's fields, relative to its start.
+pub mod field {
+    use crate::field::Field;
+
+    /// 0x00: inode number, 0 for an unused entry.
+    pub const INODE: Field<u32> = Field::le(0x00);
+    /// 0x04: record length, encoded (see [`super::encode_rec_len`]).
+    pub const REC_LEN: Field<u16> = Field::le(0x04);
+    /// 0x06: name length.
+    pub const NAME_LEN: Field<u8> = Field::le(0x06);
+    /// 0x07: file type (with the filetype feature).
+    pub const FILE_TYPE: Field<u8> = Field::le(0x07);
+}
+
+/// Writes an entry's inode and record length at `at` in a block of
+/// `block_size` bytes, leaving its name alone (an unused entry spanning
+/// `rec_len` bytes, say).
+pub fn put_header(block: &mut [u8], at: usize, block_size: usize, ino: u32, rec_len: usize) {
+    let e = block.get_mut(at..).unwrap_or_default();
+    field::INODE.set(e, ino);
+    field::REC_LEN.set(e, encode_rec_len(rec_len, block_size));
+}
+
+/// Sets the record length of the entry at `at`.
+pub fn set_rec_len(block: &mut [u8], at: usize, block_size: usize, rec_len: usize) {
+    let e = block.get_mut(at..).unwrap_or_default();
+    field::REC_LEN.set(e, encode_rec_len(rec_len, block_size));
+}
+
+/// Sets the inode of the entry at `at`.
+pub fn set_inode(block: &mut [u8], at: usize, ino: u32) {
+    field::INODE.set(block.get_mut(at..).unwrap_or_default(), ino);
+}
+
+/// Writes a whole entry at `at`: inode, record length, name length, file
+/// type byte (pass 0 without the filetype feature) and name. Returns
+/// where the next entry starts. Bytes past the end of `block` are not
+/// written.
+pub fn put_entry(
+    block: &mut [u8],
+    at: usize,
+    block_size: usize,
+    ino: u32,
+    rec_len: usize,
+    name: &[u8],
+    file_type: u8,
+) -> usize {
+    put_header(block, at, block_size, ino, rec_len);
+    let e = block.get_mut(at..).unwrap_or_default();
+    field::NAME_LEN.set(e, name.len() as u8);
+    field::FILE_TYPE.set(e, file_type);
+    if let Some(dst) = e.get_mut(DIRENT_HEADER..DIRENT_HEADER + name.len()) {
+        dst.copy_from_slice(name);
+    }
+    at + rec_len
+}
+
+/// Writes '.' (12 bytes, naming `dir`) and '..' (naming `parent`, up to
+/// byte `end`) at the start of a directory's first block. Returns `end`.
+pub fn put_dots(
+    block: &mut [u8],
+    block_size: usize,
+    dir: u32,
+    parent: u32,
+    end: usize,
+    file_type: u8,
+) -> usize {
+    let dot = rec_len_for(1);
+    put_entry(block, 0, block_size, dir, dot, b".", file_type);
+    put_entry(block, dot, block_size, parent, end - dot, b"..", file_type)
+}
+
 /// A view of the directory entry at the start of `bytes`.
 #[derive(Clone, Copy)]
 pub struct DirEntry<'a> {

@@ -2,7 +2,7 @@
 //! nodes) or leaf extents, all 12 bytes. A node in a block ends with a
 //! crc32c tail right after `eh_max` entries.
 
-use crate::bytes::{le_u16, le_u32, u64_from_hi_lo};
+use crate::bytes::{le_u16, le_u32, put_le_u16, put_le_u32, u64_from_hi_lo};
 use crate::csum::crc32c_raw;
 use crate::on_disk;
 
@@ -155,6 +155,53 @@ on_disk! {
     eh_depth: u16 @ 0x06;
     /// 0x08: generation (unused by ext4).
     eh_generation: u32 @ 0x08;
+}
+
+/// The 12 bytes of a leaf entry: `len` blocks (at most
+/// [`EXT_INIT_MAX_LEN`], or [`EXT_UNINIT_MAX_LEN`] when `uninit`) from
+/// logical block `lblk` at physical block `pblk`.
+pub fn encode_extent(lblk: u32, len: u16, uninit: bool, pblk: u64) -> [u8; ENTRY_SIZE] {
+    let raw_len = if uninit {
+        len.wrapping_add(EXT_INIT_MAX_LEN as u16)
+    } else {
+        len
+    };
+    let mut b = [0u8; ENTRY_SIZE];
+    put_le_u32(&mut b, 0, lblk);
+    put_le_u16(&mut b, 4, raw_len);
+    put_le_u16(&mut b, 6, (pblk >> 32) as u16);
+    put_le_u32(&mut b, 8, pblk as u32);
+    b
+}
+
+/// The 12 bytes of an index entry: the subtree at physical block `child`
+/// covers logical blocks from `lblk`.
+pub fn encode_index(lblk: u32, child: u64) -> [u8; ENTRY_SIZE] {
+    let mut b = [0u8; ENTRY_SIZE];
+    put_le_u32(&mut b, 0, lblk);
+    put_le_u32(&mut b, 4, child as u32);
+    put_le_u16(&mut b, 8, (child >> 32) as u16);
+    b
+}
+
+/// Writes a node header: the magic, `entries` in use of room for `max`,
+/// the node's depth (0 for a leaf) and a zero generation.
+pub fn put_header(node: &mut [u8], entries: u16, max: u16, depth: u16) {
+    let mut h = ExtentNodeMut::new(node);
+    h.set(field::eh_magic, EXT4_EXT_MAGIC);
+    h.set(field::eh_entries, entries);
+    h.set(field::eh_max, max);
+    h.set(field::eh_depth, depth);
+    h.set(field::eh_generation, 0);
+}
+
+/// Writes entry `k` (its 12 bytes from [`encode_extent`] or
+/// [`encode_index`]) after a node's header.
+pub fn put_entry(node: &mut [u8], k: usize, entry: &[u8; ENTRY_SIZE]) {
+    let at = ENTRY_SIZE * (k + 1);
+    if let Some(dst) = node.get_mut(at..at + ENTRY_SIZE) {
+        dst.copy_from_slice(entry);
+    }
 }
 
 /// A leaf extent: `len` blocks from logical `ee_block` at physical `start`.

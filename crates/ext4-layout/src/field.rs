@@ -143,6 +143,11 @@ impl<T: Value> Field<T> {
         self.offset
     }
 
+    /// The byte just past it: a structure of this many bytes holds it.
+    pub const fn end(self) -> usize {
+        self.offset + std::mem::size_of::<T>()
+    }
+
     /// Its value in `b`.
     #[inline]
     pub fn get(self, b: &[u8]) -> T {

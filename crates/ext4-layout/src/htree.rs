@@ -19,6 +19,38 @@ pub const DX_ENTRY_SIZE: usize = 8;
 /// Size of the checksum tail after the index entries.
 pub const DX_TAIL_SIZE: usize = 8;
 
+/// Entries a root block has room for: after '.', '..' and an 8-byte
+/// info, less the checksum tail when there is one.
+pub fn root_limit(block_size: usize, metadata_csum: bool) -> usize {
+    let tail = if metadata_csum { DX_TAIL_SIZE } else { 0 };
+    block_size.saturating_sub(DX_ROOT_COUNT_OFFSET + tail) / DX_ENTRY_SIZE
+}
+
+/// Entries an interior node has room for.
+pub fn node_limit(block_size: usize, metadata_csum: bool) -> usize {
+    let tail = if metadata_csum { DX_TAIL_SIZE } else { 0 };
+    block_size.saturating_sub(DX_NODE_COUNT_OFFSET + tail) / DX_ENTRY_SIZE
+}
+
+/// Writes an index's `limit` and `count`, which sit where its first
+/// entry's hash would (`start` is [`DX_ROOT_COUNT_OFFSET`] for a root
+/// with an 8-byte info, [`DX_NODE_COUNT_OFFSET`] for a node).
+pub fn put_limit_count(block: &mut [u8], start: usize, limit: u16, count: u16) {
+    crate::bytes::put_le_u16(block, start, limit);
+    crate::bytes::put_le_u16(block, start + 2, count);
+}
+
+/// Writes index entry `k` of the index at `start`: its hash (not for
+/// entry 0, whose hash slot holds `limit` and `count`) and the logical
+/// block it leads to.
+pub fn put_index_entry(block: &mut [u8], start: usize, k: usize, hash: u32, lblk: u32) {
+    let at = start + k * DX_ENTRY_SIZE;
+    if k > 0 {
+        crate::bytes::put_le_u32(block, at, hash);
+    }
+    crate::bytes::put_le_u32(block, at + 4, lblk);
+}
+
 /// A view of a `dx_root` block.
 #[derive(Clone, Copy)]
 pub struct DxRoot<'a>(&'a [u8]);

@@ -3,7 +3,7 @@
 
 use crate::bytes::{le_u16, le_u32, sub, u32_from_hi_lo, u64_from_hi_lo};
 use crate::csum::crc32c_raw;
-use crate::field::Split;
+use crate::field::{Field, Split};
 use crate::on_disk;
 
 /// Size of the original inode.
@@ -205,27 +205,28 @@ impl<'a> Inode<'a> {
 
     /// 0x84: extra change time bits, when present.
     pub fn i_ctime_extra(&self) -> Option<u32> {
-        self.has_extra(8).then(|| le_u32(self.0, 0x84))
+        self.has_extra(8).then(|| extra::I_CTIME_EXTRA.get(self.0))
     }
 
     /// 0x88: extra modification time bits, when present.
     pub fn i_mtime_extra(&self) -> Option<u32> {
-        self.has_extra(12).then(|| le_u32(self.0, 0x88))
+        self.has_extra(12).then(|| extra::I_MTIME_EXTRA.get(self.0))
     }
 
     /// 0x8C: extra access time bits, when present.
     pub fn i_atime_extra(&self) -> Option<u32> {
-        self.has_extra(16).then(|| le_u32(self.0, 0x8C))
+        self.has_extra(16).then(|| extra::I_ATIME_EXTRA.get(self.0))
     }
 
     /// 0x90: creation time, when present.
     pub fn i_crtime(&self) -> Option<u32> {
-        self.has_extra(20).then(|| le_u32(self.0, 0x90))
+        self.has_extra(20).then(|| extra::I_CRTIME.get(self.0))
     }
 
     /// 0x94: extra creation time bits, when present.
     pub fn i_crtime_extra(&self) -> Option<u32> {
-        self.has_extra(24).then(|| le_u32(self.0, 0x94))
+        self.has_extra(24)
+            .then(|| extra::I_CRTIME_EXTRA.get(self.0))
     }
 
     /// 0x9C: project id, when present.
@@ -437,6 +438,36 @@ on_disk! {
     /// 0x80: size of the extra fields past 128 bytes.
     i_extra_isize_raw: u16 @ 0x80;
 }
+
+/// The fields past the first 128 bytes that `i_extra_isize` may not
+/// cover: their getters on [`Inode`] say whether they are present; these
+/// read and write them unconditionally.
+pub mod extra {
+    use crate::field::Field;
+
+    /// 0x84: extra change time bits (epoch and nanoseconds).
+    pub const I_CTIME_EXTRA: Field<u32> = Field::le(0x84);
+    /// 0x88: extra modification time bits.
+    pub const I_MTIME_EXTRA: Field<u32> = Field::le(0x88);
+    /// 0x8C: extra access time bits.
+    pub const I_ATIME_EXTRA: Field<u32> = Field::le(0x8C);
+    /// 0x90: creation time.
+    pub const I_CRTIME: Field<u32> = Field::le(0x90);
+    /// 0x94: extra creation time bits.
+    pub const I_CRTIME_EXTRA: Field<u32> = Field::le(0x94);
+}
+
+/// The access, change and modification times (each 32-bit seconds).
+pub const TIMES: [Field<u32>; 3] = [field::i_atime, field::i_ctime, field::i_mtime];
+
+/// Each time with its extra bits, in the order e2fsck tests them: access,
+/// change, creation, modification.
+pub const TIMES_WITH_EXTRA: [(Field<u32>, Field<u32>); 4] = [
+    (field::i_atime, extra::I_ATIME_EXTRA),
+    (field::i_ctime, extra::I_CTIME_EXTRA),
+    (extra::I_CRTIME, extra::I_CRTIME_EXTRA),
+    (field::i_mtime, extra::I_MTIME_EXTRA),
+];
 
 /// `i_size_lo` and `i_size_high` together.
 pub const SIZE: Split<u32, u32> = Split::<u32, u32>::new(field::i_size_lo, field::i_size_high);

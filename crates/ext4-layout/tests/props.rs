@@ -136,3 +136,80 @@ proptest! {
         prop_assert_eq!(decode_rec_len(encode_rec_len(len, bs), bs), len);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn written_entries_read_back(
+        names in proptest::collection::vec(proptest::collection::vec(1u8..=255, 1..40), 1..20),
+        big in any::<bool>(),
+    ) {
+        use ext4_layout::dirent::{put_dots, put_entry, rec_len_for};
+        let bs = if big { 65536 } else { 4096 };
+        let mut b = vec![0u8; bs];
+        let mut at = put_dots(&mut b, bs, 12, 2, 24, 2);
+        prop_assert_eq!(at, 24);
+        for (i, n) in names.iter().enumerate() {
+            let rl = if i + 1 == names.len() { bs - at } else { rec_len_for(n.len()) };
+            at = put_entry(&mut b, at, bs, 100 + i as u32, rl, n, 1);
+        }
+        prop_assert_eq!(at, bs);
+        let got: Vec<(u32, Vec<u8>, u8)> = DirWalk::new(&b, bs, true)
+            .map(|w| (w.entry.inode(), w.entry.name().to_vec(), w.entry.file_type()))
+            .collect();
+        prop_assert_eq!(got.len(), names.len() + 2);
+        prop_assert_eq!(&got[0], &(12, b".".to_vec(), 2));
+        prop_assert_eq!(&got[1], &(2, b"..".to_vec(), 2));
+        for (i, n) in names.iter().enumerate() {
+            prop_assert_eq!(&got[i + 2], &(100 + i as u32, n.clone(), 1));
+        }
+    }
+
+    #[test]
+    fn written_extent_nodes_read_back(
+        leaves in proptest::collection::vec((any::<u32>(), 1u16..=32767, any::<bool>(), 0u64..(1 << 48)), 1..4),
+    ) {
+        use ext4_layout::extent::{encode_extent, encode_index, put_entry, put_header};
+        let mut root = [0u8; 60];
+        put_header(&mut root, leaves.len() as u16, 4, 0);
+        for (k, &(l, len, uninit, p)) in leaves.iter().enumerate() {
+            put_entry(&mut root, k, &encode_extent(l, len, uninit, p));
+        }
+        let node = ExtentNode::new(&root).unwrap();
+        prop_assert!(node.validate(true).is_ok());
+        prop_assert_eq!(node.entry_count(), leaves.len());
+        for (k, &(l, len, uninit, p)) in leaves.iter().enumerate() {
+            let e = node.leaf(k);
+            prop_assert_eq!((e.ee_block, e.len(), e.is_uninit(), e.start), (l, u32::from(len), uninit, p));
+        }
+        let mut ix = [0u8; 60];
+        put_header(&mut ix, 1, 4, 1);
+        put_entry(&mut ix, 0, &encode_index(leaves[0].0, leaves[0].3));
+        let node = ExtentNode::new(&ix).unwrap();
+        prop_assert_eq!(node.index(0).ei_block, leaves[0].0);
+        prop_assert_eq!(node.index(0).leaf, leaves[0].3);
+    }
+
+    #[test]
+    fn written_index_entries_read_back(
+        children in proptest::collection::vec((any::<u32>(), any::<u32>()), 1..100),
+        csum in any::<bool>(),
+    ) {
+        use ext4_layout::htree::{node_limit, put_index_entry, put_limit_count, DX_NODE_COUNT_OFFSET};
+        let bs = 4096;
+        let limit = node_limit(bs, csum);
+        prop_assert_eq!(limit, if csum { 510 } else { 511 });
+        let mut b = vec![0u8; bs];
+        ext4_layout::dirent::put_header(&mut b, 0, bs, 0, bs);
+        put_limit_count(&mut b, DX_NODE_COUNT_OFFSET, limit as u16, children.len() as u16);
+        for (k, &(h, c)) in children.iter().enumerate() {
+            put_index_entry(&mut b, DX_NODE_COUNT_OFFSET, k, h, c);
+        }
+        let e = DxNode::new(&b).unwrap().entries();
+        prop_assert_eq!((usize::from(e.limit()), usize::from(e.count())), (limit, children.len()));
+        for (k, &(h, c)) in children.iter().enumerate() {
+            prop_assert_eq!(e.get(k), (if k == 0 { 0 } else { h }, c));
+        }
+    }
+}

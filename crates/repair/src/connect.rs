@@ -4,10 +4,10 @@
 use crate::error::Error;
 use std::io;
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
-use ext4_layout::dirent::{decode_rec_len, encode_rec_len, rec_len_for, DirWalk, DIR_TAIL_SIZE};
+use ext4_layout::bytes::{le_u16, le_u32, le_u8};
+use ext4_layout::dirent::{self, decode_rec_len, rec_len_for, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
-use ext4_layout::inode::{field, I_BLOCK_OFFSET};
+use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, FileType, Inode};
 
 use super::raw::{clear_inode, now, sbf, set_feature};
@@ -104,14 +104,10 @@ pub fn add_entry<'f>(
                 let (slot, slot_len) = if e == 0 {
                     (at, rl)
                 } else {
-                    put_le_u16(&mut b, at + 4, encode_rec_len(used, bs));
+                    dirent::set_rec_len(&mut b, at, bs, used);
                     (at + used, rl - used)
                 };
-                put_le_u32(&mut b, slot, target);
-                put_le_u16(&mut b, slot + 4, encode_rec_len(slot_len, bs));
-                b[slot + 6] = name.len() as u8;
-                b[slot + 7] = ft;
-                b[slot + 8..slot + 8 + name.len()].copy_from_slice(name);
+                dirent::put_entry(&mut b, slot, bs, target, slot_len, name, ft);
                 for x in &mut b[slot + 8 + name.len()..slot + need] {
                     *x = 0;
                 }
@@ -131,11 +127,7 @@ pub fn add_entry<'f>(
         .ok_or_else(|| io::Error::other("no free block to expand the directory"))?;
     {
         let b = stage.fresh_block(blk, Kind::DirLeaf(dir));
-        put_le_u32(b, 0, target);
-        put_le_u16(b, 4, encode_rec_len(end, bs));
-        b[6] = name.len() as u8;
-        b[7] = ft;
-        b[8..8 + name.len()].copy_from_slice(name);
+        dirent::put_entry(b, 0, bs, target, end, name, ft);
         if csum {
             ext4_layout::dirent::write_tail(b, 0);
         }
@@ -169,17 +161,7 @@ fn make_dir<'f>(
         .ok_or_else(|| io::Error::other("no free block for a directory"))?;
     {
         let b = stage.fresh_block(blk, Kind::DirLeaf(ino));
-        put_le_u32(b, 0, ino);
-        put_le_u16(b, 4, encode_rec_len(12, bs));
-        b[6] = 1;
-        b[7] = ft;
-        b[8] = b'.';
-        put_le_u32(b, 12, parent);
-        put_le_u16(b, 16, encode_rec_len(end - 12, bs));
-        b[18] = 2;
-        b[19] = ft;
-        b[20] = b'.';
-        b[21] = b'.';
+        dirent::put_dots(b, bs, ino, parent, end, ft);
         if csum {
             ext4_layout::dirent::write_tail(b, 0);
         }
@@ -190,8 +172,8 @@ fn make_dir<'f>(
     r.fill(0);
     field::i_mode.set(r, mode);
     field::i_size_lo.set(r, bs as u32);
-    for o in [0x08, 0x0C, 0x10] {
-        put_le_u32(r, o, t);
+    for time in ext4_layout::inode::TIMES {
+        time.set(r, t);
     }
     field::i_links_count.set(r, 2);
     field::i_blocks_lo.set(r, (bs / 512) as u32 * fs.geo.cluster_ratio);
@@ -210,7 +192,7 @@ fn make_dir<'f>(
         };
         super::tree::write_extent_tree(stage, io, ino, &[leaf])?;
     } else {
-        put_le_u32(r, I_BLOCK_OFFSET, blk as u32);
+        ext4_layout::inode::i_block_word(0).set(r, blk as u32);
     }
     Ok(())
 }
@@ -340,7 +322,7 @@ pub fn remove_entry<'f>(
     name: &[u8],
 ) -> io::Result<()> {
     if let Some(mut f) = find_entry(stage, io, dir, name)? {
-        put_le_u32(&mut f.block, f.at, 0);
+        dirent::set_inode(&mut f.block, f.at, 0);
         stage
             .block(io, f.pblk, Kind::DirLeaf(dir))?
             .copy_from_slice(&f.block);
@@ -360,7 +342,8 @@ fn fix_dotdot<'f>(
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
         let r = stage.inode(io, dir)?;
-        put_le_u32(r, I_BLOCK_OFFSET, parent);
+        // An inline directory's '..' is i_block's first word.
+        ext4_layout::inode::i_block_word(0).set(r, parent);
         return Ok(true);
     }
     let bs = st.fs.block_size();
@@ -379,8 +362,8 @@ fn fix_dotdot<'f>(
                 break;
             }
             if le_u8(&b, at + 6) == 2 && &b[at + 8..at + 10] == b".." {
-                put_le_u32(&mut b, at, parent);
-                b[at + 7] = ft;
+                dirent::set_inode(&mut b, at, parent);
+                dirent::field::FILE_TYPE.set(&mut b[at..], ft);
                 let kind = if inode.has_flag(flags::INDEX) {
                     Kind::DxRoot(dir)
                 } else {

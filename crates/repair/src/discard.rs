@@ -10,7 +10,7 @@ use super::stage::Staging;
 use check_core::engine::CheckState;
 
 /// `bg_flags`: the group's inode table is zeroed.
-const BG_INODE_ZEROED: u16 = 0x0004;
+use ext4_layout::group_desc::BG_INODE_ZEROED;
 
 /// The byte ranges to discard, and the groups whose inode tables then
 /// read as zeros past their last inode in use.

@@ -157,20 +157,14 @@ fn relocate<'f>(
     else {
         return false;
     };
-    let (lo_off, hi_off) = match what {
-        Meta::BlockBitmap => (0x00, 0x20),
-        Meta::InodeBitmap => (0x04, 0x24),
-        Meta::InodeTable => (0x08, 0x28),
+    let at = match what {
+        Meta::BlockBitmap => ext4_layout::group_desc::BLOCK_BITMAP,
+        Meta::InodeBitmap => ext4_layout::group_desc::INODE_BITMAP,
+        Meta::InodeTable => ext4_layout::group_desc::INODE_TABLE,
     };
-    let old = {
-        let d = stage.gd(g);
-        u64::from(le_u32(d, lo_off))
-            | if d.len() >= 64 {
-                u64::from(le_u32(d, hi_off)) << 32
-            } else {
-                0
-            }
-    };
+    // A 32-byte descriptor has no high half: it reads as 0, and is not
+    // written.
+    let old = at.get(stage.gd(g));
     let bs = fs.block_size();
     for k in 0..n {
         let mut b = vec![0u8; bs];
@@ -184,12 +178,7 @@ fn relocate<'f>(
         };
         stage.fresh_block(new + k, kind).copy_from_slice(&b);
     }
-    let large = geo.desc_size >= 64;
-    let d = stage.gd_mut(g);
-    put_le_u32(d, lo_off, new as u32);
-    if large {
-        put_le_u32(d, hi_off, (new >> 32) as u32);
-    }
+    at.set(stage.gd_mut(g), new);
     true
 }
 
@@ -237,13 +226,14 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         }
         if f.code == Code::InvalidQuotaInode {
             // As e2fsck: the superblock stops naming it.
+            use ext4_layout::superblock::field as sb_field;
             let at = match f.str.as_deref() {
-                Some("user") => 0x240,
-                Some("group") => 0x244,
-                Some("project") => 0x26C,
+                Some("user") => sb_field::s_usr_quota_inum,
+                Some("group") => sb_field::s_grp_quota_inum,
+                Some("project") => sb_field::s_prj_quota_inum,
                 _ => continue,
             };
-            put_le_u32(stage.sb_mut(), at, 0);
+            at.set(stage.sb_mut(), 0);
             fixed.push(f);
             continue;
         }
@@ -627,18 +617,12 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
                     }
                 }
                 Code::EaTimeOutOfRange => {
-                    for (t, x) in [
-                        (0x08usize, 0x8Cusize),
-                        (0x0C, 0x84),
-                        (0x90, 0x94),
-                        (0x10, 0x88),
-                    ] {
-                        if x + 4 <= raw.len()
-                            && le_u32(raw, t) & 0x8000_0000 != 0
-                            && le_u32(raw, x) & 3 == 3
+                    for (t, x) in ext4_layout::inode::TIMES_WITH_EXTRA {
+                        if x.end() <= raw.len()
+                            && t.get(raw) & 0x8000_0000 != 0
+                            && x.get(raw) & 3 == 3
                         {
-                            let v = le_u32(raw, x) & !3;
-                            put_le_u32(raw, x, v);
+                            x.set(raw, x.get(raw) & !3);
                         }
                     }
                     true

@@ -3,7 +3,7 @@
 //! answers "Recreate journal".
 
 use crate::error::Error;
-use ext4_layout::bytes::{put_be_u32, put_le_u32};
+use ext4_layout::bytes::put_be_u32;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::flags;
 use ext4_layout::inode::{field, I_BLOCK};
@@ -70,8 +70,8 @@ pub fn create<'f>(
         field::i_links_count.set(r, 1);
         set_size(r, size);
         let t = now();
-        for o in [0x08, 0x0C, 0x10] {
-            put_le_u32(r, o, t);
+        for time in ext4_layout::inode::TIMES {
+            time.set(r, t);
         }
         if isz > 128 {
             field::i_extra_isize_raw.set(r, 32.min((isz - 128) as u16));

@@ -4,7 +4,6 @@
 //! recreated, a file without a journal removed, and the `orphan_present`
 //! flag dropped, as e2fsck does once the check is over.
 
-use ext4_layout::bytes::put_le_u32;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
@@ -140,8 +139,8 @@ fn recreate<'f>(
         field::i_links_count.set(r, 1);
         set_size(r, n * bs);
         let t = now();
-        for o in [0x08, 0x0C, 0x10] {
-            put_le_u32(r, o, t);
+        for time in ext4_layout::inode::TIMES {
+            time.set(r, t);
         }
         field::i_flags.set(r, flags::EXTENTS);
         if isz > 128 {

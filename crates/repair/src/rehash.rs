@@ -8,10 +8,10 @@
 
 use std::collections::BTreeSet;
 
-use ext4_layout::bytes::{put_le_u16, put_le_u32};
-use ext4_layout::dirent::{encode_rec_len, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
+use ext4_layout::dirent::{self, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures};
+use ext4_layout::htree;
 use ext4_layout::htree::{field as dxf, DxRootMut};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
@@ -115,7 +115,7 @@ fn collect<'f>(
         for (k, w) in walk.by_ref().enumerate() {
             let e = w.entry;
             let (ino, name) = (e.inode(), e.name());
-            if ino == 0 || e.raw_type_byte() == 0xDE {
+            if ino == 0 || e.raw_type_byte() == dirent::DIR_TAIL_FT {
                 continue;
             }
             if l == 0 && k == 0 && name == b"." {
@@ -284,8 +284,7 @@ pub fn optimize<'f>(
         // a later repair can reconnect files without allocating.
         for &p in &phys[needed..] {
             let b = stage.fresh_block(p, Kind::DirLeaf(dir));
-            put_le_u32(b, 0, 0);
-            put_le_u16(b, 4, encode_rec_len(g.room(), g.bs));
+            dirent::put_header(b, 0, g.bs, 0, g.room());
             if g.csum {
                 write_tail(b, 0);
             }
@@ -327,8 +326,8 @@ fn sort_by_hash(entries: &mut [Entry]) {
 /// Blocks an index over `leaves` leaves takes: the root, the leaves, and
 /// the index nodes of a second level when the root cannot hold them all.
 fn htree_blocks(g: &Geo, leaves: usize) -> Result<usize, Skip> {
-    let root_limit = (g.bs - 0x20 - if g.csum { 8 } else { 0 }) / 8;
-    let node_limit = (g.bs - 8 - if g.csum { 8 } else { 0 }) / 8;
+    let root_limit = htree::root_limit(g.bs, g.csum);
+    let node_limit = htree::node_limit(g.bs, g.csum);
     if leaves <= root_limit {
         return Ok(1 + leaves);
     }
@@ -435,12 +434,8 @@ fn fill(entries: &[Entry], room: usize, slack: usize) -> Vec<Vec<usize>> {
 
 /// Writes one entry; returns where the next one starts.
 fn put_entry(b: &mut [u8], at: usize, g: &Geo, ino: u32, rl: usize, name: &[u8], ft: u8) -> usize {
-    put_le_u32(b, at, ino);
-    put_le_u16(b, at + 4, encode_rec_len(rl, g.bs));
-    b[at + 6] = name.len() as u8;
-    b[at + 7] = if g.filetype { ft } else { 0 };
-    b[at + 8..at + 8 + name.len()].copy_from_slice(name);
-    at + rl
+    let ft = if g.filetype { ft } else { 0 };
+    dirent::put_entry(b, at, g.bs, ino, rl, name, ft)
 }
 
 /// Writes leaf entries at `start` in `b`, the last one taking the rest
@@ -459,8 +454,7 @@ fn write_leaf(b: &mut [u8], start: usize, g: &Geo, entries: &[Entry], leaf: &[us
     }
     if leaf.is_empty() && start < room {
         // An empty block: one unused entry over the room.
-        put_le_u32(b, start, 0);
-        put_le_u16(b, start + 4, encode_rec_len(room - start, g.bs));
+        dirent::put_header(b, start, g.bs, 0, room - start);
     }
     if g.csum {
         write_tail(b, 0);
@@ -506,8 +500,8 @@ fn write_htree(
     phys: &[u64],
 ) {
     let entries = &c.entries;
-    let root_limit = (g.bs - 0x20 - if g.csum { 8 } else { 0 }) / 8;
-    let node_limit = (g.bs - 8 - if g.csum { 8 } else { 0 }) / 8;
+    let root_limit = htree::root_limit(g.bs, g.csum);
+    let node_limit = htree::node_limit(g.bs, g.csum);
     let two_levels = leaves.len() > root_limit;
     // Leaves.
     let mut first_hash: Vec<u32> = Vec::with_capacity(leaves.len());
@@ -527,16 +521,12 @@ fn write_htree(
         for (n, chunk) in ids.chunks(node_limit).enumerate() {
             let lblk = 1 + leaves.len() + n;
             let b = stage.fresh_block(phys[lblk], Kind::DxNode(dir));
-            put_le_u32(b, 0, 0);
-            put_le_u16(b, 4, encode_rec_len(g.bs, g.bs));
-            put_le_u16(b, 8, node_limit as u16);
-            put_le_u16(b, 10, chunk.len() as u16);
+            // A node opens with one empty entry over the whole block.
+            dirent::put_header(b, 0, g.bs, 0, g.bs);
+            let start = htree::DX_NODE_COUNT_OFFSET;
+            htree::put_limit_count(b, start, node_limit as u16, chunk.len() as u16);
             for (k, &leaf) in chunk.iter().enumerate() {
-                let at = 8 + k * 8;
-                if k > 0 {
-                    put_le_u32(b, at, first_hash[leaf]);
-                }
-                put_le_u32(b, at + 4, (1 + leaf) as u32);
+                htree::put_index_entry(b, start, k, first_hash[leaf], (1 + leaf) as u32);
             }
             root_children.push((first_hash[chunk[0]], lblk as u32));
         }
@@ -548,17 +538,8 @@ fn write_htree(
     // The root.
     let ft_dir = if g.filetype { 2 } else { 0 };
     let b = stage.fresh_block(phys[0], Kind::DxRoot(dir));
-    put_le_u32(b, 0, dir);
-    put_le_u16(b, 4, encode_rec_len(12, g.bs));
-    b[6] = 1;
-    b[7] = ft_dir;
-    b[8] = b'.';
-    put_le_u32(b, 12, c.parent);
-    put_le_u16(b, 16, encode_rec_len(g.bs - 12, g.bs));
-    b[18] = 2;
-    b[19] = ft_dir;
-    b[20] = b'.';
-    b[21] = b'.';
+    // '..' spans the block; the index info and entries sit inside it.
+    dirent::put_dots(b, g.bs, dir, c.parent, g.bs, ft_dir);
     let mut root = DxRootMut::new(b);
     root.set(dxf::hash_version, c.base_version);
     root.set(dxf::info_length, 8);
@@ -566,11 +547,7 @@ fn write_htree(
     root.set(dxf::root_limit, root_limit as u16);
     root.set(dxf::root_count, root_children.len() as u16);
     for (k, &(h, child)) in root_children.iter().enumerate() {
-        let at = 0x20 + k * 8;
-        if k > 0 {
-            put_le_u32(b, at, h);
-        }
-        put_le_u32(b, at + 4, child);
+        htree::put_index_entry(b, htree::DX_ROOT_COUNT_OFFSET, k, h, child);
     }
 }
 

@@ -4,9 +4,7 @@ use std::io;
 
 use check_core::io::Io;
 use check_core::pass1::LeafExtent;
-use ext4_layout::bytes::{put_le_u16, put_le_u32};
-
-use ext4_layout::extent::{EXT4_EXT_MAGIC, EXT_INIT_MAX_LEN, EXT_UNINIT_MAX_LEN};
+use ext4_layout::extent::{self, EXT_INIT_MAX_LEN, EXT_UNINIT_MAX_LEN};
 use ext4_layout::inode::{field, flags, I_BLOCK};
 
 use crate::stage::{Kind, Staging};
@@ -53,16 +51,7 @@ pub fn write_extent_tree(
     let mut level: Vec<(u64, [u8; 12])> = ext
         .iter()
         .map(|e| {
-            let mut b = [0u8; 12];
-            put_le_u32(&mut b, 0, e.lblk as u32);
-            let len = if e.uninit {
-                e.len + MAX_INIT_LEN
-            } else {
-                e.len
-            };
-            put_le_u16(&mut b, 4, len as u16);
-            put_le_u16(&mut b, 6, (e.pblk >> 32) as u16);
-            put_le_u32(&mut b, 8, e.pblk as u32);
+            let b = extent::encode_extent(e.lblk as u32, e.len as u16, e.uninit, e.pblk);
             (e.lblk, b)
         })
         .collect();
@@ -74,15 +63,11 @@ pub fn write_extent_tree(
                 .alloc_block(goal)
                 .ok_or_else(|| io::Error::other("no free block for an extent tree"))?;
             let b = stage.fresh_block(blk, Kind::Extent(ino));
-            put_header(b, chunk.len(), per, depth);
+            extent::put_header(b, chunk.len() as u16, per as u16, depth);
             for (k, (_, e)) in chunk.iter().enumerate() {
-                b[12 + 12 * k..24 + 12 * k].copy_from_slice(e);
+                extent::put_entry(b, k, e);
             }
-            let mut ix = [0u8; 12];
-            put_le_u32(&mut ix, 0, chunk[0].0 as u32);
-            put_le_u32(&mut ix, 4, blk as u32);
-            put_le_u16(&mut ix, 8, (blk >> 32) as u16);
-            up.push((chunk[0].0, ix));
+            up.push((chunk[0].0, extent::encode_index(chunk[0].0 as u32, blk)));
         }
         level = up;
         depth += 1;
@@ -90,19 +75,11 @@ pub fn write_extent_tree(
     let r = stage.inode(io, ino)?;
     let root = &mut r[I_BLOCK];
     root.fill(0);
-    put_header(root, level.len(), 4, depth);
+    extent::put_header(root, level.len() as u16, 4, depth);
     for (k, (_, e)) in level.iter().enumerate() {
-        root[12 + 12 * k..24 + 12 * k].copy_from_slice(e);
+        extent::put_entry(root, k, e);
     }
     let fl = field::i_flags.get(r) | flags::EXTENTS;
     field::i_flags.set(r, fl);
     Ok(())
-}
-
-fn put_header(b: &mut [u8], entries: usize, max: usize, depth: u16) {
-    put_le_u16(b, 0, EXT4_EXT_MAGIC);
-    put_le_u16(b, 2, entries as u16);
-    put_le_u16(b, 4, max as u16);
-    put_le_u16(b, 6, depth);
-    put_le_u32(b, 8, 0);
 }

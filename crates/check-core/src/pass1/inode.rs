@@ -474,18 +474,10 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.check_ea_in_inode(cur, extra);
         }
         // A time with bit 31 set and both epoch bits set cannot be
-        // represented; the fields are read at fixed offsets.
-        let pairs = [
-            (0x08usize, 0x8Cusize),
-            (0x0C, 0x84),
-            (0x90, 0x94),
-            (0x10, 0x88),
-        ];
-        let bad = pairs.iter().any(|&(t, x)| {
-            let secs = ext4_layout::bytes::le_u32(bytes, t);
-            let ex = ext4_layout::bytes::le_u32(bytes, x);
-            secs & 0x8000_0000 != 0 && ex & 3 == 3
-        });
+        // represented; the fields are read whatever i_extra_isize says.
+        let bad = ext4_layout::inode::TIMES_WITH_EXTRA
+            .iter()
+            .any(|&(t, x)| t.get(bytes) & 0x8000_0000 != 0 && x.get(bytes) & 3 == 3);
         if bad {
             self.report(Finding::new(Code::EaTimeOutOfRange).ino(cur.ino));
         }

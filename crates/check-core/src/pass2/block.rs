@@ -4,7 +4,7 @@
 //! later in e2fsck's order whatever thread produced it.
 
 use ext4_layout::bytes::{le_u16, le_u32, le_u8};
-use ext4_layout::dirent::{decode_rec_len, ft, leaf_checksum, DIR_TAIL_SIZE};
+use ext4_layout::dirent::{decode_rec_len, ft, leaf_checksum, DirEntry, DIR_TAIL_SIZE};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
@@ -130,13 +130,11 @@ pub fn tail_status(block: &[u8]) -> TailStatus {
     if pos != top {
         return TailStatus::NoSpace;
     }
-    if le_u32(block, top) != 0
-        || le_u16(block, top + 4) != DIR_TAIL_SIZE as u16
-        || le_u16(block, top + 6) != 0xDE00
-    {
-        return TailStatus::NoSpace;
+    if DirEntry::new(&block[top..], bs, true).is_some_and(|e| e.is_tail()) {
+        TailStatus::Found
+    } else {
+        TailStatus::NoSpace
     }
-    TailStatus::Found
 }
 
 /// The library's whole-block checksum test: a leaf tail, else an index
