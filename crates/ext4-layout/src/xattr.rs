@@ -4,6 +4,7 @@
 
 use crate::bytes::{le_u16, le_u32, le_u8, sub};
 use crate::csum::crc32c_raw;
+use crate::on_disk;
 
 /// Magic at the start of an EA block and of the in-inode EA area.
 pub const EA_MAGIC: u32 = 0xEA02_0000;
@@ -16,6 +17,20 @@ pub const EA_BLOCK_HEADER: usize = 32;
 pub const EA_ENTRY_HEADER: usize = 16;
 /// Byte offset of `h_checksum` in the block header.
 pub const H_CHECKSUM_OFFSET: usize = 0x10;
+
+on_disk! {
+    read XattrBlock, write XattrBlockMut, le;
+    /// 0x00: magic, 0xEA020000.
+    h_magic: u32 @ 0x00;
+    /// 0x04: how many inodes point at this block.
+    h_refcount: u32 @ 0x04;
+    /// 0x08: blocks used, must be 1.
+    h_blocks: u32 @ 0x08;
+    /// 0x0C: hash of all entries.
+    h_hash: u32 @ 0x0C;
+    /// 0x10: crc32c checksum.
+    h_checksum: u32 @ 0x10;
+}
 
 /// Rounds a length up to the 4-byte alignment entries and values use.
 pub fn ea_round(n: usize) -> usize {
@@ -35,31 +50,6 @@ impl<'a> XattrBlock<'a> {
     /// The raw bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.0
-    }
-
-    /// 0x00: magic, 0xEA020000.
-    pub fn h_magic(&self) -> u32 {
-        le_u32(self.0, 0x00)
-    }
-
-    /// 0x04: how many inodes point at this block.
-    pub fn h_refcount(&self) -> u32 {
-        le_u32(self.0, 0x04)
-    }
-
-    /// 0x08: blocks used, must be 1.
-    pub fn h_blocks(&self) -> u32 {
-        le_u32(self.0, 0x08)
-    }
-
-    /// 0x0C: hash of all entries.
-    pub fn h_hash(&self) -> u32 {
-        le_u32(self.0, 0x0C)
-    }
-
-    /// 0x10: crc32c checksum.
-    pub fn h_checksum(&self) -> u32 {
-        le_u32(self.0, H_CHECKSUM_OFFSET)
     }
 
     /// The entries, starting after the header; value offsets count from

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ext4_layout::bytes::{le_u32, put_le_u32};
+use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::flags;
 use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
 
@@ -307,15 +308,51 @@ fn is_block_problem(code: Code) -> bool {
     )
 }
 
-/// Pass 1's repairs.
+/// Pass 1's repairs: group metadata that must move comes first (and
+/// alone); then, inode by inode, features, clearing, field fixes and
+/// block fixes; then EA blocks; then sizes and block counts.
 pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
-    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
-    let fs = &st.fs;
-    let now = now();
-    let first_ino = fs.geo.first_ino;
-    // Findings without an inode first: features.
-    let mut by_ino: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
-    // Group metadata that has to move: before anything else.
+    if relocate_metadata(r, mine) {
+        return;
+    }
+    let by_ino = features_then_by_inode(r, mine);
+    // Multiply-claimed blocks are cloned after pass 1 has fixed
+    // everything else, as e2fsck does.
+    let dups: Vec<&'a Finding> = mine
+        .iter()
+        .copied()
+        .filter(|f| matches!(f.code, Code::DupBlocks | Code::DupBlocksMetadata))
+        .collect();
+    if !dups.is_empty() && by_ino.is_empty() {
+        if blocks::clone_duplicates(r.st, r.stage, r.io).is_ok() {
+            r.fixed.extend(dups);
+        }
+        return;
+    }
+    let mut changed_blocks: BTreeSet<u32> = BTreeSet::new();
+    let mut stopped_at = u32::MAX;
+    let mut feature_changed = false;
+    for (&ino, list) in &by_ino {
+        // A feature turned on changes what every later inode's checks
+        // find: the rest waits for the next check.
+        if feature_changed {
+            stopped_at = ino;
+            break;
+        }
+        let done = fix_inode(r, ino, list);
+        feature_changed = done.feature_changed;
+        if done.blocks_changed {
+            changed_blocks.insert(ino);
+        }
+    }
+    fix_ea_blocks(r, mine, stopped_at);
+    fix_sizes(r, mine, stopped_at, &changed_blocks);
+}
+
+/// Moves group metadata (bitmaps, inode tables) that collides with
+/// something else; true if anything moved (the rest of pass 1's fixes
+/// then wait for the next check).
+fn relocate_metadata<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> bool {
     let mut moved = false;
     let mut done_meta = BTreeSet::new();
     for f in mine {
@@ -333,425 +370,476 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         };
         let key = (g, what as u8);
         if done_meta.contains(&key) {
-            fixed.push(f);
+            r.fixed.push(f);
             continue;
         }
-        if relocate(st, stage, io, g, what) {
+        if relocate(r.st, r.stage, r.io, g, what) {
             done_meta.insert(key);
-            fixed.push(f);
+            r.fixed.push(f);
             moved = true;
         }
     }
-    if moved {
-        return;
-    }
+    moved
+}
+
+/// Turns on the features findings without an inode ask for, and sorts
+/// the rest by inode (duplicate blocks aside: they are cloned later).
+fn features_then_by_inode<'a>(
+    r: &mut Round<'_, 'a, '_>,
+    mine: &[&'a Finding],
+) -> BTreeMap<u32, Vec<&'a Finding>> {
+    let mut by_ino: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
     for f in mine {
         match (f.code, f.ino) {
             (Code::FeatureLargeDirs, _) => {
-                set_feature(
-                    stage,
-                    sbf::INCOMPAT,
-                    ext4_layout::features::IncompatFeatures::LARGEDIR.0,
-                );
-                fixed.push(f);
+                set_feature(r.stage, sbf::INCOMPAT, IncompatFeatures::LARGEDIR.0);
+                r.fixed.push(f);
             }
             (Code::DupBlocks | Code::DupBlocksMetadata, _) => {}
             (_, Some(ino)) => by_ino.entry(ino).or_default().push(f),
             _ => {}
         }
     }
-    // Multiply-claimed blocks are cloned before anything else changes.
-    let dups: Vec<&'a Finding> = mine
+    by_ino
+}
+
+/// What fixing one inode changed beyond the inode.
+#[derive(Default)]
+struct InodeDone {
+    /// A feature was turned on.
+    feature_changed: bool,
+    /// The inode's blocks, or how they are read, changed.
+    blocks_changed: bool,
+}
+
+/// Fixes one inode's findings, in the order e2fsck asks about them.
+fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> InodeDone {
+    let mut out = InodeDone::default();
+    // The EA-inode flag is set on the EA inode, not this one.
+    for f in list.iter().filter(|f| f.code == Code::AttrSetEaInodeFlag) {
+        if let Some(target) = f.num {
+            if let Ok(raw) = r.stage.inode(r.io, target as u32) {
+                set_flags(raw, flags::EA_INODE, 0);
+                r.fixed.push(f);
+            }
+        }
+    }
+    let codes = asked_codes(list);
+    out.feature_changed = turn_features_on(r, list, &codes);
+    if clears_whole_inode(list, &codes) {
+        clear_whole_inode(r, ino, list, &codes);
+        return out;
+    }
+    // Illegal numbers in the bad blocks list are cleared wherever they
+    // sit (its indirect blocks included). So are the primary superblock
+    // and descriptor blocks: e2fsck offers to take them off the list and
+    // hope they are good.
+    let primary: BTreeSet<u64> = list
+        .iter()
+        .filter(|f| {
+            f.code == Code::BbinodeBadMetablock
+                && matches!(
+                    f.str.as_deref(),
+                    Some("primary superblock" | "primary group descriptors")
+                )
+        })
+        .filter_map(|f| f.blk)
+        .collect();
+    let bb_cleared = ino == 1
+        && (codes.contains(&Code::BadBlockInBadBlockInode) || !primary.is_empty())
+        && clear_bad_block_entries(r.stage, r.io, |b| primary.contains(&b)).is_ok();
+    let fs = &r.st.fs;
+    let Ok(raw) = r.stage.inode(r.io, ino) else {
+        return out;
+    };
+    let cx = FieldFix {
+        fs,
+        codes: &codes,
+        links: field::i_links_count.get(raw),
+        now: now(),
+        bb_cleared,
+        primary: &primary,
+    };
+    let mut done: Vec<&'a Finding> = Vec::new();
+    let mut ordered: Vec<&'a Finding> = list.to_vec();
+    ordered.sort_by_key(|f| e2fsck_order(f.code));
+    for f in ordered {
+        if cx.fix(f, raw) {
+            done.push(f);
+        }
+    }
+    drop_bad_ea_block(fs, raw, list, &mut done);
+    // A fix that changes how the inode's blocks are read makes the block
+    // findings stale: they wait for the next check.
+    if done.iter().any(|f| reinterprets(f.code)) {
+        out.blocks_changed = true;
+        push_new(&mut r.fixed, done);
+        return out;
+    }
+    // Block-level problems: pointers and extents.
+    let block_probs: Vec<&'a Finding> = list
         .iter()
         .copied()
-        .filter(|f| matches!(f.code, Code::DupBlocks | Code::DupBlocksMetadata))
+        .filter(|f| is_block_problem(f.code))
         .collect();
-    // e2fsck clones after pass 1 has fixed everything else.
-    if !dups.is_empty() && by_ino.is_empty() {
-        if blocks::clone_duplicates(st, stage, io).is_ok() {
-            fixed.extend(dups);
-        }
-        return;
+    if !block_probs.is_empty()
+        && blocks::fix_inode_blocks(r.st, r.stage, r.io, ino, &block_probs).is_ok()
+    {
+        out.blocks_changed = true;
+        done.extend(block_probs);
     }
-    let mut changed_blocks: BTreeSet<u32> = BTreeSet::new();
-    let mut feature_changed = false;
-    let mut stopped_at = u32::MAX;
-    for (&ino, fs_) in &by_ino {
-        // A feature turned on changes what every later inode's checks
-        // find: the rest waits for the next check.
-        if feature_changed {
-            stopped_at = ino;
-            break;
+    push_new(&mut r.fixed, done);
+    out
+}
+
+/// Adds to `fixed` the findings it does not hold yet.
+fn push_new<'a>(fixed: &mut Vec<&'a Finding>, done: Vec<&'a Finding>) {
+    for f in done {
+        if !fixed.iter().any(|x| std::ptr::eq(*x, f)) {
+            fixed.push(f);
         }
-        let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
-        // The EA-inode flag is set on the EA inode, not this one.
-        for f in fs_.iter().filter(|f| f.code == Code::AttrSetEaInodeFlag) {
-            if let Some(target) = f.num {
-                if let Ok(raw) = stage.inode(io, target as u32) {
-                    set_flags(raw, flags::EA_INODE, 0);
-                    fixed.push(f);
-                }
+    }
+}
+
+/// The codes of an inode's findings that get their own answer: where
+/// e2fsck first offers to turn a feature on, "yes" keeps the inode, so
+/// the question about the inode's flag is never asked.
+fn asked_codes(list: &[&Finding]) -> BTreeSet<Code> {
+    let cascade = codes_has(list, Code::ClearInlineDataForExtent)
+        || codes_has(list, Code::ClearExtentForInlineData)
+        || codes_has(list, Code::ClearExtentInlineDataFlags);
+    list.iter()
+        .map(|f| f.code)
+        .filter(|&c| {
+            !(c == Code::ExtentsSet && codes_has(list, Code::ExtentFeature)
+                || c == Code::InlineDataSet && codes_has(list, Code::InlineDataFeature)
+                || c == Code::ClearExtentInlineDataInode && cascade)
+        })
+        .collect()
+}
+
+/// Turns on the features an inode's findings ask for; the flag questions
+/// they make moot count as fixed. True if a feature was turned on.
+fn turn_features_on<'a>(
+    r: &mut Round<'_, 'a, '_>,
+    list: &[&'a Finding],
+    codes: &BTreeSet<Code>,
+) -> bool {
+    let mut changed = false;
+    for f in list {
+        match f.code {
+            Code::ExtentFeature => {
+                set_feature(r.stage, sbf::INCOMPAT, IncompatFeatures::EXTENTS.0);
+                r.fixed.push(f);
+                changed = true;
             }
-        }
-        // Where e2fsck first offers to turn a feature on, "yes" keeps the
-        // inode.
-        let codes: BTreeSet<Code> = codes
-            .into_iter()
-            .filter(|c| {
-                let cascade = codes_has(fs_, Code::ClearInlineDataForExtent)
-                    || codes_has(fs_, Code::ClearExtentForInlineData)
-                    || codes_has(fs_, Code::ClearExtentInlineDataFlags);
-                !(*c == Code::ExtentsSet && codes_has(fs_, Code::ExtentFeature)
-                    || *c == Code::InlineDataSet && codes_has(fs_, Code::InlineDataFeature)
-                    || *c == Code::ClearExtentInlineDataInode && cascade)
-            })
-            .collect();
-        for f in fs_.iter() {
-            match f.code {
-                Code::ExtentFeature => {
-                    set_feature(
-                        stage,
-                        sbf::INCOMPAT,
-                        ext4_layout::features::IncompatFeatures::EXTENTS.0,
-                    );
-                    fixed.push(f);
-                    feature_changed = true;
-                }
-                Code::InlineDataFeature => {
-                    set_feature(
-                        stage,
-                        sbf::INCOMPAT,
-                        ext4_layout::features::IncompatFeatures::INLINE_DATA.0,
-                    );
-                    fixed.push(f);
-                    feature_changed = true;
-                }
-                Code::ExtentsSet | Code::InlineDataSet | Code::ClearExtentInlineDataInode
-                    if !codes.contains(&f.code) =>
-                {
-                    fixed.push(f)
-                }
-                _ => {}
+            Code::InlineDataFeature => {
+                set_feature(r.stage, sbf::INCOMPAT, IncompatFeatures::INLINE_DATA.0);
+                r.fixed.push(f);
+                changed = true;
             }
+            Code::ExtentsSet | Code::InlineDataSet | Code::ClearExtentInlineDataInode
+                if !codes.contains(&f.code) =>
+            {
+                r.fixed.push(f)
+            }
+            _ => {}
         }
-        // Block findings made before a fix that changes how the blocks are
-        // read (the extents flag, say) do not count against the inode.
-        let reinterpreted = fs_.iter().any(|f| reinterprets(f.code));
-        let block_clear = !reinterpreted
-            && fs_
-                .iter()
-                .filter(|f| matches!(f.code, Code::IllegalBlock | Code::TooBig))
-                .count()
-                >= 12;
-        if codes
+    }
+    changed
+}
+
+/// Whether the inode is cleared as a whole.
+fn clears_whole_inode(list: &[&Finding], codes: &BTreeSet<Code>) -> bool {
+    // Block findings made before a fix that changes how the blocks are
+    // read (the extents flag, say) do not count against the inode.
+    let reinterpreted = list.iter().any(|f| reinterprets(f.code));
+    let block_clear = !reinterpreted
+        && list
+            .iter()
+            .filter(|f| matches!(f.code, Code::IllegalBlock | Code::TooBig))
+            .count()
+            >= 12;
+    block_clear
+        || codes
             .iter()
             .any(|&c| clears_inode(c) && !(reinterpreted && is_block_clear(c)))
-            || block_clear
-        {
-            if let Ok(raw) = stage.inode(io, ino) {
-                clear_inode(raw, ino, first_ino, now);
-                // A reserved inode is checked on after it is cleared, as
-                // in e2fsck: its bad mode goes too, or the next check
-                // finds it again.
-                if ino < first_ino && codes.contains(&Code::ReservedBadMode) {
-                    field::i_mode.set(raw, 0);
-                }
-                // So is an inode the superblock names (a quota file, the
-                // orphan file): its blocks are walked whatever its link
-                // count, so a cleared one must map nothing.
-                if named_in_superblock(fs, ino) {
-                    raw[I_BLOCK].fill(0);
-                }
-                fixed.extend(fs_.iter().copied());
-            }
-            continue;
+}
+
+/// Clears an inode; every finding about it is then fixed.
+fn clear_whole_inode<'a>(
+    r: &mut Round<'_, 'a, '_>,
+    ino: u32,
+    list: &[&'a Finding],
+    codes: &BTreeSet<Code>,
+) {
+    let fs = &r.st.fs;
+    let first_ino = fs.geo.first_ino;
+    let Ok(raw) = r.stage.inode(r.io, ino) else {
+        return;
+    };
+    clear_inode(raw, ino, first_ino, now());
+    // A reserved inode is checked on after it is cleared, as in e2fsck:
+    // its bad mode goes too, or the next check finds it again.
+    if ino < first_ino && codes.contains(&Code::ReservedBadMode) {
+        field::i_mode.set(raw, 0);
+    }
+    // So is an inode the superblock names (a quota file, the orphan
+    // file): its blocks are walked whatever its link count, so a cleared
+    // one must map nothing.
+    if named_in_superblock(fs, ino) {
+        raw[I_BLOCK].fill(0);
+    }
+    r.fixed.extend(list.iter().copied());
+}
+
+/// EA block problems clear the inode's reference to the block.
+fn drop_bad_ea_block<'a>(
+    fs: &check_core::fs::Fs,
+    raw: &mut [u8],
+    list: &[&'a Finding],
+    done: &mut Vec<&'a Finding>,
+) {
+    let bad = list.iter().any(|f| {
+        matches!(
+            f.code,
+            Code::EaBlockBad | Code::EaBlockHeader | Code::EaBlockMultiple | Code::EaBlockEntry
+        ) || (matches!(
+            f.code,
+            Code::AttrHash | Code::AttrValueEaInode | Code::AttrNoEaInodeFlag
+        ) && f.blk.is_some())
+    });
+    if !bad {
+        return;
+    }
+    field::i_file_acl_lo.set(raw, 0);
+    if fs.geo.incompat.contains(IncompatFeatures::BIT64) {
+        field::l_i_file_acl_high.set(raw, 0);
+    }
+    done.extend(list.iter().copied().filter(|f| {
+        matches!(
+            f.code,
+            Code::EaBlockBad
+                | Code::EaBlockHeader
+                | Code::EaBlockMultiple
+                | Code::EaBlockEntry
+                | Code::EaBlockCsum
+        ) || f.blk.is_some()
+    }));
+}
+
+/// What one inode's field fixes need to know.
+struct FieldFix<'x> {
+    fs: &'x check_core::fs::Fs,
+    /// The codes asked about (see `asked_codes`).
+    codes: &'x BTreeSet<Code>,
+    /// The link count before any fix.
+    links: u16,
+    now: u32,
+    /// Whether the bad blocks list was cleaned.
+    bb_cleared: bool,
+    /// Primary superblock and descriptor blocks taken off the list.
+    primary: &'x BTreeSet<u64>,
+}
+
+impl FieldFix<'_> {
+    /// Applies one finding's fix to the inode; false if it has none here.
+    fn fix(&self, f: &Finding, raw: &mut [u8]) -> bool {
+        if let Some(ok) = self.fix_times_and_flags(f.code, raw) {
+            return ok;
         }
-        // Illegal numbers in the bad blocks list are cleared wherever they
-        // sit (its indirect blocks included).
-        // So are the primary superblock and descriptor blocks: e2fsck
-        // offers to take them off the list and hope they are good.
-        let primary: BTreeSet<u64> = fs_
-            .iter()
-            .filter(|f| {
-                f.code == Code::BbinodeBadMetablock
-                    && matches!(
-                        f.str.as_deref(),
-                        Some("primary superblock" | "primary group descriptors")
-                    )
-            })
-            .filter_map(|f| f.blk)
-            .collect();
-        let bb_cleared = ino == 1
-            && (codes.contains(&Code::BadBlockInBadBlockInode) || !primary.is_empty())
-            && clear_bad_block_entries(stage, io, |b| primary.contains(&b)).is_ok();
-        let Ok(raw) = stage.inode(io, ino) else {
-            continue;
-        };
-        let links = field::i_links_count.get(raw);
-        let mut done: Vec<&'a Finding> = Vec::new();
-        // In the order e2fsck asks, so each fix sees the ones before it.
-        let mut ordered: Vec<&&'a Finding> = fs_.iter().collect();
-        ordered.sort_by_key(|f| e2fsck_order(f.code));
-        for f in ordered {
-            let ok = match f.code {
-                Code::LowDtime => {
-                    field::i_dtime.set(raw, if links != 0 { 0 } else { now });
-                    true
-                }
-                Code::ZeroDtime => {
-                    field::i_dtime.set(raw, now);
-                    true
-                }
-                Code::SetDtime | Code::RootDtime => {
-                    field::i_dtime.set(raw, 0);
-                    true
-                }
-                Code::CasefoldNondir | Code::CasefoldFeature => {
-                    set_flags(raw, 0, flags::CASEFOLD);
-                    true
-                }
-                Code::SpecialExtentsIdata => {
-                    set_flags(raw, 0, flags::EXTENTS | flags::INLINE_DATA);
-                    true
-                }
-                Code::ClearInlineDataForExtent => {
-                    set_flags(raw, 0, flags::INLINE_DATA);
-                    true
-                }
-                Code::ClearExtentForInlineData => {
-                    !codes.contains(&Code::ClearInlineDataForExtent) && {
-                        set_flags(raw, 0, flags::EXTENTS);
-                        true
-                    }
-                }
-                Code::ClearExtentInlineDataFlags => {
-                    !codes.contains(&Code::ClearInlineDataForExtent)
-                        && !codes.contains(&Code::ClearExtentForInlineData)
-                        && {
-                            set_flags(raw, 0, flags::EXTENTS | flags::INLINE_DATA);
-                            true
-                        }
-                }
-                Code::InlineDataNoAttr if field::i_flags.get(raw) & flags::INLINE_DATA == 0 => {
-                    // An earlier fix took the inline data flag away.
-                    true
-                }
-                Code::InlineDataNoAttr => {
+        match f.code {
+            Code::InlineDataNoAttr => {
+                // Nothing left to do if an earlier fix took the inline
+                // data flag away.
+                if field::i_flags.get(raw) & flags::INLINE_DATA != 0 {
                     set_size(raw, 0);
                     set_flags(raw, 0, flags::INLINE_DATA);
                     raw[I_BLOCK].fill(0);
-                    true
                 }
-                Code::UnsetExtentFlag => {
-                    // Only while i_block still holds a valid extent root
-                    // (an earlier fix may have emptied it).
-                    let root = ext4_layout::extent::ExtentNode::new(&raw[I_BLOCK])
-                        .is_some_and(|n| n.validate(true).is_ok());
-                    if root {
-                        set_flags(raw, flags::EXTENTS, 0);
-                    }
-                    true
+                true
+            }
+            Code::UnsetExtentFlag => {
+                // Only while i_block still holds a valid extent root (an
+                // earlier fix may have emptied it).
+                let root = ext4_layout::extent::ExtentNode::new(&raw[I_BLOCK])
+                    .is_some_and(|n| n.validate(true).is_ok());
+                if root {
+                    set_flags(raw, flags::EXTENTS, 0);
                 }
-                Code::InvalidBadInode | Code::BadblocksInBadblocks => {
-                    raw[..128].fill(0);
-                    true
-                }
-                Code::BadBlockInBadBlockInode => bb_cleared,
-                Code::BbinodeBadMetablock => {
-                    bb_cleared && f.blk.is_some_and(|b| primary.contains(&b))
-                }
-                Code::JournalBadMode | Code::QuotaBadMode | Code::OrphanFileBadMode => {
-                    field::i_mode.set(raw, 0o100000);
-                    true
-                }
-                Code::JournalInodeNotClear
-                | Code::QuotaInodeNotClear
-                | Code::OrphanFileNotClear => {
-                    raw.fill(0);
-                    true
-                }
-                Code::ReservedBadMode => {
-                    field::i_mode.set(raw, 0);
-                    true
-                }
-                Code::SetImagic => {
-                    set_flags(raw, 0, flags::IMAGIC);
-                    true
-                }
-                Code::ExtraIsize => {
-                    let isz = fs.geo.inode_size as u16;
-                    let max = isz - 128;
-                    let cur = field::i_extra_isize_raw.get(raw);
-                    let v = if cur < 4 || cur > max {
-                        let want = fs.sb().s_want_extra_isize();
-                        if want >= 4 && want <= max && want % 4 == 0 {
-                            want
-                        } else {
-                            32.min(max)
-                        }
-                    } else {
-                        (cur + 3) & !3
-                    };
-                    field::i_extra_isize_raw.set(raw, v);
-                    true
-                }
-                Code::InodeEaAllocCollision
-                | Code::AttrNameLen
-                | Code::AttrValueSize
-                | Code::AttrHash
-                | Code::AttrValueEaInode
-                | Code::AttrNoEaInodeFlag
-                    if f.blk.is_none() =>
+                true
+            }
+            Code::InvalidBadInode | Code::BadblocksInBadblocks => {
+                raw[..128].fill(0);
+                true
+            }
+            Code::BadBlockInBadBlockInode => self.bb_cleared,
+            Code::BbinodeBadMetablock => {
+                self.bb_cleared && f.blk.is_some_and(|b| self.primary.contains(&b))
+            }
+            Code::JournalBadMode | Code::QuotaBadMode | Code::OrphanFileBadMode => {
+                field::i_mode.set(raw, 0o100000);
+                true
+            }
+            Code::JournalInodeNotClear | Code::QuotaInodeNotClear | Code::OrphanFileNotClear => {
+                raw.fill(0);
+                true
+            }
+            Code::ReservedBadMode => {
+                field::i_mode.set(raw, 0);
+                true
+            }
+            Code::ExtraIsize => {
+                self.fix_extra_isize(raw);
+                true
+            }
+            Code::InodeEaAllocCollision
+            | Code::AttrNameLen
+            | Code::AttrValueSize
+            | Code::AttrHash
+            | Code::AttrValueEaInode
+            | Code::AttrNoEaInodeFlag
+                if f.blk.is_none() =>
+            {
+                // Drops every attribute stored in the inode (unless the
+                // flag goes on the EA inode instead).
+                if !(self.codes.contains(&Code::AttrSetEaInodeFlag)
+                    && f.code == Code::AttrNoEaInodeFlag)
                 {
-                    // Drops every attribute stored in the inode.
-                    if codes.contains(&Code::AttrSetEaInodeFlag)
-                        && f.code == Code::AttrNoEaInodeFlag
+                    let at = 128 + usize::from(field::i_extra_isize_raw.get(raw));
+                    if at + 4 <= raw.len() {
+                        raw[at..at + 4].fill(0);
+                    }
+                }
+                true
+            }
+            Code::EaTimeOutOfRange => {
+                for (t, x) in ext4_layout::inode::TIMES_WITH_EXTRA {
+                    if x.end() <= raw.len() && t.get(raw) & 0x8000_0000 != 0 && x.get(raw) & 3 == 3
                     {
-                        true
-                    } else {
-                        let at = 128 + usize::from(field::i_extra_isize_raw.get(raw));
-                        if at + 4 <= raw.len() {
-                            raw[at..at + 4].fill(0);
-                        }
-                        true
+                        x.set(raw, x.get(raw) & !3);
                     }
                 }
-                Code::EaTimeOutOfRange => {
-                    for (t, x) in ext4_layout::inode::TIMES_WITH_EXTRA {
-                        if x.end() <= raw.len()
-                            && t.get(raw) & 0x8000_0000 != 0
-                            && x.get(raw) & 3 == 3
-                        {
-                            x.set(raw, x.get(raw) & !3);
-                        }
-                    }
-                    true
-                }
-                Code::TreatAsDirectory => {
-                    let m = field::i_mode.get(raw);
-                    field::i_mode.set(raw, (m & 0o7777) | 0o40000);
-                    true
-                }
-                Code::FastSymlinkExtentFlag => {
-                    set_flags(raw, 0, flags::EXTENTS);
-                    true
-                }
-                Code::MissingEncryptionXattr => {
-                    set_flags(raw, 0, flags::ENCRYPT);
-                    true
-                }
-                Code::SetImmutable => {
-                    set_flags(raw, 0, flags::IMMUTABLE | flags::APPEND);
-                    true
-                }
-                Code::SetNonzeroSize => {
-                    set_size(raw, 0);
-                    true
-                }
-                Code::HtreeNodir
-                | Code::HtreeSet
-                | Code::HtreeRootBad
-                | Code::HtreeHashv
-                | Code::HtreeNeedsSiphash
-                | Code::HtreeCannotSiphash
-                | Code::HtreeIncompat
-                | Code::HtreeDepth => {
-                    set_flags(raw, 0, flags::INDEX);
-                    true
-                }
-                // Rewriting the inode recomputes its checksum.
-                Code::InodeOnlyCsumInvalid => true,
-                _ => false,
-            };
-            if ok {
-                done.push(f);
+                true
             }
-        }
-        // EA block problems clear the inode's reference to the block.
-        let ea_block_bad = fs_.iter().any(|f| {
-            matches!(
-                f.code,
-                Code::EaBlockBad | Code::EaBlockHeader | Code::EaBlockMultiple | Code::EaBlockEntry
-            ) || (matches!(
-                f.code,
-                Code::AttrHash | Code::AttrValueEaInode | Code::AttrNoEaInodeFlag
-            ) && f.blk.is_some())
-        });
-        if ea_block_bad {
-            let is64 = fs
-                .geo
-                .incompat
-                .contains(ext4_layout::features::IncompatFeatures::BIT64);
-            field::i_file_acl_lo.set(raw, 0);
-            if is64 {
-                field::l_i_file_acl_high.set(raw, 0);
+            Code::TreatAsDirectory => {
+                let m = field::i_mode.get(raw);
+                field::i_mode.set(raw, (m & 0o7777) | 0o40000);
+                true
             }
-            done.extend(fs_.iter().copied().filter(|f| {
-                matches!(
-                    f.code,
-                    Code::EaBlockBad
-                        | Code::EaBlockHeader
-                        | Code::EaBlockMultiple
-                        | Code::EaBlockEntry
-                        | Code::EaBlockCsum
-                ) || f.blk.is_some()
-            }));
-        }
-        // A fix that changes how the inode's blocks are read makes the
-        // block findings stale: they wait for the next check.
-        if done.iter().any(|f| reinterprets(f.code)) {
-            changed_blocks.insert(ino);
-            for f in done {
-                if !fixed.iter().any(|x| std::ptr::eq(*x, f)) {
-                    fixed.push(f);
-                }
+            Code::SetNonzeroSize => {
+                set_size(raw, 0);
+                true
             }
-            continue;
-        }
-        // Block-level problems: pointers and extents.
-        let block_probs: Vec<&'a Finding> = fs_
-            .iter()
-            .copied()
-            .filter(|f| is_block_problem(f.code))
-            .collect();
-        if !block_probs.is_empty()
-            && blocks::fix_inode_blocks(st, stage, io, ino, &block_probs).is_ok()
-        {
-            changed_blocks.insert(ino);
-            done.extend(block_probs);
-        }
-        for f in done {
-            if !fixed.iter().any(|x| std::ptr::eq(*x, f)) {
-                fixed.push(f);
-            }
+            // Rewriting the inode recomputes its checksum.
+            Code::InodeOnlyCsumInvalid => true,
+            _ => false,
         }
     }
-    // EA block checksums and reference counts.
+
+    /// The fixes that set a time or clear flags; `None` for other codes.
+    fn fix_times_and_flags(&self, code: Code, raw: &mut [u8]) -> Option<bool> {
+        let clear = match code {
+            Code::LowDtime => {
+                field::i_dtime.set(raw, if self.links != 0 { 0 } else { self.now });
+                return Some(true);
+            }
+            Code::ZeroDtime => {
+                field::i_dtime.set(raw, self.now);
+                return Some(true);
+            }
+            Code::SetDtime | Code::RootDtime => {
+                field::i_dtime.set(raw, 0);
+                return Some(true);
+            }
+            Code::ClearExtentForInlineData
+                if self.codes.contains(&Code::ClearInlineDataForExtent) =>
+            {
+                return Some(false);
+            }
+            Code::ClearExtentInlineDataFlags
+                if self.codes.contains(&Code::ClearInlineDataForExtent)
+                    || self.codes.contains(&Code::ClearExtentForInlineData) =>
+            {
+                return Some(false);
+            }
+            Code::CasefoldNondir | Code::CasefoldFeature => flags::CASEFOLD,
+            Code::SpecialExtentsIdata | Code::ClearExtentInlineDataFlags => {
+                flags::EXTENTS | flags::INLINE_DATA
+            }
+            Code::ClearInlineDataForExtent => flags::INLINE_DATA,
+            Code::ClearExtentForInlineData | Code::FastSymlinkExtentFlag => flags::EXTENTS,
+            Code::SetImagic => flags::IMAGIC,
+            Code::MissingEncryptionXattr => flags::ENCRYPT,
+            Code::SetImmutable => flags::IMMUTABLE | flags::APPEND,
+            Code::HtreeNodir
+            | Code::HtreeSet
+            | Code::HtreeRootBad
+            | Code::HtreeHashv
+            | Code::HtreeNeedsSiphash
+            | Code::HtreeCannotSiphash
+            | Code::HtreeIncompat
+            | Code::HtreeDepth => flags::INDEX,
+            _ => return None,
+        };
+        set_flags(raw, 0, clear);
+        Some(true)
+    }
+
+    /// Sets `i_extra_isize` to what the file system wants, or rounds it
+    /// up to a multiple of four.
+    fn fix_extra_isize(&self, raw: &mut [u8]) {
+        let max = self.fs.geo.inode_size as u16 - 128;
+        let cur = field::i_extra_isize_raw.get(raw);
+        let v = if cur < 4 || cur > max {
+            let want = self.fs.sb().s_want_extra_isize();
+            if want >= 4 && want <= max && want % 4 == 0 {
+                want
+            } else {
+                32.min(max)
+            }
+        } else {
+            (cur + 3) & !3
+        };
+        field::i_extra_isize_raw.set(raw, v);
+    }
+}
+
+/// EA block checksums and reference counts.
+fn fix_ea_blocks<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], stopped_at: u32) {
     for f in mine {
         if f.ino.is_some_and(|i| i >= stopped_at) {
             continue;
         }
         match f.code {
-            Code::EaBlockCsum if !fixed.iter().any(|x| std::ptr::eq(*x, *f)) => {
+            Code::EaBlockCsum if !r.fixed.iter().any(|x| std::ptr::eq(*x, *f)) => {
                 if let Some(b) = f.blk {
-                    if stage.block(io, b, Kind::Xattr).is_ok() {
-                        fixed.push(f);
+                    if r.stage.block(r.io, b, Kind::Xattr).is_ok() {
+                        r.fixed.push(f);
                     }
                 }
             }
             Code::EaBlockRefcount => {
                 if let (Some(b), Some(n)) = (f.blk, f.num2) {
-                    if let Ok(buf) = stage.block(io, b, Kind::Xattr) {
-                        put_le_u32(buf, 4, n as u32);
-                        fixed.push(f);
+                    if let Ok(buf) = r.stage.block(r.io, b, Kind::Xattr) {
+                        ext4_layout::xattr::field::h_refcount.set(buf, n as u32);
+                        r.fixed.push(f);
                     }
                 }
             }
             _ => {}
         }
     }
-    // Sizes and block counts are fixed only for inodes whose blocks did
-    // not change this round (the next check recomputes them otherwise).
+}
+
+/// Sizes and block counts, fixed only for inodes whose blocks did not
+/// change this round (the next check recomputes them otherwise).
+fn fix_sizes<'a>(
+    r: &mut Round<'_, 'a, '_>,
+    mine: &[&'a Finding],
+    stopped_at: u32,
+    changed_blocks: &BTreeSet<u32>,
+) {
     for f in mine {
         let Some(ino) = f.ino else {
             continue;
@@ -762,13 +850,13 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         {
             continue;
         }
-        if fixed
+        if r.fixed
             .iter()
             .any(|x| x.ino == Some(ino) && clears_inode(x.code))
         {
             continue;
         }
-        let Ok(raw) = stage.inode(io, ino) else {
+        let Ok(raw) = r.stage.inode(r.io, ino) else {
             continue;
         };
         let v = f.num2.unwrap_or(0);
@@ -777,7 +865,7 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         } else {
             set_size(raw, v);
         }
-        fixed.push(f);
+        r.fixed.push(f);
     }
 }
 
