@@ -64,75 +64,156 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         device: dev.path().display().to_string(),
         ..Default::default()
     };
-    let opened = match open_fs(
-        dev,
-        OpenOptions {
-            read_only: true,
-            superblock: opts.superblock,
-        },
-    ) {
+    let Some(fs) = open_checked(dev, opts, &mut report) else {
+        return Checked {
+            report,
+            state: None,
+        };
+    };
+    let mut io = Io::new(&fs);
+    let mut tl = Timeline::new();
+    let Some(pre) = pre_pass(&fs, &mut io, opts, &mut report) else {
+        report.finish();
+        return Checked {
+            report,
+            state: None,
+        };
+    };
+    let mut maps = Maps::new(&fs);
+    report
+        .findings
+        .extend(pass1::mark_table_blocks(&fs, &mut maps));
+    let maps = maps;
+    let mut p1cx = pass1::Pass1::new(&fs, &maps, &pre.bad_blocks);
+    p1cx.sink = sink;
+    p1cx.choices = opts.choices;
+    p1cx.repairing = opts.repairing;
+    p1cx.not_dirs = opts.not_dirs.clone();
+    let p1cx = p1cx;
+    let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
+    p2cx.check_encoding = opts.choices.check_encoding;
+    let (mut p1, accs) = passes_1_and_2(&mut io, opts, &p1cx, &p2cx, &mut tl, &mut report);
+    let mut abort = p1.abort.take();
+    if abort.is_none() && pre.resize_unreadable {
+        report
+            .findings
+            .push(Finding::new(Code::ResizeInodeCreate).ino(7));
+        abort = Some(AbortAt::new(
+            Pass::P1,
+            u32::MAX,
+            "the resize inode would have to be recreated",
+        ));
+    }
+    let mut later = LaterPasses {
+        fs: &fs,
+        maps: &maps,
+        io: &mut io,
+        opts,
+        p1: &p1,
+        tl: &mut tl,
+        report: &mut report,
+    };
+    let (abort, p2out) = later.run(abort, &mut p2cx, accs);
+    drop(p2cx);
+    if let Some(a) = &abort {
+        report.findings.retain(|f| !a.is_after(f));
+        report.aborted = Some(a.reason.clone());
+    } else {
+        let no_counts = pass2::RefCounts::default();
+        let counted = p2out.as_ref().map_or(&no_counts, |p| &p.counted);
+        report.summary = Some(summary(&fs, &p1.stats, counted, pre.bad_blocks.len()));
+    }
+    tl.mark("the rest");
+    if let Some(p) = opts.progress {
+        p.phase(6);
+    }
+    if let Ok(mut errs) = fs.read_errors.lock() {
+        report.notes.extend(
+            errs.drain(..)
+                .map(|e| format!("{e}; the check went on without it")),
+        );
+    }
+    report.diagnostics.push(tl.summary());
+    report.phases = tl.phases.iter().map(|&(w, t)| (w.to_string(), t)).collect();
+    report.finish();
+    let state = CheckState {
+        fs,
+        maps,
+        bad_blocks: pre.bad_blocks,
+        p2: p2out,
+        dx_dirs: std::mem::take(&mut p1.dx_dirs),
+        ea_refs: std::mem::take(&mut p1.ea_refs),
+        ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
+        abort,
+        quota: std::mem::take(&mut p1.quota),
+    };
+    Checked {
+        report,
+        state: Some(state),
+    }
+}
+
+/// Opens the file system read-only; on failure the report says why.
+fn open_checked(dev: Arc<Device>, opts: &CheckOptions, report: &mut Report) -> Option<Fs> {
+    let options = OpenOptions {
+        read_only: true,
+        superblock: opts.superblock,
+    };
+    let opened = match open_fs(dev, options) {
         Ok(o) => o,
         Err(fail) => {
             report.notes = fail.notes;
             report.aborted = Some(fail.message);
             report.forced_uncorrected = fail.exit & 4 != 0;
-            return Checked {
-                report,
-                state: None,
-            };
+            return None;
         }
     };
-    let fs = opened.fs;
     report.notes.extend(opened.notes);
     report.findings.extend(opened.findings);
-    let label = fs.sb().s_volume_name();
+    let label = opened.fs.sb().s_volume_name();
     let end = label.iter().position(|&b| b == 0).unwrap_or(label.len());
     report.label = String::from_utf8_lossy(&label[..end]).into_owned();
-    let mut io = Io::new(&fs);
-    let mut tl = Timeline::new();
-    if let Some((finding, fatal)) = super_check::check_mmp(&fs, &mut io) {
+    Some(opened.fs)
+}
+
+/// What the checks before pass 1 leave for it.
+struct PrePass {
+    /// The bad blocks list.
+    bad_blocks: Vec<u64>,
+    /// The resize inode cannot be read (pass 1 then stops the check).
+    resize_unreadable: bool,
+}
+
+/// The checks before pass 1: MMP, the journal, the superblock and the
+/// descriptors, the resize inode, and the bad blocks list. `None` if one
+/// of them stopped the check (the report says why).
+fn pre_pass(fs: &Fs, io: &mut Io<'_>, opts: &CheckOptions, report: &mut Report) -> Option<PrePass> {
+    if let Some((finding, fatal)) = super_check::check_mmp(fs, io) {
         report.findings.push(finding);
         report.aborted = Some(fatal.reason);
         report.forced_uncorrected = fatal.uncorrected;
-        report.finish();
-        return Checked {
-            report,
-            state: None,
-        };
+        return None;
     }
-    let jc = journal::check_journal(
-        &fs,
-        &mut io,
-        opts.external_journal.as_deref(),
-        opts.repairing,
-    );
+    let jc = journal::check_journal(fs, io, opts.external_journal.as_deref(), opts.repairing);
     report.findings.extend(jc.findings);
     if let Some(why) = jc.fatal {
         report.aborted = Some(why);
         report.forced_uncorrected = true;
-        report.finish();
-        return Checked {
-            report,
-            state: None,
-        };
+        return None;
     }
-    let sc = match super_check::check_super_block(&fs) {
+    let sc = match super_check::check_super_block(fs) {
         Ok(sc) => sc,
         Err(fatal) => {
             report.aborted = Some(fatal.reason);
             report.forced_uncorrected = fatal.uncorrected;
-            report.finish();
-            return Checked {
-                report,
-                state: None,
-            };
+            return None;
         }
     };
     report.findings.extend(sc.findings);
     report
         .findings
-        .extend(super_check::check_resize_inode(&fs, &mut io));
-    let resize_unreadable = super_check::resize_inode_unreadable(&fs, &mut io);
+        .extend(super_check::check_resize_inode(fs, io));
+    let resize_unreadable = super_check::resize_inode_unreadable(fs, io);
     // A bitmap or inode table at block 0 would have to be relocated.
     for (groups, what) in [
         (&sc.missing_block_bitmap, "block bitmap"),
@@ -145,41 +226,44 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
                 .push(Finding::new(Code::RelocateMetadata).group(g).str(what));
         }
     }
-    let (bad_blocks, bb_note) = pass1::read_bad_blocks_list(&fs, &mut io);
+    let (bad_blocks, bb_note) = pass1::read_bad_blocks_list(fs, io);
     if let Some(n) = bb_note {
         report.notes.push(n);
     }
-    let mut maps = Maps::new(&fs);
-    report
-        .findings
-        .extend(pass1::mark_table_blocks(&fs, &mut maps));
-    let maps = maps;
-    let mut p1cx = pass1::Pass1::new(&fs, &maps, &bad_blocks);
-    p1cx.sink = sink;
-    p1cx.choices = opts.choices;
-    p1cx.repairing = opts.repairing;
-    p1cx.not_dirs = opts.not_dirs.clone();
-    let p1cx = p1cx;
-    let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
-    p2cx.check_encoding = opts.choices.check_encoding;
+    Some(PrePass {
+        bad_blocks,
+        resize_unreadable,
+    })
+}
+
+/// Passes 1 and 2 as one pipeline: inode-table chunks feed directory
+/// blocks to pass 2 as they are found. Returns pass 1's output (its end
+/// included) and pass 2's per-worker results.
+fn passes_1_and_2<'a>(
+    io: &mut Io<'a>,
+    opts: &CheckOptions,
+    p1cx: &pass1::Pass1<'a>,
+    p2cx: &pass2::P2Ctx<'a>,
+    tl: &mut Timeline,
+    report: &mut Report,
+) -> (pass1::P1Out, Vec<pass2::P2Acc>) {
+    let fs = p1cx.fs;
     let table_abort = p1cx.table_abort();
     let limit = table_abort.as_ref().map_or(u32::MAX, |a| a.ino);
     // The bad blocks inode first: what it lists decides how the inode
     // tables are read.
     let mut p1 = if limit > 1 {
-        p1cx.check_bad_blocks_inode(&mut io)
+        p1cx.check_bad_blocks_inode(io)
     } else {
         pass1::P1Out::default()
     };
     p2cx.policies.add(std::mem::take(&mut p1.policies));
     let mut pending = std::mem::take(&mut p1.dir_work);
     let ipg = fs.geo.inodes_per_group;
-    let chunks: Vec<pass1::Chunk> = pass1::chunks(&fs)
+    let chunks: Vec<pass1::Chunk> = pass1::chunks(fs)
         .into_iter()
         .filter(|c| c.group * ipg + c.first + 1 < limit)
         .collect();
-    // Passes 1 and 2 together: inode-table chunks feed directory blocks
-    // to pass 2 as they are found.
     let budget = if opts.auto_threads {
         scheduler::Budget::auto(opts.threads)
     } else {
@@ -198,17 +282,17 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         let inodes: u64 = chunks.iter().map(|c| u64::from(c.count)).sum();
         p.start(u64::from(fs.geo.group_count), inodes, dirs);
     }
-    let prefetch = prefetch_chunks(&fs, opts.choices.readahead_kb);
+    let prefetch = prefetch_chunks(fs, opts.choices.readahead_kb);
     let job = CheckJob {
-        fs: &fs,
-        p1: &p1cx,
-        p2: &p2cx,
+        fs,
+        p1: p1cx,
+        p2: p2cx,
         chunks: &chunks,
         progress: opts.progress,
         prefetch,
     };
     for c in chunks.iter().take(prefetch) {
-        let (off, len) = pass1::chunk_extent(&fs, c);
+        let (off, len) = pass1::chunk_extent(fs, c);
         fs.dev.prefetch(off, len);
     }
     tl.mark("set-up");
@@ -227,14 +311,14 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         accs.push(c.p2);
     }
     if !pending.is_empty() {
-        // Directory blocks of the inodes checked before the run (none
-        // in practice: inode 1 is never a directory).
+        // Directory blocks of the inodes checked before the run (none in
+        // practice: inode 1 is never a directory).
         let mut acc = pass2::P2Acc::default();
         let mut bufs = Vec::new();
         let mut rd = fs.dev.reader();
         pass2::check_batch(
-            &p2cx,
-            &mut io,
+            p2cx,
+            io,
             rd.as_mut(),
             &mut acc,
             &mut bufs,
@@ -245,145 +329,134 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         accs.push(acc);
     }
     p1.abort = AbortAt::earliest(p1.abort.take(), table_abort);
-    p1cx.finish(&mut io, &mut p1);
+    p1cx.finish(io, &mut p1);
     tl.mark("end of pass 1");
     report.findings.append(&mut p1.findings);
     p1.frag_lines.sort_by_key(|l| (l.0, l.1));
     report.pass1_lines = p1.frag_lines.drain(..).map(|l| l.2).collect();
-    let mut abort = p1.abort.take();
-    if abort.is_none() && resize_unreadable {
-        report
-            .findings
-            .push(Finding::new(Code::ResizeInodeCreate).ino(7));
-        abort = Some(AbortAt::new(
-            Pass::P1,
-            u32::MAX,
-            "the resize inode would have to be recreated",
-        ));
-    }
-    if abort.is_none() {
-        let p1b = pass1b::run(&fs, &maps);
-        tl.mark("pass 1B");
-        report.findings.extend(p1b.findings);
-        abort = p1b.abort;
-    }
-    let mut p2out = None;
-    if abort.is_none() {
-        let mut p2 = pass2::merge(&mut p2cx, &mut io, accs, &p1.dx_dirs);
-        tl.mark("pass 2 merge");
-        report.findings.append(&mut p2.findings);
+    (p1, accs)
+}
+
+/// Passes 1B to 5 and the post-pass checks, each run only while nothing
+/// has stopped the check.
+struct LaterPasses<'r, 'a> {
+    fs: &'a Fs,
+    maps: &'a Maps,
+    io: &'r mut Io<'a>,
+    opts: &'r CheckOptions,
+    p1: &'r pass1::P1Out,
+    tl: &'r mut Timeline,
+    report: &'r mut Report,
+}
+
+impl<'a> LaterPasses<'_, 'a> {
+    /// Runs them; returns where the check stopped, if it did, and pass
+    /// 2's results when pass 2 ran.
+    fn run(
+        &mut self,
+        mut abort: Option<AbortAt>,
+        p2cx: &mut pass2::P2Ctx<'a>,
+        accs: Vec<pass2::P2Acc>,
+    ) -> (Option<AbortAt>, Option<pass2::P2Out>) {
+        let (fs, maps) = (self.fs, self.maps);
+        if abort.is_none() {
+            let p1b = pass1b::run(fs, maps);
+            self.tl.mark("pass 1B");
+            self.report.findings.extend(p1b.findings);
+            abort = p1b.abort;
+        }
+        if abort.is_some() {
+            return (abort, None);
+        }
+        let mut p2 = pass2::merge(p2cx, self.io, accs, &self.p1.dx_dirs);
+        self.tl.mark("pass 2 merge");
+        self.report.findings.append(&mut p2.findings);
         abort = p2.abort.clone();
         if abort.is_none() {
-            if p1.stats.large_files > 0 && !fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE)
+            if self.p1.stats.large_files > 0
+                && !fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE)
             {
-                report.findings.push(Finding::new(Code::FeatureLargeFiles));
+                self.report
+                    .findings
+                    .push(Finding::new(Code::FeatureLargeFiles));
             }
-            if let Some(p) = opts.progress {
-                p.phase(3);
-            }
-            let p3 = pass3::run(&fs, &maps, &p2);
-            tl.mark("pass 3");
-            report.findings.extend(p3.findings);
+            self.phase(3);
+            let p3 = pass3::run(fs, maps, &p2);
+            self.tl.mark("pass 3");
+            self.report.findings.extend(p3.findings);
             abort = p3.abort;
         }
-        p2out = Some(p2);
-    } else {
-        drop(accs);
-    }
-    let no_counts = pass2::RefCounts::default();
-    let counted = p2out.as_ref().map_or(&no_counts, |p| &p.counted);
-    if abort.is_none() {
-        if let Some(p) = opts.progress {
-            p.phase(4);
+        if abort.is_none() {
+            self.phase(4);
+            let p4 = pass4::run(fs, maps, p2cx, &p2.counted, &self.p1.ea_inode_refs);
+            self.tl.mark("pass 4");
+            self.report.findings.extend(p4.findings);
+            abort = p4.abort;
         }
-        let p4 = pass4::run(&fs, &maps, &p2cx, counted, &p1.ea_inode_refs);
-        tl.mark("pass 4");
-        report.findings.extend(p4.findings);
-        abort = p4.abort;
-    }
-    if abort.is_none() {
-        if let Some(p) = opts.progress {
-            p.phase(5);
+        if abort.is_none() {
+            abort = self.pass5_and_after();
         }
-        match pass5::run(&fs, &maps, opts.repairing) {
-            Ok(f) => report.findings.extend(f),
+        (abort, Some(p2))
+    }
+
+    /// Pass 5, then the orphan file and the quota checks.
+    fn pass5_and_after(&mut self) -> Option<AbortAt> {
+        let fs = self.fs;
+        self.phase(5);
+        let mut abort = None;
+        match pass5::run(fs, self.maps, self.opts.repairing) {
+            Ok(f) => self.report.findings.extend(f),
             Err(why) => abort = Some(AbortAt::new(Pass::P5, 0, why.to_string())),
         }
-        tl.mark("pass 5");
-        report
+        self.tl.mark("pass 5");
+        self.report
             .findings
-            .extend(postpass::check_orphan_file(&fs, &mut io));
-        report
+            .extend(postpass::check_orphan_file(fs, self.io));
+        self.report
             .findings
-            .extend(postpass::check_quota(&fs, &mut io, &p1.quota));
+            .extend(postpass::check_quota(fs, self.io, &self.p1.quota));
+        abort
     }
-    if let Some(a) = &abort {
-        report.findings.retain(|f| !a.is_after(f));
-        report.aborted = Some(a.reason.clone());
-    } else {
-        let sb = fs.sb();
-        let inodes_used = sb.s_inodes_count().wrapping_sub(sb.s_free_inodes_count());
-        let blocks_used = sb.blocks_count().wrapping_sub(sb.free_blocks_count());
-        let st = &p1.stats;
-        report.summary = Some(Summary {
-            inodes_used: u64::from(inodes_used),
-            inodes_count: u64::from(sb.s_inodes_count()),
-            blocks_used,
-            blocks_count: sb.blocks_count(),
-            non_contiguous: st.fragmented + st.fragmented_dir,
-            regular: st.regular,
-            directories: st.directories,
-            chardev: st.chardev,
-            blockdev: st.blockdev,
-            fifos: st.fifos,
-            sockets: st.sockets,
-            symlinks: st.symlinks,
-            fast_symlinks: st.fast_symlinks,
-            links: counted.iter().map(u64::from).sum(),
-            extra_links: counted.iter().map(|c| u64::from(c.saturating_sub(1))).sum(),
-            fragmented_files: st.fragmented,
-            fragmented_dirs: st.fragmented_dir,
-            ind_dind_tind: [st.ind, st.dind, st.tind],
-            extent_depth: {
-                let used = st
-                    .extent_depth
-                    .iter()
-                    .rposition(|&n| n > 0)
-                    .map_or(0, |i| i + 1);
-                st.extent_depth[..used].to_vec()
-            },
-            bad_blocks: bad_blocks.len() as u64,
-            large_files: st.large_files,
-        });
+
+    fn phase(&self, n: u8) {
+        if let Some(p) = self.opts.progress {
+            p.phase(n);
+        }
     }
-    tl.mark("the rest");
-    if let Some(p) = opts.progress {
-        p.phase(6);
-    }
-    if let Ok(mut errs) = fs.read_errors.lock() {
-        report.notes.extend(
-            errs.drain(..)
-                .map(|e| format!("{e}; the check went on without it")),
-        );
-    }
-    report.diagnostics.push(tl.summary());
-    report.phases = tl.phases.iter().map(|&(w, t)| (w.to_string(), t)).collect();
-    report.finish();
-    drop(p2cx);
-    let state = CheckState {
-        fs,
-        maps,
-        bad_blocks,
-        p2: p2out,
-        dx_dirs: std::mem::take(&mut p1.dx_dirs),
-        ea_refs: std::mem::take(&mut p1.ea_refs),
-        ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
-        abort,
-        quota: std::mem::take(&mut p1.quota),
-    };
-    Checked {
-        report,
-        state: Some(state),
+}
+
+/// The summary of a check that ran to the end.
+fn summary(fs: &Fs, st: &pass1::Stats, counted: &pass2::RefCounts, bad_blocks: usize) -> Summary {
+    let sb = fs.sb();
+    let inodes_used = sb.s_inodes_count().wrapping_sub(sb.s_free_inodes_count());
+    let blocks_used = sb.blocks_count().wrapping_sub(sb.free_blocks_count());
+    let depths = st
+        .extent_depth
+        .iter()
+        .rposition(|&n| n > 0)
+        .map_or(0, |i| i + 1);
+    Summary {
+        inodes_used: u64::from(inodes_used),
+        inodes_count: u64::from(sb.s_inodes_count()),
+        blocks_used,
+        blocks_count: sb.blocks_count(),
+        non_contiguous: st.fragmented + st.fragmented_dir,
+        regular: st.regular,
+        directories: st.directories,
+        chardev: st.chardev,
+        blockdev: st.blockdev,
+        fifos: st.fifos,
+        sockets: st.sockets,
+        symlinks: st.symlinks,
+        fast_symlinks: st.fast_symlinks,
+        links: counted.iter().map(u64::from).sum(),
+        extra_links: counted.iter().map(|c| u64::from(c.saturating_sub(1))).sum(),
+        fragmented_files: st.fragmented,
+        fragmented_dirs: st.fragmented_dir,
+        ind_dind_tind: [st.ind, st.dind, st.tind],
+        extent_depth: st.extent_depth[..depths].to_vec(),
+        bad_blocks: bad_blocks as u64,
+        large_files: st.large_files,
     }
 }
 
