@@ -617,7 +617,20 @@ impl Worker<'_, '_, '_> {
             is_verity: inode.has_flag(flags::VERITY),
             path: Vec::new(),
         };
-        if let Err(why) = self.scan_node(cur, w, &mut tree, ib, 0, end_blk, 0, 0, true, false) {
+        if let Err(why) = self.scan_node(
+            cur,
+            w,
+            &mut tree,
+            ib,
+            NodePlace {
+                level: 0,
+                node_end: end_blk,
+                start_block: 0,
+                end_block: 0,
+                try_repairs: true,
+                failed_csum: false,
+            },
+        ) {
             self.report(
                 Finding::new(Code::ExtentIterateFailure)
                     .ino(cur.ino)
@@ -627,268 +640,301 @@ impl Worker<'_, '_, '_> {
         }
     }
 
-    /// e2fsck's scan of one extent node. `node_end` bounds the logical
-    /// range of the node's last index entry.
-    #[allow(clippy::too_many_arguments)]
+    /// e2fsck's scan of one extent node, placed in its tree by `at`.
     fn scan_node(
         &mut self,
         cur: &Cur<'_>,
         w: &mut Walk,
         t: &mut Tree,
         node: &[u8],
-        level: u16,
-        node_end: u64,
-        mut start_block: u64,
-        end_block: u64,
-        try_repairs: bool,
-        mut failed_csum: bool,
+        mut at: NodePlace,
     ) -> Result<(), ExtentWalkError> {
-        let fs = self.p.fs;
-        let geo = &fs.geo;
         let Some(n) = ExtentNode::new(node) else {
             return Ok(());
         };
         let entries = usize::from(n.eh_entries());
-        let is_leaf = level == t.max_depth;
+        let is_leaf = at.level == t.max_depth;
         let ino = cur.ino;
-        let mut last_pblk_reported = (0u64, 0u64, 0u64);
+        let mut last_pblk = 0u64;
         for i in 0..entries {
-            let (mut lblk, pblk, len, uninit) = if is_leaf {
-                let e = n.leaf(i);
-                (
-                    u64::from(e.ee_block),
-                    e.start,
-                    u64::from(e.len()),
-                    e.is_uninit(),
-                )
+            // An index entry's range runs to the next one's start, or to
+            // the end of the node's own range.
+            let next_start = if !is_leaf && i + 1 < entries {
+                u64::from(n.index(i + 1).ei_block)
+            } else {
+                at.node_end
+            };
+            let e = if is_leaf {
+                let x = n.leaf(i);
+                NodeEntry {
+                    lblk: u64::from(x.ee_block),
+                    pblk: x.start,
+                    len: u64::from(x.len()),
+                    uninit: x.is_uninit(),
+                }
             } else {
                 let ix = n.index(i);
-                let end = if i + 1 < entries {
-                    u64::from(n.index(i + 1).ei_block)
-                } else {
-                    node_end
-                };
-                let len = u64::from(end.wrapping_sub(u64::from(ix.ei_block)) as u32);
-                (u64::from(ix.ei_block), ix.leaf, len, false)
-            };
-            last_pblk_reported = (lblk, pblk, len);
-            let mut last_lblk = lblk.wrapping_add(len).wrapping_sub(1);
-            let mut problem = None;
-            if pblk == 0 || pblk < geo.first_data_block || pblk >= geo.blocks_count {
-                problem = Some(Code::ExtentBadStart);
-            } else if lblk < start_block {
-                problem = Some(Code::OutOfOrderExtents);
-            } else if end_block != 0
-                && last_lblk > end_block
-                && !(last_lblk > t.eof && (uninit || t.is_verity))
-            {
-                problem = Some(Code::ExtentEndOutOfBounds);
-            } else if is_leaf && len == 0 {
-                problem = Some(Code::ExtentLengthZero);
-            } else if is_leaf && pblk + len > geo.blocks_count {
-                problem = Some(Code::ExtentEndsBeyond);
-            } else if is_leaf
-                && w.is_dir
-                && w.size_high == 0
-                && !geo.incompat.contains(IncompatFeatures::LARGEDIR)
-                && lblk + len > (1u64 << (21 - (geo.block_size_bits - 10)))
-            {
-                problem = Some(Code::TooBig);
-            }
-            if is_leaf && problem.is_none() && len > 0 {
-                if lblk < w.next_lblock {
-                    problem = Some(Code::ExtentCollision);
-                } else if lblk + len > w.next_lblock {
-                    w.next_lblock = lblk + len;
+                NodeEntry {
+                    lblk: u64::from(ix.ei_block),
+                    pblk: ix.leaf,
+                    len: u64::from(next_start.wrapping_sub(u64::from(ix.ei_block)) as u32),
+                    uninit: false,
                 }
-            }
-            if try_repairs && w.is_dir && problem.is_none() && uninit {
+            };
+            last_pblk = e.pblk;
+            let last_lblk = e.lblk.wrapping_add(e.len).wrapping_sub(1);
+            let problem = self.extent_problem(w, t, &e, is_leaf, &at, last_lblk);
+            if at.try_repairs && w.is_dir && problem.is_none() && e.uninit {
                 self.report(
                     Finding::new(Code::UninitExtentOnDir)
                         .ino(ino)
-                        .num(lblk)
-                        .blk(pblk),
+                        .num(e.lblk)
+                        .blk(e.pblk),
                 );
             }
-            if let Some(code) = problem {
-                if try_repairs {
-                    let f = Finding::new(code).ino(ino).blk(pblk).num(lblk).num2(len);
-                    let f = if code == Code::ExtentEndOutOfBounds {
-                        f.num2(u64::from(level))
-                    } else {
-                        f
-                    };
-                    self.report(f);
-                    continue;
-                }
-            }
-            if !is_leaf {
-                let mut child_repairs = true;
-                if ino != 7
-                    && pblk < u64::from(fs.sb().s_blocks_count_lo())
-                    && self.p.maps.metadata.get(pblk)
-                {
-                    child_repairs = false;
-                    self.report(
-                        Finding::new(Code::CriticalMetadataCollision)
-                            .ino(ino)
-                            .blk(pblk),
-                    );
-                }
-                // Going down: cycle, read, header, checksum, entries.
-                if t.path.contains(&pblk) {
-                    return Err(ExtentWalkError::Cycle(pblk));
-                }
-                let mut child = vec![0u8; fs.block_size()];
-                if self.io.read_blocks(pblk, &mut child).is_err() {
-                    return Err(ExtentWalkError::Unreadable(pblk));
-                }
-                let cn = ExtentNode::new(&child);
-                if cn.is_none_or(|c| c.validate(false).is_err()) {
-                    if !child_repairs {
-                        return Err(ExtentWalkError::Bad(pblk));
-                    }
-                    self.report(
-                        Finding::new(Code::ExtentNodeInvalid)
-                            .ino(ino)
-                            .blk(pblk)
-                            .str(format!("bad header, logical block {lblk}")),
-                    );
-                    continue;
-                }
-                let Some(cn) = cn else {
-                    continue;
-                };
-                let mut child_csum_bad =
-                    geo.metadata_csum() && t.seed.is_none_or(|s| !cn.checksum_ok(s));
-                if cn.eh_entries() == 0 {
-                    return Err(ExtentWalkError::Empty(pblk));
-                }
-                let child_first = if level + 1 == t.max_depth {
-                    u64::from(cn.leaf(0).ee_block)
+            if let Some(code) = problem.filter(|_| at.try_repairs) {
+                let f = Finding::new(code).ino(ino).blk(e.pblk).num(e.lblk);
+                let f = if code == Code::ExtentEndOutOfBounds {
+                    f.num2(u64::from(at.level))
                 } else {
-                    u64::from(cn.index(0).ei_block)
+                    f.num2(e.len)
                 };
-                if child_first != lblk {
-                    self.report(
-                        Finding::new(Code::ExtentIndexStartInvalid)
-                            .ino(ino)
-                            .num(lblk)
-                            .num2(child_first)
-                            .blk(pblk),
-                    );
-                    child_csum_bad = false;
-                }
-                let child_end = if i + 1 < entries {
-                    u64::from(n.index(i + 1).ei_block)
-                } else {
-                    node_end
-                };
-                t.path.push(pblk);
-                let r = self.scan_node(
-                    cur,
-                    w,
-                    t,
-                    &child,
-                    level + 1,
-                    child_end,
-                    child_first,
-                    last_lblk,
-                    child_repairs,
-                    child_csum_bad,
-                );
-                t.path.pop();
-                r?;
-                self.mark_block_used(pblk);
-                w.num_blocks += 1;
+                self.report(f);
                 continue;
             }
-            if w.previous_block != 0 && w.previous_block + 1 != pblk {
-                w.fragmented = true;
-                if self.p.choices.fragcheck && !self.silent {
-                    let text = format!(
-                        "{:6}({}): expecting {:6} actual extent phys {:6} log {} len {}",
-                        ino,
-                        w.type_char(),
-                        w.previous_block + 1,
-                        pblk,
-                        lblk,
-                        len
-                    );
-                    self.frag_line(ino, text);
-                }
+            if is_leaf {
+                at.start_block = self.take_extent(cur, w, e, at.try_repairs);
+            } else {
+                let child = NodePlace {
+                    level: at.level + 1,
+                    node_end: next_start,
+                    start_block: e.lblk,
+                    end_block: last_lblk,
+                    try_repairs: true,
+                    failed_csum: false,
+                };
+                self.descend(cur, w, t, e.pblk, child)?;
             }
-            if try_repairs && w.is_dir && w.last_block.wrapping_add(1) < lblk {
+        }
+        if at.failed_csum {
+            self.report(
+                Finding::new(Code::ExtentOnlyCsumInvalid)
+                    .ino(ino)
+                    .blk(last_pblk),
+            );
+        }
+        Ok(())
+    }
+
+    /// The first problem of an extent-node entry, if any (a leaf extent
+    /// without one moves the file's next expected block on).
+    fn extent_problem(
+        &self,
+        w: &mut Walk,
+        t: &Tree,
+        e: &NodeEntry,
+        is_leaf: bool,
+        at: &NodePlace,
+        last_lblk: u64,
+    ) -> Option<Code> {
+        let geo = &self.p.fs.geo;
+        let (lblk, pblk, len) = (e.lblk, e.pblk, e.len);
+        let problem = if pblk == 0 || pblk < geo.first_data_block || pblk >= geo.blocks_count {
+            Some(Code::ExtentBadStart)
+        } else if lblk < at.start_block {
+            Some(Code::OutOfOrderExtents)
+        } else if at.end_block != 0
+            && last_lblk > at.end_block
+            && !(last_lblk > t.eof && (e.uninit || t.is_verity))
+        {
+            Some(Code::ExtentEndOutOfBounds)
+        } else if is_leaf && len == 0 {
+            Some(Code::ExtentLengthZero)
+        } else if is_leaf && pblk + len > geo.blocks_count {
+            Some(Code::ExtentEndsBeyond)
+        } else if is_leaf
+            && w.is_dir
+            && w.size_high == 0
+            && !geo.incompat.contains(IncompatFeatures::LARGEDIR)
+            && lblk + len > (1u64 << (21 - (geo.block_size_bits - 10)))
+        {
+            Some(Code::TooBig)
+        } else {
+            None
+        };
+        if is_leaf && problem.is_none() && len > 0 {
+            if lblk < w.next_lblock {
+                return Some(Code::ExtentCollision);
+            }
+            w.next_lblock = w.next_lblock.max(lblk + len);
+        }
+        problem
+    }
+
+    /// Goes down an index entry to the node at `pblk`: cycle, read,
+    /// header, first block and checksum, then its entries.
+    fn descend(
+        &mut self,
+        cur: &Cur<'_>,
+        w: &mut Walk,
+        t: &mut Tree,
+        pblk: u64,
+        mut at: NodePlace,
+    ) -> Result<(), ExtentWalkError> {
+        let fs = self.p.fs;
+        let ino = cur.ino;
+        let lblk = at.start_block;
+        if ino != 7
+            && pblk < u64::from(fs.sb().s_blocks_count_lo())
+            && self.p.maps.metadata.get(pblk)
+        {
+            at.try_repairs = false;
+            self.report(
+                Finding::new(Code::CriticalMetadataCollision)
+                    .ino(ino)
+                    .blk(pblk),
+            );
+        }
+        if t.path.contains(&pblk) {
+            return Err(ExtentWalkError::Cycle(pblk));
+        }
+        let mut child = vec![0u8; fs.block_size()];
+        if self.io.read_blocks(pblk, &mut child).is_err() {
+            return Err(ExtentWalkError::Unreadable(pblk));
+        }
+        let Some(cn) = ExtentNode::new(&child).filter(|c| c.validate(false).is_ok()) else {
+            if !at.try_repairs {
+                return Err(ExtentWalkError::Bad(pblk));
+            }
+            self.report(
+                Finding::new(Code::ExtentNodeInvalid)
+                    .ino(ino)
+                    .blk(pblk)
+                    .str(format!("bad header, logical block {lblk}")),
+            );
+            return Ok(());
+        };
+        at.failed_csum = fs.geo.metadata_csum() && t.seed.is_none_or(|s| !cn.checksum_ok(s));
+        if cn.eh_entries() == 0 {
+            return Err(ExtentWalkError::Empty(pblk));
+        }
+        let child_first = if at.level == t.max_depth {
+            u64::from(cn.leaf(0).ee_block)
+        } else {
+            u64::from(cn.index(0).ei_block)
+        };
+        if child_first != lblk {
+            self.report(
+                Finding::new(Code::ExtentIndexStartInvalid)
+                    .ino(ino)
+                    .num(lblk)
+                    .num2(child_first)
+                    .blk(pblk),
+            );
+            at.failed_csum = false;
+        }
+        at.start_block = child_first;
+        t.path.push(pblk);
+        let r = self.scan_node(cur, w, t, &child, at);
+        t.path.pop();
+        r?;
+        self.mark_block_used(pblk);
+        w.num_blocks += 1;
+        Ok(())
+    }
+
+    /// Takes a leaf extent that passed its checks: fragmentation, the
+    /// directory's blocks, cluster alignment, the blocks it claims.
+    /// Returns its last logical block.
+    fn take_extent(&mut self, cur: &Cur<'_>, w: &mut Walk, e: NodeEntry, try_repairs: bool) -> u64 {
+        let geo = &self.p.fs.geo;
+        let ino = cur.ino;
+        let NodeEntry {
+            mut lblk,
+            pblk,
+            len,
+            uninit,
+        } = e;
+        if w.previous_block != 0 && w.previous_block + 1 != pblk {
+            w.fragmented = true;
+            if self.p.choices.fragcheck && !self.silent {
+                let text = format!(
+                    "{:6}({}): expecting {:6} actual extent phys {:6} log {} len {}",
+                    ino,
+                    w.type_char(),
+                    w.previous_block + 1,
+                    pblk,
+                    lblk,
+                    len
+                );
+                self.frag_line(ino, text);
+            }
+        }
+        if w.is_dir {
+            if try_repairs && w.last_block.wrapping_add(1) < lblk {
                 self.report(Finding::new(Code::CollapseDblock).ino(ino).num(lblk));
                 if self.collect.is_some() {
                     // The repair moves the extent down to close the gap.
                     lblk = w.last_block.wrapping_add(1);
                 }
             }
-            if w.is_dir {
-                w.last_db_block += 1;
-                while w.last_db_block < lblk as i64 {
-                    self.add_dir_block(ino, 0, w.last_db_block as u64);
-                    w.last_db_block += 1;
-                }
-                for j in 0..len {
-                    self.add_dir_block(ino, pblk + j, lblk + j);
-                }
-                if len > 0 {
-                    w.last_db_block = (lblk + len - 1) as i64;
-                } else {
-                    w.last_db_block -= 1;
-                }
+            self.add_extent_dir_blocks(ino, w, lblk, pblk, len);
+        }
+        let bits = geo.cluster_bits;
+        if unaligned_cluster_map(bits, w.previous_block, w.last_block, pblk, lblk) {
+            for i in 0..len {
+                self.report(
+                    Finding::new(Code::MisalignedCluster)
+                        .ino(ino)
+                        .blk(lblk + i)
+                        .blk2(pblk + i),
+                );
+                self.mark_block_used(pblk + i);
+                self.mark_block_used(pblk + i);
             }
-            let bits = geo.cluster_bits;
-            if unaligned_cluster_map(bits, w.previous_block, w.last_block, pblk, lblk) {
-                for i in 0..len {
-                    self.report(
-                        Finding::new(Code::MisalignedCluster)
-                            .ino(ino)
-                            .blk(lblk + i)
-                            .blk2(pblk + i),
-                    );
-                    self.mark_block_used(pblk + i);
-                    self.mark_block_used(pblk + i);
-                }
-            }
-            let start = if bits > 0
-                && w.previous_block != 0
-                && (pblk >> bits) == (w.previous_block >> bits)
-            {
+        }
+        let start =
+            if bits > 0 && w.previous_block != 0 && (pblk >> bits) == (w.previous_block >> bits) {
                 ((pblk >> bits) + 1) << bits
             } else {
                 (pblk >> bits) << bits
             };
-            if start < pblk + len {
-                self.mark_blocks_used(start, pblk + len - start);
-                w.num_blocks += (pblk + len - start).div_ceil(1u64 << bits);
-            }
-            if let Some(c) = self.collect.as_mut() {
-                c.push(LeafExtent {
-                    lblk,
-                    pblk,
-                    len,
-                    uninit: uninit && !w.is_dir,
-                });
-            }
-            w.previous_block = pblk + len - 1;
-            last_lblk = lblk.wrapping_add(len).wrapping_sub(1);
-            w.last_block = last_lblk;
-            start_block = last_lblk;
-            if !w.is_dir && !uninit {
-                w.last_init_lblock = last_lblk as i64;
-            }
+        if start < pblk + len {
+            self.mark_blocks_used(start, pblk + len - start);
+            w.num_blocks += (pblk + len - start).div_ceil(1u64 << bits);
         }
-        if failed_csum {
-            let (l, p, _) = last_pblk_reported;
-            let _ = l;
-            self.report(Finding::new(Code::ExtentOnlyCsumInvalid).ino(ino).blk(p));
-            failed_csum = false;
+        if let Some(c) = self.collect.as_mut() {
+            c.push(LeafExtent {
+                lblk,
+                pblk,
+                len,
+                uninit: uninit && !w.is_dir,
+            });
         }
-        let _ = failed_csum;
-        Ok(())
+        w.previous_block = pblk + len - 1;
+        let last_lblk = lblk.wrapping_add(len).wrapping_sub(1);
+        w.last_block = last_lblk;
+        if !w.is_dir && !uninit {
+            w.last_init_lblock = last_lblk as i64;
+        }
+        last_lblk
+    }
+
+    /// Registers a directory extent's blocks, and holes before it.
+    fn add_extent_dir_blocks(&mut self, ino: u32, w: &mut Walk, lblk: u64, pblk: u64, len: u64) {
+        w.last_db_block += 1;
+        while w.last_db_block < lblk as i64 {
+            self.add_dir_block(ino, 0, w.last_db_block as u64);
+            w.last_db_block += 1;
+        }
+        for j in 0..len {
+            self.add_dir_block(ino, pblk + j, lblk + j);
+        }
+        if len > 0 {
+            w.last_db_block = (lblk + len - 1) as i64;
+        } else {
+            w.last_db_block -= 1;
+        }
     }
 
     /// Checks the htree root of an indexed directory and registers it.
@@ -985,6 +1031,35 @@ impl Worker<'_, '_, '_> {
             });
         }
     }
+}
+
+/// One entry of an extent node: a leaf extent, or an index entry whose
+/// length runs to the next entry's start.
+#[derive(Clone, Copy)]
+struct NodeEntry {
+    lblk: u64,
+    pblk: u64,
+    len: u64,
+    uninit: bool,
+}
+
+/// Where an extent node sits in its tree, and what its parent expects.
+#[derive(Clone, Copy)]
+struct NodePlace {
+    /// Its depth below the root (0 for the root).
+    level: u16,
+    /// Where its range ends: the next index entry's start, or its
+    /// parent's end.
+    node_end: u64,
+    /// The first logical block it may map.
+    start_block: u64,
+    /// The last logical block it may map (0: no limit).
+    end_block: u64,
+    /// Problems here are reported and the entry skipped (not when the
+    /// node collides with critical metadata: the walk then stops).
+    try_repairs: bool,
+    /// The node failed its checksum and nothing else was found wrong.
+    failed_csum: bool,
 }
 
 struct Tree {
