@@ -71,13 +71,55 @@ pub struct SuperCheck {
 /// e2fsck's check_super_block.
 pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
     let geo = &fs.geo;
-    let sb = fs.sb();
     let mut out = SuperCheck {
         findings: Vec::new(),
         missing_block_bitmap: Vec::new(),
         missing_inode_bitmap: Vec::new(),
         missing_inode_table: Vec::new(),
     };
+    check_limits(fs)?;
+    if fs.dev_blocks < geo.blocks_count {
+        out.findings.push(
+            Finding::new(Code::FsSizeWrong)
+                .blk(geo.blocks_count)
+                .blk2(fs.dev_blocks),
+        );
+    }
+    let sb = fs.sb();
+    let ratio = u64::from(geo.cluster_ratio);
+    let should_first = u64::from(sb.s_log_block_size() == 0 && ratio == 1);
+    if u64::from(sb.s_first_data_block()) != should_first {
+        return Err(Fatal {
+            reason: format!(
+                "the first data block is {}, should be {should_first}",
+                sb.s_first_data_block()
+            ),
+            uncorrected: false,
+        });
+    }
+    feature_findings(fs, &mut out.findings);
+    for g in fs.groups() {
+        check_descriptor(fs, g, &mut out);
+    }
+    for (ino, what) in [
+        (sb.s_usr_quota_inum(), "user"),
+        (sb.s_grp_quota_inum(), "group"),
+        (sb.s_prj_quota_inum(), "project"),
+    ] {
+        if ino != 0 && (matches!(ino, 1 | 2 | 5 | 6 | 7 | 8 | 9 | 10) || ino > sb.s_inodes_count())
+        {
+            out.findings
+                .push(Finding::new(Code::InvalidQuotaInode).ino(ino).str(what));
+        }
+    }
+    Ok(out)
+}
+
+/// The superblock's numbers against their limits; any out of range
+/// stops the check.
+fn check_limits(fs: &Fs) -> Result<(), Fatal> {
+    let geo = &fs.geo;
+    let sb = fs.sb();
     let bs = u64::from(geo.block_size);
     let ratio = u64::from(geo.cluster_ratio);
     let ipb = u64::from(geo.inodes_per_block);
@@ -144,11 +186,6 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         return Err(bad("s_inodes_count", ipg * groups));
     }
     if u64::from(sb.s_inodes_count()) != ipg * groups {
-        out.findings.push(
-            Finding::new(Code::InodeCountWrong)
-                .num(u64::from(sb.s_inodes_count()))
-                .num2(ipg * groups),
-        );
         return Err(Fatal {
             reason: "the inode count in the superblock is wrong".into(),
             uncorrected: true,
@@ -166,23 +203,14 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
     if bpg != cpg * ratio {
         return Err(bad("s_blocks_per_group", bpg));
     }
-    if fs.dev_blocks < geo.blocks_count {
-        out.findings.push(
-            Finding::new(Code::FsSizeWrong)
-                .blk(geo.blocks_count)
-                .blk2(fs.dev_blocks),
-        );
-    }
-    let should_first = u64::from(sb.s_log_block_size() == 0 && ratio == 1);
-    if u64::from(sb.s_first_data_block()) != should_first {
-        return Err(Fatal {
-            reason: format!(
-                "the first data block is {}, should be {should_first}",
-                sb.s_first_data_block()
-            ),
-            uncorrected: false,
-        });
-    }
+    Ok(())
+}
+
+/// Extra-isize settings and feature combinations that cannot be.
+fn feature_findings(fs: &Fs, findings: &mut Vec<Finding>) {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let isz = u64::from(sb.inode_size());
     if isz > 128 {
         let max = isz - 128;
         for (v, code) in [
@@ -191,110 +219,99 @@ pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         ] {
             let v = u64::from(v);
             if v != 0 && (v < 4 || v > max || v % 4 != 0) {
-                out.findings.push(Finding::new(code).num(v));
+                findings.push(Finding::new(code).num(v));
             }
         }
     }
     let ro = geo.ro_compat;
     if ro.contains(RoCompatFeatures::METADATA_CSUM) && ro.contains(RoCompatFeatures::GDT_CSUM) {
-        out.findings.push(Finding::new(Code::MetaAndGdtCsum));
+        findings.push(Finding::new(Code::MetaAndGdtCsum));
     }
     if geo.incompat.contains(IncompatFeatures::CSUM_SEED)
         && !ro.contains(RoCompatFeatures::METADATA_CSUM)
     {
-        out.findings
-            .push(Finding::new(Code::CsumSeedWithoutMetaCsum));
+        findings.push(Finding::new(Code::CsumSeedWithoutMetaCsum));
     }
     if geo.incompat.contains(IncompatFeatures::BIT64)
         && !geo.incompat.contains(IncompatFeatures::EXTENTS)
     {
-        out.findings.push(Finding::new(Code::Bit64WithoutExtents));
+        findings.push(Finding::new(Code::Bit64WithoutExtents));
     }
     if geo.incompat.contains(IncompatFeatures::META_BG) && geo.first_meta_bg > geo.desc_blocks {
-        out.findings.push(
+        findings.push(
             Finding::new(Code::FirstMetaBgTooBig)
                 .num(u64::from(geo.first_meta_bg))
                 .num2(u64::from(geo.desc_blocks)),
         );
     }
-    // Group descriptors.
+}
+
+/// One group descriptor: where its bitmaps and table are, its checksum,
+/// and its flags and unused-inode count.
+fn check_descriptor(fs: &Fs, g: ext4_layout::Group, out: &mut SuperCheck) {
+    let geo = &fs.geo;
+    let sb = fs.sb();
     let csum_flag = fs.has_gdt_csum();
-    for g in fs.groups() {
-        let gd = fs.gd(g.0);
-        let (first, last) = allowed_range(geo, g);
-        let bb = gd.block_bitmap();
-        if bb < first || bb > last {
-            out.findings
-                .push(Finding::new(Code::BlockBitmapNotInGroup).group(g.0).blk(bb));
-        }
-        if bb == 0 {
-            out.missing_block_bitmap.push(g.0);
-        }
-        let ib = gd.inode_bitmap();
-        if ib < first || ib > last {
-            out.findings
-                .push(Finding::new(Code::InodeBitmapNotInGroup).group(g.0).blk(ib));
-        }
-        if ib == 0 {
-            out.missing_inode_bitmap.push(g.0);
-        }
-        let it = gd.inode_table();
-        if it < first
-            || it
-                .saturating_add(u64::from(geo.inode_blocks_per_group))
-                .saturating_sub(1)
-                > last
-        {
-            out.findings
-                .push(Finding::new(Code::InodeTableNotInGroup).group(g.0).blk(it));
-        }
-        if it == 0 {
-            out.missing_inode_table.push(g.0);
-        }
-        if csum_flag && !fs.gd_csum_ok(g.0) {
-            let want = gd.computed_checksum(g.0, fs.metadata_csum(), geo.csum_seed, &sb.s_uuid());
-            out.findings.push(
-                Finding::new(Code::GroupDescChecksum)
-                    .group(g.0)
-                    .num(u64::from(gd.bg_checksum()))
-                    .num2(u64::from(want)),
-            );
-        }
-        if !csum_flag
-            && (gd.has_flag(BG_BLOCK_UNINIT)
-                || gd.has_flag(BG_INODE_UNINIT)
-                || gd.itable_unused() != 0)
-        {
-            out.findings
-                .push(Finding::new(Code::GroupUninitWithoutCsum).group(g.0));
-        }
-        if g.0 == geo.group_count - 1 && gd.has_flag(BG_BLOCK_UNINIT) {
-            out.findings
-                .push(Finding::new(Code::LastGroupBlockUninit).group(g.0));
-        }
-        if csum_flag
-            && (gd.itable_unused() > gd.free_inodes_count()
-                || gd.itable_unused() > geo.inodes_per_group)
-        {
-            out.findings.push(
-                Finding::new(Code::GroupItableUnusedInvalid)
-                    .group(g.0)
-                    .num(u64::from(gd.itable_unused())),
-            );
-        }
+    let gd = fs.gd(g.0);
+    let (first, last) = allowed_range(geo, g);
+    let bb = gd.block_bitmap();
+    if bb < first || bb > last {
+        out.findings
+            .push(Finding::new(Code::BlockBitmapNotInGroup).group(g.0).blk(bb));
     }
-    for (ino, what) in [
-        (sb.s_usr_quota_inum(), "user"),
-        (sb.s_grp_quota_inum(), "group"),
-        (sb.s_prj_quota_inum(), "project"),
-    ] {
-        if ino != 0 && (matches!(ino, 1 | 2 | 5 | 6 | 7 | 8 | 9 | 10) || ino > sb.s_inodes_count())
-        {
-            out.findings
-                .push(Finding::new(Code::InvalidQuotaInode).ino(ino).str(what));
-        }
+    if bb == 0 {
+        out.missing_block_bitmap.push(g.0);
     }
-    Ok(out)
+    let ib = gd.inode_bitmap();
+    if ib < first || ib > last {
+        out.findings
+            .push(Finding::new(Code::InodeBitmapNotInGroup).group(g.0).blk(ib));
+    }
+    if ib == 0 {
+        out.missing_inode_bitmap.push(g.0);
+    }
+    let it = gd.inode_table();
+    if it < first
+        || it
+            .saturating_add(u64::from(geo.inode_blocks_per_group))
+            .saturating_sub(1)
+            > last
+    {
+        out.findings
+            .push(Finding::new(Code::InodeTableNotInGroup).group(g.0).blk(it));
+    }
+    if it == 0 {
+        out.missing_inode_table.push(g.0);
+    }
+    if csum_flag && !fs.gd_csum_ok(g.0) {
+        let want = gd.computed_checksum(g.0, fs.metadata_csum(), geo.csum_seed, &sb.s_uuid());
+        out.findings.push(
+            Finding::new(Code::GroupDescChecksum)
+                .group(g.0)
+                .num(u64::from(gd.bg_checksum()))
+                .num2(u64::from(want)),
+        );
+    }
+    if !csum_flag
+        && (gd.has_flag(BG_BLOCK_UNINIT) || gd.has_flag(BG_INODE_UNINIT) || gd.itable_unused() != 0)
+    {
+        out.findings
+            .push(Finding::new(Code::GroupUninitWithoutCsum).group(g.0));
+    }
+    if g.0 == geo.group_count - 1 && gd.has_flag(BG_BLOCK_UNINIT) {
+        out.findings
+            .push(Finding::new(Code::LastGroupBlockUninit).group(g.0));
+    }
+    if csum_flag
+        && (gd.itable_unused() > gd.free_inodes_count()
+            || gd.itable_unused() > geo.inodes_per_group)
+    {
+        out.findings.push(
+            Finding::new(Code::GroupItableUnusedInvalid)
+                .group(g.0)
+                .num(u64::from(gd.itable_unused())),
+        );
+    }
 }
 
 /// e2fsck's check_resize_inode, as notices.
