@@ -499,57 +499,85 @@ fn tid_ge(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) >= 0
 }
 
-/// jbd2 recovery: scan for committed transactions, collect revokes,
-/// replay the rest, then empty the journal. Returns a line for the report.
-/// Replays the journal's committed transactions. Returns what it did
-/// and, with the `fast_commit` feature, the fast commit log that follows
-/// them (applied by the caller once these writes are on disk).
-fn replay(
-    fs: &Fs,
-    io: &mut Io<'_>,
-    fx: &fixer::Fixer,
-    space: &Space<'_>,
-) -> Result<(String, Vec<super::fastcommit::Change>, Option<Error>), Error> {
-    let bs = fs.block_size();
-    // The journal superblock: the first block of the journal inode, or
-    // the block after the device's own superblock.
-    let b0 = match space {
-        Space::Inode(blocks) => *blocks.first().ok_or(Error::JournalEmpty)?,
-        Space::External(..) => check_core::journal::external_jsb_block(fs.geo.block_size),
-    };
-    let mut jsb = vec![0u8; bs];
-    match space {
-        Space::Inode(_) => io.read_blocks(b0, &mut jsb)?,
-        Space::External(e, _) => e.dev.read_at(&mut jsb, b0 * bs as u64)?,
-    }
-    let j = JournalSuperblock::new(&jsb).ok_or(Error::ShortJournalSuperblock)?;
-    let feat = if j.is_v2() {
-        j.features()
-    } else {
-        JournalFeatures::default()
-    };
-    let csum = feat.csum_v2v3();
-    let v3 = feat.incompat & JournalFeatures::INCOMPAT_CSUM_V3 != 0;
-    let async_commit = feat.incompat & JournalFeatures::INCOMPAT_ASYNC_COMMIT != 0;
-    let seed = crc32c_raw(!0, &j.s_uuid());
-    let first = u64::from(jsbl::field::s_first.get(&jsb));
-    let total = u64::from(jsbl::field::s_maxlen.get(&jsb)).min(space.len());
-    // With fast commits the log ends where the fast commit area starts.
-    let fast_commit = feat.incompat & JournalFeatures::INCOMPAT_FAST_COMMIT != 0;
-    let num_fc = if fast_commit {
-        match u64::from(jsbl::field::s_num_fc_blks.get(&jsb)) {
-            0 => 256,
-            n => n,
-        }
-    } else {
-        0
-    };
-    let maxlen = total.saturating_sub(num_fc);
-    let start = u64::from(jsbl::field::s_start.get(&jsb));
-    let sequence = jsbl::field::s_sequence.get(&jsb);
-    let tail = if csum { 4 } else { 0 };
-    let read = |io: &mut Io<'_>, lb: u64, buf: &mut [u8]| -> Result<(), Error> {
+/// The log as replay reads it: where its blocks are, and what its
+/// superblock says.
+struct Log<'s, 'e> {
+    fs: &'s Fs,
+    space: &'s Space<'e>,
+    bs: usize,
+    /// Where the journal superblock is: the journal's first block, or on
+    /// a journal device the block after the device's own superblock.
+    b0: u64,
+    feat: JournalFeatures,
+    /// Blocks carry checksums (v2 or v3).
+    csum: bool,
+    v3: bool,
+    async_commit: bool,
+    seed: u32,
+    /// The first log block after the journal superblock.
+    first: u64,
+    /// Log blocks in all, the fast commit area included.
+    total: u64,
+    /// Where the log wraps (the fast commit area starts).
+    maxlen: u64,
+    /// Where the log starts (0: empty).
+    start: u64,
+    /// The first transaction's id.
+    sequence: u32,
+    fast_commit: bool,
+}
+
+impl<'s, 'e> Log<'s, 'e> {
+    /// Reads the journal superblock; returns the log and the superblock's
+    /// bytes.
+    fn open(fs: &'s Fs, io: &mut Io<'_>, space: &'s Space<'e>) -> Result<(Self, Vec<u8>), Error> {
+        let bs = fs.block_size();
+        let b0 = match space {
+            Space::Inode(blocks) => *blocks.first().ok_or(Error::JournalEmpty)?,
+            Space::External(..) => check_core::journal::external_jsb_block(fs.geo.block_size),
+        };
+        let mut jsb = vec![0u8; bs];
         match space {
+            Space::Inode(_) => io.read_blocks(b0, &mut jsb)?,
+            Space::External(e, _) => e.dev.read_at(&mut jsb, b0 * bs as u64)?,
+        }
+        let j = JournalSuperblock::new(&jsb).ok_or(Error::ShortJournalSuperblock)?;
+        let feat = if j.is_v2() {
+            j.features()
+        } else {
+            JournalFeatures::default()
+        };
+        let fast_commit = feat.incompat & JournalFeatures::INCOMPAT_FAST_COMMIT != 0;
+        // With fast commits the log ends where the fast commit area starts.
+        let num_fc = match (fast_commit, u64::from(jsbl::field::s_num_fc_blks.get(&jsb))) {
+            (false, _) => 0,
+            (true, 0) => 256,
+            (true, n) => n,
+        };
+        let total = u64::from(jsbl::field::s_maxlen.get(&jsb)).min(space.len());
+        let log = Log {
+            fs,
+            space,
+            bs,
+            b0,
+            feat,
+            csum: feat.csum_v2v3(),
+            v3: feat.incompat & JournalFeatures::INCOMPAT_CSUM_V3 != 0,
+            async_commit: feat.incompat & JournalFeatures::INCOMPAT_ASYNC_COMMIT != 0,
+            seed: crc32c_raw(!0, &j.s_uuid()),
+            first: u64::from(jsbl::field::s_first.get(&jsb)),
+            total,
+            maxlen: total.saturating_sub(num_fc),
+            start: u64::from(jsbl::field::s_start.get(&jsb)),
+            sequence: jsbl::field::s_sequence.get(&jsb),
+            fast_commit,
+        };
+        Ok((log, jsb))
+    }
+
+    /// Reads log block `lb`.
+    fn read(&self, io: &mut Io<'_>, lb: u64, buf: &mut [u8]) -> Result<(), Error> {
+        match self.space {
             Space::Inode(blocks) => {
                 let p = *blocks.get(lb as usize).ok_or(Error::JournalPastEnd(lb))?;
                 if p == 0 {
@@ -561,13 +589,29 @@ fn replay(
                 if lb >= *n {
                     return Err(Error::JournalPastEnd(lb));
                 }
-                e.dev.read_at(buf, lb * bs as u64).map_err(Error::from)
+                e.dev.read_at(buf, lb * self.bs as u64).map_err(Error::from)
             }
         }
-    };
-    let write_jsb = |fs_writes: Vec<fixer::Write>, jsb: Vec<u8>| -> Result<(), Error> {
-        let at = b0 * bs as u64;
-        match space {
+    }
+
+    /// The log block after `b - 1`, wrapping at the end of the log.
+    fn wrap(&self, b: u64) -> u64 {
+        if b >= self.maxlen {
+            b - (self.maxlen - self.first)
+        } else {
+            b
+        }
+    }
+
+    /// Writes the replayed blocks and the journal superblock.
+    fn write(
+        &self,
+        fx: &fixer::Fixer,
+        fs_writes: Vec<fixer::Write>,
+        jsb: Vec<u8>,
+    ) -> Result<(), Error> {
+        let at = self.b0 * self.bs as u64;
+        match self.space {
             Space::Inode(_) => {
                 let mut all = fs_writes;
                 all.push(fixer::Write {
@@ -587,86 +631,79 @@ fn replay(
                 .map_err(Error::from)
             }
         }
-    };
-    let wrap = |b: u64| if b >= maxlen { b - (maxlen - first) } else { b };
-    if start == 0 {
-        jsbl::field::s_sequence.set(&mut jsb, sequence.wrapping_add(1));
-        set_jsb_checksum(&mut jsb);
-        write_jsb(Vec::new(), jsb)?;
-        return Ok(("The journal was empty.".into(), Vec::new(), None));
     }
-    let mut buf = vec![0u8; bs];
-    // SCAN.
-    let mut id = sequence;
-    let mut blk = start;
-    let mut end: Option<u32> = None;
-    let mut prev_commit_time = 0u64;
-    let mut need_check_commit_time = false;
-    let mut error: Option<Error> = None;
-    loop {
-        if let Err(e) = read(io, blk, &mut buf) {
-            error = Some(e);
-            break;
-        }
-        blk = wrap(blk + 1);
-        let Some(h) = BlockHeader::parse(&buf) else {
-            break;
-        };
-        if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
-            break;
-        }
-        match h.h_blocktype {
-            blocktype::DESCRIPTOR => {
-                if csum && !ext4_layout::journal::block_tail_ok(&buf, seed) {
-                    need_check_commit_time = true;
-                }
-                let n = DescriptorBlock::new(&buf, feat).tags().count() as u64;
-                for _ in 0..n {
-                    blk = wrap(blk + 1);
-                }
+
+    /// Finds the transaction the log ends before: the first whose blocks
+    /// are not all there, or whose commit block fails its checksum (an
+    /// async-commit log goes on past that to see whether later commits
+    /// are older). A read that fails is returned as the error.
+    fn scan_end(&self, io: &mut Io<'_>) -> (u32, Option<Error>) {
+        let mut buf = vec![0u8; self.bs];
+        let mut id = self.sequence;
+        let mut blk = self.start;
+        let mut end: Option<u32> = None;
+        let mut prev_commit_time = 0u64;
+        let mut need_check_commit_time = false;
+        let mut error: Option<Error> = None;
+        loop {
+            if let Err(e) = self.read(io, blk, &mut buf) {
+                error = Some(e);
+                break;
             }
-            blocktype::COMMIT => {
-                let t = CommitBlock::new(&buf).h_commit_sec();
-                if need_check_commit_time {
-                    if t >= prev_commit_time {
-                        error = Some(Error::TransactionChecksum(id));
-                    }
-                    break;
-                }
-                if csum {
-                    let c = ext4_layout::journal::commit::CommitBlock::new(&buf);
-                    if c.computed_checksum(seed) != c.h_chksum0() {
-                        if t < prev_commit_time {
-                            break;
-                        }
-                        if end.is_none() {
-                            end = Some(id);
-                        }
-                        if !async_commit {
-                            break;
-                        }
+            blk = self.wrap(blk + 1);
+            let Some(h) = BlockHeader::parse(&buf) else {
+                break;
+            };
+            if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
+                break;
+            }
+            let tail_bad = self.csum && !ext4_layout::journal::block_tail_ok(&buf, self.seed);
+            match h.h_blocktype {
+                blocktype::DESCRIPTOR => {
+                    need_check_commit_time |= tail_bad;
+                    let n = DescriptorBlock::new(&buf, self.feat).tags().count() as u64;
+                    for _ in 0..n {
+                        blk = self.wrap(blk + 1);
                     }
                 }
-                prev_commit_time = t;
-                id = id.wrapping_add(1);
-            }
-            blocktype::REVOKE => {
-                if csum && !ext4_layout::journal::block_tail_ok(&buf, seed) {
-                    need_check_commit_time = true;
+                blocktype::COMMIT => {
+                    let t = CommitBlock::new(&buf).h_commit_sec();
+                    if need_check_commit_time {
+                        if t >= prev_commit_time {
+                            error = Some(Error::TransactionChecksum(id));
+                        }
+                        break;
+                    }
+                    if self.csum {
+                        let c = ext4_layout::journal::commit::CommitBlock::new(&buf);
+                        if c.computed_checksum(self.seed) != c.h_chksum0() {
+                            if t < prev_commit_time {
+                                break;
+                            }
+                            end.get_or_insert(id);
+                            if !self.async_commit {
+                                break;
+                            }
+                        }
+                    }
+                    prev_commit_time = t;
+                    id = id.wrapping_add(1);
                 }
+                blocktype::REVOKE => need_check_commit_time |= tail_bad,
+                _ => break,
             }
-            _ => break,
         }
+        (end.unwrap_or(id), error)
     }
-    let end = end.unwrap_or(id);
-    let mut writes: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-    if error.is_none() {
-        // REVOKE: the newest transaction that revoked each block.
+
+    /// The newest transaction (before `end`) that revoked each block.
+    fn revoked(&self, io: &mut Io<'_>, end: u32) -> Result<BTreeMap<u64, u32>, Error> {
+        let tail = if self.csum { 4 } else { 0 };
         let mut revoked: BTreeMap<u64, u32> = BTreeMap::new();
-        let walked = walk_log(io, &read, &wrap, start, sequence, end, feat, bs, |_, b| {
+        self.walk(io, end, |_, b| {
             if let LogBlock::Revoke { id, block } = b {
-                let r = RevokeBlock::new(block, feat);
-                if r.r_count() as usize > bs - tail {
+                let r = RevokeBlock::new(block, self.feat);
+                if r.r_count() as usize > self.bs - tail {
                     return Err(Error::RevokeCount);
                 }
                 for b in r.records() {
@@ -677,69 +714,152 @@ fn replay(
                 }
             }
             Ok(())
-        });
-        error = walked.err();
-        // REPLAY: every tagged block not revoked by a later transaction.
-        if error.is_none() {
-            let mut data = vec![0u8; bs];
-            let mut tag_error = None;
-            let walked = walk_log(io, &read, &wrap, start, sequence, end, feat, bs, |io, b| {
-                let LogBlock::Descriptor { id, tags } = b else {
-                    return Ok(());
-                };
-                for (tag, lb) in tags {
-                    if read(io, lb, &mut data).is_err() {
-                        tag_error = Some(Error::JournalBlockUnreadable(lb));
-                        continue;
-                    }
-                    if revoked.get(&tag.blocknr).is_some_and(|&r| !tid_gt(id, r)) {
-                        continue;
-                    }
-                    if csum {
-                        let mut c = crc32c_raw(seed, &id.to_be_bytes());
-                        c = crc32c_raw(c, &data);
-                        let ok = if v3 {
-                            c == tag.checksum
-                        } else {
-                            c & 0xFFFF == tag.checksum & 0xFFFF
-                        };
-                        if !ok {
-                            tag_error = Some(Error::JournalBlockChecksum(lb));
-                            continue;
-                        }
-                    }
-                    let mut out = data.clone();
-                    if tag.flags.has(TagFlags::ESCAPE) {
-                        put_be_u32(&mut out, 0, JBD2_MAGIC);
-                    }
-                    if tag.blocknr < fs.geo.blocks_count {
-                        writes.insert(tag.blocknr, out);
-                    }
+        })?;
+        Ok(revoked)
+    }
+
+    /// Every tagged block of the transactions before `end` that no later
+    /// transaction revoked, by file system block, with the first error
+    /// met (a block that cannot be read or fails its checksum is left
+    /// out).
+    fn blocks_to_replay(
+        &self,
+        io: &mut Io<'_>,
+        end: u32,
+        revoked: &BTreeMap<u64, u32>,
+    ) -> (BTreeMap<u64, Vec<u8>>, Option<Error>) {
+        let mut writes: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let mut data = vec![0u8; self.bs];
+        let mut tag_error = None;
+        let walked = self.walk(io, end, |io, b| {
+            let LogBlock::Descriptor { id, tags } = b else {
+                return Ok(());
+            };
+            for (tag, lb) in tags {
+                if self.read(io, lb, &mut data).is_err() {
+                    tag_error = Some(Error::JournalBlockUnreadable(lb));
+                    continue;
                 }
-                Ok(())
-            });
-            error = walked.err().or(tag_error);
+                if revoked.get(&tag.blocknr).is_some_and(|&r| !tid_gt(id, r)) {
+                    continue;
+                }
+                if self.csum && !self.tag_checksum_ok(id, &tag, &data) {
+                    tag_error = Some(Error::JournalBlockChecksum(lb));
+                    continue;
+                }
+                let mut out = data.clone();
+                if tag.flags.has(TagFlags::ESCAPE) {
+                    put_be_u32(&mut out, 0, JBD2_MAGIC);
+                }
+                if tag.blocknr < self.fs.geo.blocks_count {
+                    writes.insert(tag.blocknr, out);
+                }
+            }
+            Ok(())
+        });
+        (writes, walked.err().or(tag_error))
+    }
+
+    /// Whether a data block matches its tag's checksum (all 32 bits with
+    /// v3, the low 16 with v2).
+    fn tag_checksum_ok(&self, id: u32, tag: &BlockTag, data: &[u8]) -> bool {
+        let c = crc32c_raw(crc32c_raw(self.seed, &id.to_be_bytes()), data);
+        if self.v3 {
+            c == tag.checksum
+        } else {
+            c & 0xFFFF == tag.checksum & 0xFFFF
         }
     }
-    // The fast commit log continues the last transaction replayed.
-    let mut fc_log = Vec::new();
-    if fast_commit && error.is_none() {
-        // jbd2 counts the area from one past the end of the log.
+
+    /// The fast commit log, which continues transaction `end`. jbd2
+    /// counts its area from one past the end of the log.
+    fn fast_commit_log(&self, io: &mut Io<'_>, end: u32) -> Vec<super::fastcommit::Change> {
         let mut fc_blocks = Vec::new();
-        for lb in maxlen + 1..=total {
-            let mut b = vec![0u8; bs];
-            if read(io, lb, &mut b).is_err() {
+        for lb in self.maxlen + 1..=self.total {
+            let mut b = vec![0u8; self.bs];
+            if self.read(io, lb, &mut b).is_err() {
                 break;
             }
             fc_blocks.push(b);
         }
-        fc_log = super::fastcommit::scan(&fc_blocks, end);
+        super::fastcommit::scan(&fc_blocks, end)
     }
+
+    /// Walks the log's transactions from its start up to transaction
+    /// `end`, handing `each` every descriptor and revoke block. It stops
+    /// at the first block that is not of the expected transaction; a read
+    /// that fails or an error from `each` stops it with that error.
+    fn walk<'f>(
+        &self,
+        io: &mut Io<'f>,
+        end: u32,
+        mut each: impl FnMut(&mut Io<'f>, LogBlock<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut buf = vec![0u8; self.bs];
+        let mut id = self.sequence;
+        let mut blk = self.start;
+        while !tid_ge(id, end) {
+            self.read(io, blk, &mut buf)?;
+            blk = self.wrap(blk + 1);
+            let Some(h) = BlockHeader::parse(&buf) else {
+                break;
+            };
+            if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
+                break;
+            }
+            match h.h_blocktype {
+                blocktype::DESCRIPTOR => {
+                    let mut tags = Vec::new();
+                    for tag in DescriptorBlock::new(&buf, self.feat).tags() {
+                        tags.push((tag, blk));
+                        blk = self.wrap(blk + 1);
+                    }
+                    each(io, LogBlock::Descriptor { id, tags })?;
+                }
+                blocktype::COMMIT => id = id.wrapping_add(1),
+                blocktype::REVOKE => each(io, LogBlock::Revoke { id, block: &buf })?,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Replays the journal: finds where the log ends, collects what the
+/// revoke blocks revoke, writes every block to replay and empties the
+/// journal. Returns what to say, the fast commit log to replay after it,
+/// and the error that cut the replay short, if any.
+fn replay(
+    fs: &Fs,
+    io: &mut Io<'_>,
+    fx: &fixer::Fixer,
+    space: &Space<'_>,
+) -> Result<(String, Vec<super::fastcommit::Change>, Option<Error>), Error> {
+    let (log, mut jsb) = Log::open(fs, io, space)?;
+    if log.start == 0 {
+        jsbl::field::s_sequence.set(&mut jsb, log.sequence.wrapping_add(1));
+        set_jsb_checksum(&mut jsb);
+        log.write(fx, Vec::new(), jsb)?;
+        return Ok(("The journal was empty.".into(), Vec::new(), None));
+    }
+    let (end, mut error) = log.scan_end(io);
+    let mut writes = BTreeMap::new();
+    if error.is_none() {
+        match log.revoked(io, end) {
+            Ok(revoked) => (writes, error) = log.blocks_to_replay(io, end, &revoked),
+            Err(e) => error = Some(e),
+        }
+    }
+    let fc_log = if log.fast_commit && error.is_none() {
+        log.fast_commit_log(io, end)
+    } else {
+        Vec::new()
+    };
     let n = writes.len();
     let list: Vec<fixer::Write> = writes
         .into_iter()
         .map(|(b, d)| fixer::Write {
-            offset: b * bs as u64,
+            offset: b * log.bs as u64,
             data: d,
         })
         .collect();
@@ -749,7 +869,7 @@ fn replay(
         jsbl::field::s_sequence.set(&mut jsb, end.wrapping_add(1));
     }
     set_jsb_checksum(&mut jsb);
-    write_jsb(list, jsb)?;
+    log.write(fx, list, jsb)?;
     let said = match &error {
         None => format!("The journal was recovered: {n} blocks replayed."),
         Some(e) => format!("The journal was recovered only in part ({e}); {n} blocks replayed."),
@@ -764,56 +884,6 @@ enum LogBlock<'b> {
     Descriptor { id: u32, tags: Vec<(BlockTag, u64)> },
     /// A revoke block of transaction `id`.
     Revoke { id: u32, block: &'b [u8] },
-}
-
-/// Walks the log's transactions from log block `start` (transaction
-/// `sequence`) up to transaction `end`, handing `each` every descriptor
-/// and revoke block. It stops at the first block that is not of the
-/// expected transaction; a read that fails or an error from `each` stops
-/// it with that error.
-#[allow(clippy::too_many_arguments)]
-fn walk_log<'f, R, W>(
-    io: &mut Io<'f>,
-    read: &R,
-    wrap: &W,
-    start: u64,
-    sequence: u32,
-    end: u32,
-    feat: JournalFeatures,
-    bs: usize,
-    mut each: impl FnMut(&mut Io<'f>, LogBlock<'_>) -> Result<(), Error>,
-) -> Result<(), Error>
-where
-    R: Fn(&mut Io<'f>, u64, &mut [u8]) -> Result<(), Error>,
-    W: Fn(u64) -> u64,
-{
-    let mut buf = vec![0u8; bs];
-    let mut id = sequence;
-    let mut blk = start;
-    while !tid_ge(id, end) {
-        read(io, blk, &mut buf)?;
-        blk = wrap(blk + 1);
-        let Some(h) = BlockHeader::parse(&buf) else {
-            break;
-        };
-        if h.h_magic != JBD2_MAGIC || h.h_sequence != id {
-            break;
-        }
-        match h.h_blocktype {
-            blocktype::DESCRIPTOR => {
-                let mut tags = Vec::new();
-                for tag in DescriptorBlock::new(&buf, feat).tags() {
-                    tags.push((tag, blk));
-                    blk = wrap(blk + 1);
-                }
-                each(io, LogBlock::Descriptor { id, tags })?;
-            }
-            blocktype::COMMIT => id = id.wrapping_add(1),
-            blocktype::REVOKE => each(io, LogBlock::Revoke { id, block: &buf })?,
-            _ => break,
-        }
-    }
-    Ok(())
 }
 
 /// Releases the orphans: those on the orphan list, then those the orphan
