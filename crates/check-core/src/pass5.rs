@@ -164,18 +164,29 @@ fn add_range(v: &mut Vec<(u64, u64)>, x: u64, step: u64) {
 /// check, as e2fsck -n stops; a repair takes it as zeros and rewrites it
 /// (e2fsck -y ignores the error and rewrites the block).
 pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, BitmapReadError> {
-    let geo = &fs.geo;
-    let sb = fs.sb();
     let mut out = Vec::new();
     let mut io = Io::new(fs);
     let disk = read_bitmaps(fs, &mut io);
     if let (Some(why), false) = (&disk.read_error, repairing) {
         return Err(why.clone());
     }
+    compare_blocks(fs, maps, &disk, &mut out);
+    compare_inodes(fs, maps, &disk, &mut out);
+    check_padding(fs, &disk, &mut out);
+    if fs.metadata_csum() {
+        check_bitmap_checksums(fs, &disk, &mut out);
+    }
+    Ok(out)
+}
+
+/// The block bitmap against the blocks pass 1 found in use, and the free
+/// block counts.
+fn compare_blocks(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Finding>) {
+    let geo = &fs.geo;
+    let sb = fs.sb();
     let bits = geo.cluster_bits;
     let ratio = u64::from(geo.cluster_ratio);
     let cpg = u64::from(geo.clusters_per_group);
-    let ipg = u64::from(geo.inodes_per_group);
     let first_cluster = geo.first_data_block >> bits;
     let last_cluster = (geo.blocks_count - 1) >> bits;
     // Blocks.
@@ -228,6 +239,14 @@ pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, Bitmap
                 .num2(total_free_blocks),
         );
     }
+}
+
+/// The inode bitmap against the inodes in use, and the free inode and
+/// directory counts.
+fn compare_inodes(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Finding>) {
+    let geo = &fs.geo;
+    let sb = fs.sb();
+    let ipg = u64::from(geo.inodes_per_group);
     // Inodes.
     let csum_flag = fs.has_gdt_csum();
     let mut plus = Vec::new();
@@ -309,8 +328,16 @@ pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, Bitmap
                 .num2(total_free),
         );
     }
-    // Padding: bits past the end of the file system must be set, and so
-    // must the bytes after each bitmap in its block.
+}
+
+/// Padding: bits past the end of the file system must be set, and so
+/// must the bytes after each bitmap in its block.
+fn check_padding(fs: &Fs, disk: &DiskBitmaps, out: &mut Vec<Finding>) {
+    let geo = &fs.geo;
+    let bits = geo.cluster_bits;
+    let cpg = u64::from(geo.clusters_per_group);
+    let first_cluster = geo.first_data_block >> bits;
+    let last_cluster = (geo.blocks_count - 1) >> bits;
     if disk.inode_tail_problem {
         out.push(Finding::new(Code::InodeBmapPadding));
     }
@@ -320,47 +347,50 @@ pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, Bitmap
     if padding_clear || disk.block_tail_problem {
         out.push(Finding::new(Code::BlockBmapPadding));
     }
-    // Bitmap checksums.
-    if fs.metadata_csum() {
-        let seed = geo.csum_seed;
-        let wide_ib = geo.desc_size as usize >= gd_field::bg_inode_bitmap_csum_hi.end();
-        let wide_bb = geo.desc_size as usize >= gd_field::bg_block_bitmap_csum_hi.end();
-        for g in 0..geo.group_count {
-            let gd = fs.gd(g);
-            if gd.has_flag(BG_INODE_UNINIT) {
-                continue;
-            }
-            let bytes = bitset_bytes(&disk.inodes, u64::from(g) * ipg, ipg);
-            let c = crc32c_raw(seed, &bytes);
-            let stored = gd.inode_bitmap_csum();
-            let ok = if wide_ib {
-                c == stored
-            } else {
-                c & 0xFFFF == stored & 0xFFFF
-            };
-            if !ok {
-                out.push(Finding::new(Code::InodeBitmapCsum).group(g));
-            }
+}
+
+/// Each bitmap block's checksum (groups not initialized are skipped).
+fn check_bitmap_checksums(fs: &Fs, disk: &DiskBitmaps, out: &mut Vec<Finding>) {
+    let geo = &fs.geo;
+    let ipg = u64::from(geo.inodes_per_group);
+    let cpg = u64::from(geo.clusters_per_group);
+    let seed = geo.csum_seed;
+    let wide_ib = geo.desc_size as usize >= gd_field::bg_inode_bitmap_csum_hi.end();
+    let wide_bb = geo.desc_size as usize >= gd_field::bg_block_bitmap_csum_hi.end();
+    for g in 0..geo.group_count {
+        let gd = fs.gd(g);
+        if gd.has_flag(BG_INODE_UNINIT) {
+            continue;
         }
-        for g in 0..geo.group_count {
-            let gd = fs.gd(g);
-            if gd.has_flag(BG_BLOCK_UNINIT) {
-                continue;
-            }
-            let bytes = bitset_bytes(&disk.blocks, u64::from(g) * cpg, cpg);
-            let c = crc32c_raw(seed, &bytes);
-            let stored = gd.block_bitmap_csum();
-            let ok = if wide_bb {
-                c == stored
-            } else {
-                c & 0xFFFF == stored & 0xFFFF
-            };
-            if !ok {
-                out.push(Finding::new(Code::BlockBitmapCsum).group(g));
-            }
+        let bytes = bitset_bytes(&disk.inodes, u64::from(g) * ipg, ipg);
+        let c = crc32c_raw(seed, &bytes);
+        let stored = gd.inode_bitmap_csum();
+        let ok = if wide_ib {
+            c == stored
+        } else {
+            c & 0xFFFF == stored & 0xFFFF
+        };
+        if !ok {
+            out.push(Finding::new(Code::InodeBitmapCsum).group(g));
         }
     }
-    Ok(out)
+    for g in 0..geo.group_count {
+        let gd = fs.gd(g);
+        if gd.has_flag(BG_BLOCK_UNINIT) {
+            continue;
+        }
+        let bytes = bitset_bytes(&disk.blocks, u64::from(g) * cpg, cpg);
+        let c = crc32c_raw(seed, &bytes);
+        let stored = gd.block_bitmap_csum();
+        let ok = if wide_bb {
+            c == stored
+        } else {
+            c & 0xFFFF == stored & 0xFFFF
+        };
+        if !ok {
+            out.push(Finding::new(Code::BlockBitmapCsum).group(g));
+        }
+    }
 }
 
 fn bitset_bytes(b: &BitSet, start: u64, nbits: u64) -> Vec<u8> {
