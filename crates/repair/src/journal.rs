@@ -7,7 +7,7 @@ use crate::error::Error;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ext4_layout::bytes::{be_u32, put_be_u32, put_le_u32};
+use ext4_layout::bytes::{put_be_u32, put_le_u32};
 use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
@@ -173,18 +173,49 @@ pub fn before_passes(
     at_start: bool,
 ) -> Result<PrePass, Error> {
     let mut pre = PrePass::default();
+    // Each step changes one thing and looks again, as e2fsck's restarts
+    // do; six are more than any journal needs.
     for _ in 0..6 {
-        let fs = open(dev)?;
+        let step = JournalStep {
+            dev,
+            fx,
+            external,
+            at_start,
+        };
+        if !step.run(&mut pre)? {
+            break;
+        }
+    }
+    orphans(dev, fx, &mut pre)?;
+    backup_journal_map(dev, fx, &mut pre)?;
+    move_visible_journal(dev, fx, &mut pre)?;
+    Ok(pre)
+}
+
+/// One look at the journal before the passes, fixing the first thing
+/// found wrong.
+struct JournalStep<'s, 'e> {
+    dev: &'s Arc<Device>,
+    fx: &'s fixer::Fixer,
+    external: Option<&'s External<'e>>,
+    at_start: bool,
+}
+
+impl JournalStep<'_, '_> {
+    /// Checks the journal and fixes one thing; true if it changed
+    /// something (the journal is then looked at again).
+    fn run(&self, pre: &mut PrePass) -> Result<bool, Error> {
+        let fs = open(self.dev)?;
         let mut io = Io::new(&fs);
-        let mut jc = check_journal(&fs, &mut io, external.map(|e| e.dev), true);
+        let mut jc = check_journal(&fs, &mut io, self.external.map(|e| e.dev), true);
         let maps_dummy = check_core::ctx::Maps::new(&fs);
         let mut st = Staging::new(&fs, &maps_dummy, false);
         if jc.problem.is_none() || jc.problem == Some(JournalProblem::Corrupt) {
-            if at_start {
+            if self.at_start {
                 if restore_from_backup(&fs, &mut st, &mut io)? {
-                    commit(fx, st, &mut io, &mut pre)?;
+                    commit(self.fx, st, &mut io, pre)?;
                     pre.journal_restored = true;
-                    continue;
+                    return Ok(true);
                 }
             } else if matches!(
                 check_core::journal::journal_inode(&fs, &mut io),
@@ -197,83 +228,10 @@ pub fn before_passes(
                 );
             }
         }
-        let bs = fs.block_size();
-        match jc.problem {
-            Some(JournalProblem::External)
-            | Some(JournalProblem::Unsupported)
-            | Some(JournalProblem::ReadError) => {
-                return Err(Error::JournalUnusable(
-                    jc.fatal
-                        .unwrap_or_else(|| "the journal cannot be used".into()),
-                ));
-            }
-            Some(JournalProblem::BadInode) => {
-                let sb = st.sb_mut();
-                clear_bits(sb, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
-                sbl::field::s_journal_inum.set(sb, 0);
-                sb[sbl::S_JNL_BLOCKS].fill(0);
-                clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
-                clear_valid(sb);
-                pre.notes
-                    .push("The journal was unusable and has been removed.".into());
-                pre.journal_removed = true;
-                mark(&mut pre, &jc.findings, Code::JournalBadInode);
-                commit(fx, st, &mut io, &mut pre)?;
-                continue;
-            }
-            Some(JournalProblem::RecoverWithoutJournal) => {
-                let sb = st.sb_mut();
-                clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
-                clear_valid(sb);
-                mark(&mut pre, &jc.findings, Code::JournalRecoverWithoutJournal);
-                commit(fx, st, &mut io, &mut pre)?;
-                continue;
-            }
-            Some(JournalProblem::Corrupt) | Some(JournalProblem::MultiFs) => {
-                let Some((blocks, total)) = journal_blocks(&fs, &mut io) else {
-                    return Err(Error::JournalUnreadable);
-                };
-                let Some(&b0) = blocks.first() else {
-                    return Err(Error::JournalEmpty);
-                };
-                let mut jsb = vec![0u8; bs];
-                io.read_blocks(b0, &mut jsb)?;
-                if jc.problem == Some(JournalProblem::MultiFs) {
-                    jsb[jsbl::V2_FIELDS..].fill(0);
-                } else {
-                    // A fresh, empty journal superblock.
-                    let v1 = be_u32(&jsb, 0) == JBD2_MAGIC
-                        && be_u32(&jsb, 4) == blocktype::SUPERBLOCK_V1;
-                    jsb[12..].fill(0);
-                    put_be_u32(&mut jsb, 0, JBD2_MAGIC);
-                    put_be_u32(
-                        &mut jsb,
-                        4,
-                        if v1 {
-                            blocktype::SUPERBLOCK_V1
-                        } else {
-                            blocktype::SUPERBLOCK_V2
-                        },
-                    );
-                    jsbl::field::s_blocksize.set(&mut jsb, bs as u32);
-                    jsbl::field::s_maxlen.set(&mut jsb, total as u32);
-                    jsbl::field::s_first.set(&mut jsb, 1);
-                    jsbl::field::s_sequence.set(&mut jsb, now() ^ 0x5A5A_1234);
-                    let sb = st.sb_mut();
-                    let had_recover = sbf::INCOMPAT.get(sb) & IncompatFeatures::RECOVER.0 != 0;
-                    clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
-                    if had_recover {
-                        clear_valid(sb);
-                    }
-                    mark(&mut pre, &jc.findings, Code::JournalBadSuper);
-                    pre.notes
-                        .push("The journal superblock was corrupt and has been reset.".into());
-                }
-                st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
-                commit(fx, st, &mut io, &mut pre)?;
-                continue;
-            }
-            None => {}
+        if jc.problem.is_some() {
+            fix_journal_problem(&fs, &mut st, &mut io, &jc, pre)?;
+            commit(self.fx, st, &mut io, pre)?;
+            return Ok(true);
         }
         let has = |c: Code| jc.findings.iter().any(|f| f.code == c);
         if has(Code::JournalFlagMissing) {
@@ -282,9 +240,9 @@ pub fn before_passes(
             sbl::field::s_journal_dev.set(sb, 0);
             sb[sbl::S_JOURNAL_UUID].fill(0);
             clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
-            mark(&mut pre, &jc.findings, Code::JournalFlagMissing);
-            commit(fx, st, &mut io, &mut pre)?;
-            continue;
+            mark(pre, &jc.findings, Code::JournalFlagMissing);
+            commit(self.fx, st, &mut io, pre)?;
+            return Ok(true);
         }
         // A journal found through the superblock's copy of its block map
         // gets its inode back first.
@@ -293,75 +251,171 @@ pub fn before_passes(
             if let Ok(r) = st.inode(&mut io, inum) {
                 r.fill(0);
                 r[..128].copy_from_slice(&raw[..128]);
-                commit(fx, st, &mut io, &mut pre)?;
-                continue;
+                commit(self.fx, st, &mut io, pre)?;
+                return Ok(true);
             }
         }
         if has(Code::JournalNeedsRecovery) || has(Code::JournalRecoveryFlagClear) {
-            let space = match external.filter(|_| fs.sb().s_journal_uuid() != [0; 16]) {
-                Some(e) => {
-                    let (_, n) = check_core::journal::external_superblock(&fs, e.dev)
-                        .map_err(|(_, why)| Error::JournalUnusable(why))?;
-                    Space::External(e, n)
-                }
-                None => Space::Inode(
-                    journal_blocks(&fs, &mut io)
-                        .ok_or(Error::JournalUnreadable)?
-                        .0,
-                ),
-            };
-            let (outcome, fc_log, error) = replay(&fs, &mut io, fx, &space)?;
-            pre.modified = true;
-            pre.notes.push(outcome);
-            if let Some(e) = error {
-                // As e2fsck, which counts a journal it could not fully
-                // replay as a problem dealt with.
-                let mut f = Finding::new(Code::JournalReplayStopped).str(e.to_string());
-                f.fixed = true;
-                pre.fixed.push(f);
-            }
-            if !fc_log.is_empty() {
-                let fs3 = open(dev)?;
-                let mut io3 = Io::new(&fs3);
-                let maps3 = check_core::ctx::Maps::new(&fs3);
-                let mut st3 = Staging::new(&fs3, &maps3, false);
-                let n = super::fastcommit::apply(&fs3, &mut st3, &mut io3, &fc_log)
-                    .map_err(Error::FastCommit)?;
-                pre.notes.push(format!(
-                    "Fast commits replayed: {n} of {} changes.",
-                    fc_log.len()
-                ));
-                commit(fx, st3, &mut io3, &mut pre)?;
-            }
-            // The replay may have rewritten the superblock: clear
-            // needs_recovery on what is on disk now.
-            let fs2 = open(dev)?;
-            let mut io2 = Io::new(&fs2);
-            let maps2 = check_core::ctx::Maps::new(&fs2);
-            let mut st2 = Staging::new(&fs2, &maps2, false);
-            clear_bits(st2.sb_mut(), sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
-            commit(fx, st2, &mut io2, &mut pre)?;
-            continue;
+            self.recover(&fs, &mut io, pre)?;
+            return Ok(true);
         }
         if has(Code::JournalErrno) {
             if let Some((blocks, _)) = journal_blocks(&fs, &mut io) {
                 if let Some(&b0) = blocks.first() {
-                    let mut jsb = vec![0u8; bs];
+                    let mut jsb = vec![0u8; fs.block_size()];
                     io.read_blocks(b0, &mut jsb)?;
                     jsbl::field::s_errno_raw.set(&mut jsb, 0);
                     set_jsb_checksum(&mut jsb);
                     st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
-                    commit(fx, st, &mut io, &mut pre)?;
-                    continue;
+                    commit(self.fx, st, &mut io, pre)?;
+                    return Ok(true);
                 }
             }
         }
-        break;
+        Ok(false)
     }
-    orphans(dev, fx, &mut pre)?;
-    backup_journal_map(dev, fx, &mut pre)?;
-    move_visible_journal(dev, fx, &mut pre)?;
-    Ok(pre)
+
+    /// Replays the journal (and the fast commit log after it), then
+    /// clears needs_recovery.
+    fn recover(&self, fs: &Fs, io: &mut Io<'_>, pre: &mut PrePass) -> Result<(), Error> {
+        let space = match self
+            .external
+            .filter(|_| fs.sb().s_journal_uuid() != [0; 16])
+        {
+            Some(e) => {
+                let (_, n) = check_core::journal::external_superblock(fs, e.dev)
+                    .map_err(|(_, why)| Error::JournalUnusable(why))?;
+                Space::External(e, n)
+            }
+            None => Space::Inode(journal_blocks(fs, io).ok_or(Error::JournalUnreadable)?.0),
+        };
+        let (outcome, fc_log, error) = replay(fs, io, self.fx, &space)?;
+        pre.modified = true;
+        pre.notes.push(outcome);
+        if let Some(e) = error {
+            // As e2fsck, which counts a journal it could not fully replay
+            // as a problem dealt with.
+            let mut f = Finding::new(Code::JournalReplayStopped).str(e.to_string());
+            f.fixed = true;
+            pre.fixed.push(f);
+        }
+        if !fc_log.is_empty() {
+            let fs3 = open(self.dev)?;
+            let mut io3 = Io::new(&fs3);
+            let maps3 = check_core::ctx::Maps::new(&fs3);
+            let mut st3 = Staging::new(&fs3, &maps3, false);
+            let n = super::fastcommit::apply(&fs3, &mut st3, &mut io3, &fc_log)
+                .map_err(Error::FastCommit)?;
+            pre.notes.push(format!(
+                "Fast commits replayed: {n} of {} changes.",
+                fc_log.len()
+            ));
+            commit(self.fx, st3, &mut io3, pre)?;
+        }
+        // The replay may have rewritten the superblock: clear
+        // needs_recovery on what is on disk now.
+        let fs2 = open(self.dev)?;
+        let mut io2 = Io::new(&fs2);
+        let maps2 = check_core::ctx::Maps::new(&fs2);
+        let mut st2 = Staging::new(&fs2, &maps2, false);
+        clear_bits(st2.sb_mut(), sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+        commit(self.fx, st2, &mut io2, pre)
+    }
+}
+
+/// Stages the fix of a journal problem the check reported: a journal
+/// that cannot be used stops the repair; a bad journal inode goes; a
+/// needs_recovery flag without a journal is cleared; a corrupt journal
+/// superblock is reset, and one shared with another file system loses
+/// its v2 fields.
+fn fix_journal_problem(
+    fs: &Fs,
+    st: &mut Staging<'_>,
+    io: &mut Io<'_>,
+    jc: &check_core::journal::JournalCheck,
+    pre: &mut PrePass,
+) -> Result<(), Error> {
+    match jc.problem {
+        None => {}
+        Some(
+            JournalProblem::External | JournalProblem::Unsupported | JournalProblem::ReadError,
+        ) => {
+            return Err(Error::JournalUnusable(
+                jc.fatal
+                    .clone()
+                    .unwrap_or_else(|| "the journal cannot be used".into()),
+            ));
+        }
+        Some(JournalProblem::BadInode) => {
+            let sb = st.sb_mut();
+            clear_bits(sb, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
+            sbl::field::s_journal_inum.set(sb, 0);
+            sb[sbl::S_JNL_BLOCKS].fill(0);
+            clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+            clear_valid(sb);
+            pre.notes
+                .push("The journal was unusable and has been removed.".into());
+            pre.journal_removed = true;
+            mark(pre, &jc.findings, Code::JournalBadInode);
+        }
+        Some(JournalProblem::RecoverWithoutJournal) => {
+            let sb = st.sb_mut();
+            clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+            clear_valid(sb);
+            mark(pre, &jc.findings, Code::JournalRecoverWithoutJournal);
+        }
+        Some(JournalProblem::Corrupt | JournalProblem::MultiFs) => {
+            let Some((blocks, total)) = journal_blocks(fs, io) else {
+                return Err(Error::JournalUnreadable);
+            };
+            let Some(&b0) = blocks.first() else {
+                return Err(Error::JournalEmpty);
+            };
+            let mut jsb = vec![0u8; fs.block_size()];
+            io.read_blocks(b0, &mut jsb)?;
+            if jc.problem == Some(JournalProblem::MultiFs) {
+                jsb[jsbl::V2_FIELDS..].fill(0);
+            } else {
+                reset_journal_superblock(&mut jsb, total);
+                let sb = st.sb_mut();
+                let had_recover = sbf::INCOMPAT.get(sb) & IncompatFeatures::RECOVER.0 != 0;
+                clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
+                if had_recover {
+                    clear_valid(sb);
+                }
+                mark(pre, &jc.findings, Code::JournalBadSuper);
+                pre.notes
+                    .push("The journal superblock was corrupt and has been reset.".into());
+            }
+            st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
+        }
+    }
+    Ok(())
+}
+
+/// Makes `jsb` a fresh, empty journal superblock of the same version
+/// over `total` blocks.
+fn reset_journal_superblock(jsb: &mut [u8], total: u64) {
+    let Some(old) = BlockHeader::parse(jsb) else {
+        return;
+    };
+    let v1 = old.h_magic == JBD2_MAGIC && old.h_blocktype == blocktype::SUPERBLOCK_V1;
+    // Everything after the header goes; the header's sequence stays.
+    jsb.fill(0);
+    BlockHeader {
+        h_magic: JBD2_MAGIC,
+        h_blocktype: if v1 {
+            blocktype::SUPERBLOCK_V1
+        } else {
+            blocktype::SUPERBLOCK_V2
+        },
+        h_sequence: old.h_sequence,
+    }
+    .write(jsb);
+    jsbl::field::s_blocksize.set(jsb, jsb.len() as u32);
+    jsbl::field::s_maxlen.set(jsb, total as u32);
+    jsbl::field::s_first.set(jsb, 1);
+    jsbl::field::s_sequence.set(jsb, now() ^ 0x5A5A_1234);
 }
 
 /// A journal that is a visible file in the root directory (as old ext3

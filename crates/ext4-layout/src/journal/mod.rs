@@ -55,6 +55,13 @@ impl BlockHeader {
         })
     }
 
+    /// Writes the header at the start of a block.
+    pub fn write(&self, b: &mut [u8]) {
+        crate::bytes::put_be_u32(b, 0, self.h_magic);
+        crate::bytes::put_be_u32(b, 4, self.h_blocktype);
+        crate::bytes::put_be_u32(b, 8, self.h_sequence);
+    }
+
     /// Whether the magic is right.
     pub fn is_journal_block(&self) -> bool {
         self.h_magic == JBD2_MAGIC
