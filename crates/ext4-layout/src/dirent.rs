@@ -113,13 +113,19 @@ pub fn put_entry(
     file_type: u8,
 ) -> usize {
     put_header(block, at, block_size, ino, rec_len);
+    put_name(block, at, name, file_type);
+    at + rec_len
+}
+
+/// Writes an entry's name length, file type byte and name, leaving its
+/// inode and record length alone.
+pub fn put_name(block: &mut [u8], at: usize, name: &[u8], file_type: u8) {
     let e = block.get_mut(at..).unwrap_or_default();
     field::NAME_LEN.set(e, name.len() as u8);
     field::FILE_TYPE.set(e, file_type);
     if let Some(dst) = e.get_mut(DIRENT_HEADER..DIRENT_HEADER + name.len()) {
         dst.copy_from_slice(name);
     }
-    at + rec_len
 }
 
 /// Writes '.' (12 bytes, naming `dir`) and '..' (naming `parent`, up to

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
-use ext4_layout::dirent::{decode_rec_len, encode_rec_len, DIR_TAIL_SIZE};
+use ext4_layout::dirent::{self, decode_rec_len, encode_rec_len, ft, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::group_desc as gd;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
@@ -385,7 +385,6 @@ fn walk_block(
     let fs = &st.fs;
     let geo = &fs.geo;
     let bs = b.len();
-    let maps = &st.maps;
     let max = if kind == BlockKind::Leaf
         && csum
         && check_core::pass2::tail_status(b) == check_core::pass2::TailStatus::Found
@@ -395,14 +394,7 @@ fn walk_block(
         bs
     };
     let filetype = geo.incompat.contains(IncompatFeatures::FILETYPE);
-    let sb = fs.sb();
-    let icount = sb.s_inodes_count();
-    let special = [
-        sb.s_usr_quota_inum(),
-        sb.s_grp_quota_inum(),
-        sb.s_prj_quota_inum(),
-        sb.s_orphan_file_inum(),
-    ];
+    let icount = fs.sb().s_inodes_count();
     let mut offset = 0usize;
     let mut prev: Option<usize> = None;
     let mut dot_state = if lblk == 0 { 0 } else { 2 };
@@ -429,84 +421,29 @@ fn walk_block(
             modified = true;
             continue;
         }
-        let ft_byte = offset + 7;
-        if dot_state == 0 {
-            let e = le_u32(b, offset);
-            let bad = e == 0 || nl != 1 || b[offset + 8] != b'.' || b[offset + 9] != 0;
-            if bad {
-                put_le_u32(b, offset, fx.ino);
-                b[offset + 6] = 1;
-                b[ft_byte] = if filetype { 2 } else { 0 };
-                b[offset + 8] = b'.';
-                b[offset + 9] = 0;
-                modified = true;
-            } else if e != fx.ino {
-                put_le_u32(b, offset, fx.ino);
-                modified = true;
-            }
-            if rl > 24 {
-                // Split: '.' keeps 12 bytes, the rest becomes an entry of
-                // its own unless it already holds '..'.
-                put_le_u16(b, offset + 4, encode_rec_len(12, bs));
-                let n = offset + 12;
-                let keeps = b[n + 8] == b'.' && b[n + 9] == b'.' && b[n + 6] == 2;
-                if !keeps {
-                    put_le_u32(b, n, 0);
-                    put_le_u16(b, n + 4, encode_rec_len(rl - 12, bs));
-                    b[n + 6] = 0;
-                    b[n + 7] = if filetype { 2 } else { 0 };
-                }
-                modified = true;
-            }
-        } else if dot_state == 1 {
-            let e = le_u32(b, offset);
-            let bad =
-                e == 0 || nl != 2 || &b[offset + 8..offset + 10] != b".." || b[offset + 10] != 0;
-            if bad {
-                // Pass 3 puts the real parent here.
-                put_le_u32(b, offset, 2);
-                b[offset + 6] = 2;
-                b[ft_byte] = if filetype { 2 } else { 0 };
-                b[offset + 8] = b'.';
-                b[offset + 9] = b'.';
-                b[offset + 10] = 0;
-                modified = true;
-            }
+        let ft_dir = if filetype { ft::DIR } else { 0 };
+        match dot_state {
+            0 => modified |= fix_dot(b, offset, rl, fx.ino, ft_dir),
+            1 => modified |= fix_dotdot(b, offset, ft_dir),
+            _ => {}
         }
+        let ft_byte = offset + 7;
         let rl = decode_rec_len(le_u16(b, offset + 4), bs);
         let nl = usize::from(le_u8(b, offset + 6));
         let target = le_u32(b, offset);
         let name: Vec<u8> = b[offset + 8..offset + 8 + nl].to_vec();
-        let mut clear = false;
-        if target != 0 {
-            let bad_number = (target != 2 && target < geo.first_ino)
-                || target > icount
-                || special.contains(&target)
-                || maps.inode_bb.get(u64::from(target - 1));
-            let bad_link = dot_state > 1
-                && (target == fx.ino
-                    || name == b"."
-                    || name == b".."
-                    || target == 2
-                    || nl == 0
-                    || fx.link_dir.contains(&(target, name.clone()))
-                    || (fx.encrypted && nl < 16));
-            let bad_target = fx.dead.contains(&target)
-                || (!maps.used(target) && !in_unused_area(fs, target))
-                || fx.clear_targets.contains(&target);
-            clear = bad_number || bad_link || bad_target;
-            if clear && dot_state <= 1 {
-                // '.' and '..' are never emptied: '..' is pointed at the
-                // root until pass 3 puts the parent there.
-                if dot_state == 1 {
-                    put_le_u32(b, offset, 2);
-                    modified = true;
-                }
-                clear = false;
+        let mut clear = target != 0 && entry_goes(st, fx, target, &name, dot_state);
+        if clear && dot_state <= 1 {
+            // '.' and '..' are never emptied: '..' is pointed at the root
+            // until pass 3 puts the parent there.
+            if dot_state == 1 {
+                dirent::set_inode(b, offset, 2);
+                modified = true;
             }
+            clear = false;
         }
         if clear {
-            put_le_u32(b, offset, 0);
+            dirent::set_inode(b, offset, 0);
             modified = true;
         } else if target != 0 {
             let want = if filetype { want_type(target) } else { 0 };
@@ -521,6 +458,86 @@ fn walk_block(
         dot_state += 1;
     }
     modified
+}
+
+/// Writes a short name and the NUL after it, as e2fsck writes '.' and
+/// '..' (the entry has room: it is at least 12 bytes).
+fn put_terminated_name(b: &mut [u8], offset: usize, name: &[u8], file_type: u8) {
+    dirent::put_name(b, offset, name, file_type);
+    if let Some(nul) = b.get_mut(offset + dirent::DIRENT_HEADER + name.len()) {
+        *nul = 0;
+    }
+}
+
+/// Makes the entry at `offset` a '.' naming `ino` if it is not one, and
+/// splits off the room past its 12 bytes (as an empty entry, unless '..'
+/// is already there). True if anything changed.
+fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> bool {
+    let bs = b.len();
+    let mut modified = false;
+    let e = le_u32(b, offset);
+    let name = &b[offset + 8..offset + 10];
+    if e == 0 || le_u8(b, offset + 6) != 1 || name != b".\0" {
+        dirent::set_inode(b, offset, ino);
+        put_terminated_name(b, offset, b".", ft_dir);
+        modified = true;
+    } else if e != ino {
+        dirent::set_inode(b, offset, ino);
+        modified = true;
+    }
+    if rl > 24 {
+        dirent::set_rec_len(b, offset, bs, 12);
+        let n = offset + 12;
+        let keeps = &b[n + 8..n + 10] == b".." && le_u8(b, n + 6) == 2;
+        if !keeps {
+            dirent::put_entry(b, n, bs, 0, rl - 12, b"", ft_dir);
+        }
+        modified = true;
+    }
+    modified
+}
+
+/// Makes the entry at `offset` a '..' if it is not one; it names the
+/// root until pass 3 puts the parent there. True if it changed.
+fn fix_dotdot(b: &mut [u8], offset: usize, ft_dir: u8) -> bool {
+    let ok = le_u32(b, offset) != 0
+        && le_u8(b, offset + 6) == 2
+        && &b[offset + 8..offset + 11] == b"..\0";
+    if !ok {
+        dirent::set_inode(b, offset, 2);
+        put_terminated_name(b, offset, b"..", ft_dir);
+    }
+    !ok
+}
+
+/// Whether an entry goes: its inode number is invalid, it is a link
+/// pass 2 refused, or its inode is being cleared or was never in use.
+fn entry_goes(st: &CheckState, fx: &DirFix<'_>, target: u32, name: &[u8], dot_state: u32) -> bool {
+    let fs = &st.fs;
+    let maps = &st.maps;
+    let sb = fs.sb();
+    let special = [
+        sb.s_usr_quota_inum(),
+        sb.s_grp_quota_inum(),
+        sb.s_prj_quota_inum(),
+        sb.s_orphan_file_inum(),
+    ];
+    let bad_number = (target != 2 && target < fs.geo.first_ino)
+        || target > sb.s_inodes_count()
+        || special.contains(&target)
+        || maps.inode_bb.get(u64::from(target - 1));
+    let bad_link = dot_state > 1
+        && (target == fx.ino
+            || name == b"."
+            || name == b".."
+            || target == 2
+            || name.is_empty()
+            || fx.link_dir.contains(&(target, name.to_vec()))
+            || (fx.encrypted && name.len() < 16));
+    let bad_target = fx.dead.contains(&target)
+        || (!maps.used(target) && !in_unused_area(fs, target))
+        || fx.clear_targets.contains(&target);
+    bad_number || bad_link || bad_target
 }
 
 /// Whether an inode lies where the check does not look (an uninitialised
