@@ -126,61 +126,9 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.finish_inode(&cur);
             return;
         }
-        // Case-folding only makes sense on directories of a casefold file system.
-        if inode.has_flag(flags::CASEFOLD) {
-            if !inode.is_dir() {
-                self.report(Finding::new(Code::CasefoldNondir).ino(ino));
-            }
-            if !geo.incompat.contains(IncompatFeatures::CASEFOLD) {
-                self.report(Finding::new(Code::CasefoldFeature).ino(ino));
-            }
-        }
         let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
-        let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
-        if inode.has_flag(flags::INLINE_DATA) && inode.has_flag(flags::EXTENTS) {
-            self.inline_and_extents(&cur, extent_fs, inline_fs);
-        }
-        if inode.has_flag(flags::INLINE_DATA) && !inline_fs && ino >= first_ino {
-            let found = matches!(
-                xattr_read::system_data(self.io, &inode, ino, false),
-                Ok(Some(_))
-            );
-            if found {
-                self.report(Finding::new(Code::InlineDataFeature).ino(ino));
-            }
-            self.report(Finding::new(Code::InlineDataSet).ino(ino));
-        }
-        if inode.has_flag(flags::INLINE_DATA) && inline_fs && ino >= first_ino {
-            match xattr_read::system_data(self.io, &inode, ino, csum_bad) {
-                Ok(Some(_)) => {}
-                Ok(None) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
-                Err(XattrError::InodeCorrupted) | Err(XattrError::Io) => {
-                    self.abort(
-                        ino,
-                        format!("inode {ino} has unreadable extended attributes"),
-                    );
-                    return;
-                }
-                Err(_) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
-            }
-        }
-        let root_ok = ExtentNode::new(inode.i_block()).is_some_and(|n| n.validate(true).is_ok());
-        if inode.has_flag(flags::EXTENTS)
-            && !extent_fs
-            && (links != 0 || ino == 1 || ino == 2 || ino == 8)
-        {
-            if root_ok {
-                self.report(Finding::new(Code::ExtentFeature).ino(ino));
-            }
-            self.report(Finding::new(Code::ExtentsSet).ino(ino));
-        }
-        if extent_fs
-            && !inode.has_flag(flags::EXTENTS)
-            && (links != 0 || ino == 1 || ino == 2 || ino == 8)
-            && matches!(inode.i_mode() & S_IFMT, S_IFREG | S_IFDIR)
-            && root_ok
-        {
-            self.report(Finding::new(Code::UnsetExtentFlag).ino(ino));
+        if !self.check_feature_flags(&cur) {
+            return;
         }
         if self.special_inode(&mut cur) {
             return;
@@ -225,6 +173,74 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         self.check_blocks(&mut cur);
         self.finish_inode(&cur);
+    }
+
+    /// The flags that need a feature, and the features flags imply:
+    /// case-folding, inline data, extents. False if an inode's extended
+    /// attributes cannot be read (the check stops).
+    fn check_feature_flags(&mut self, cur: &Cur<'_>) -> bool {
+        let (ino, inode) = (cur.ino, cur.inode);
+        let geo = &self.p.fs.geo;
+        let first_ino = geo.first_ino;
+        let links = inode.i_links_count();
+        let csum_bad = cur.csum_bad;
+        // Case-folding only makes sense on directories of a casefold file system.
+        if inode.has_flag(flags::CASEFOLD) {
+            if !inode.is_dir() {
+                self.report(Finding::new(Code::CasefoldNondir).ino(ino));
+            }
+            if !geo.incompat.contains(IncompatFeatures::CASEFOLD) {
+                self.report(Finding::new(Code::CasefoldFeature).ino(ino));
+            }
+        }
+        let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
+        let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
+        if inode.has_flag(flags::INLINE_DATA) && inode.has_flag(flags::EXTENTS) {
+            self.inline_and_extents(cur, extent_fs, inline_fs);
+        }
+        if inode.has_flag(flags::INLINE_DATA) && !inline_fs && ino >= first_ino {
+            let found = matches!(
+                xattr_read::system_data(self.io, &inode, ino, false),
+                Ok(Some(_))
+            );
+            if found {
+                self.report(Finding::new(Code::InlineDataFeature).ino(ino));
+            }
+            self.report(Finding::new(Code::InlineDataSet).ino(ino));
+        }
+        if inode.has_flag(flags::INLINE_DATA) && inline_fs && ino >= first_ino {
+            match xattr_read::system_data(self.io, &inode, ino, csum_bad) {
+                Ok(Some(_)) => {}
+                Ok(None) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
+                Err(XattrError::InodeCorrupted) | Err(XattrError::Io) => {
+                    self.abort(
+                        ino,
+                        format!("inode {ino} has unreadable extended attributes"),
+                    );
+                    return false;
+                }
+                Err(_) => self.report(Finding::new(Code::InlineDataNoAttr).ino(ino)),
+            }
+        }
+        let root_ok = ExtentNode::new(inode.i_block()).is_some_and(|n| n.validate(true).is_ok());
+        if inode.has_flag(flags::EXTENTS)
+            && !extent_fs
+            && (links != 0 || ino == 1 || ino == 2 || ino == 8)
+        {
+            if root_ok {
+                self.report(Finding::new(Code::ExtentFeature).ino(ino));
+            }
+            self.report(Finding::new(Code::ExtentsSet).ino(ino));
+        }
+        if extent_fs
+            && !inode.has_flag(flags::EXTENTS)
+            && (links != 0 || ino == 1 || ino == 2 || ino == 8)
+            && matches!(inode.i_mode() & S_IFMT, S_IFREG | S_IFDIR)
+            && root_ok
+        {
+            self.report(Finding::new(Code::UnsetExtentFlag).ino(ino));
+        }
+        true
     }
 
     /// Under a repair: when every problem just found in inode `ino` (the
