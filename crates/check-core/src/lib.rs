@@ -45,7 +45,6 @@ pub mod pass5;
 pub(crate) mod postpass;
 pub mod problem;
 pub mod progress;
-pub mod quota_file;
 pub mod report;
 pub mod sink;
 pub(crate) mod super_check;

@@ -174,7 +174,7 @@ pub fn check_quota(
         } else {
             Inode::new(&ib)
                 .and_then(|i| read_file(io, &i))
-                .and_then(|d| crate::quota_file::read_quota_tree(&d, t))
+                .and_then(|d| ext4_layout::quota::read_tree(&d, t))
                 .filter(|q| !q.corrupt)
                 .map(|q| {
                     q.entries

@@ -76,6 +76,7 @@ pub mod inline;
 pub mod inode;
 pub mod journal;
 pub mod orphan;
+pub mod quota;
 pub mod superblock;
 pub mod types;
 pub mod xattr;

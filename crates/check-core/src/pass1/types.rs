@@ -197,13 +197,7 @@ impl Stats {
 }
 
 /// Usage charged to one quota id.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QuotaUse {
-    /// Bytes of space.
-    pub space: u64,
-    /// Inodes.
-    pub inodes: u64,
-}
+pub use ext4_layout::quota::Usage as QuotaUse;
 
 /// What one worker (or the whole pass) produced.
 #[derive(Default)]
