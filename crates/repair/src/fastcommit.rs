@@ -8,30 +8,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use ext4_layout::bytes::{le_u16, le_u32, put_le_u16};
 use ext4_layout::csum::crc32c_raw;
-use ext4_layout::extent::EXT4_EXT_MAGIC;
+use ext4_layout::extent;
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType};
+use ext4_layout::journal::fast_commit::{self as fc, Tag};
 
 use super::stage::Staging;
 use check_core::fs::Fs;
 use check_core::io::Io;
 use check_core::pass1::LeafExtent;
-
-const TAG_ADD_RANGE: u16 = 1;
-const TAG_DEL_RANGE: u16 = 2;
-const TAG_CREAT: u16 = 3;
-const TAG_LINK: u16 = 4;
-const TAG_UNLINK: u16 = 5;
-const TAG_INODE: u16 = 6;
-const TAG_PAD: u16 = 7;
-const TAG_TAIL: u16 = 8;
-const TAG_HEAD: u16 = 9;
-
-/// Longest initialised extent; longer lengths mark uninitialised ones.
-const INIT_MAX: u64 = 32768;
 
 /// One change of a fast commit log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,100 +52,80 @@ pub fn scan(blocks: &[Vec<u8>], expected_tid: u32) -> Vec<Change> {
     let mut out = Vec::new();
     let mut pending = Vec::new();
     let mut crc = 0u32;
-    let Some(first) = blocks.first() else {
-        return out;
-    };
-    if first.len() < 4 || le_u16(first, 0) != TAG_HEAD {
+    if !blocks.first().is_some_and(|b| fc::starts_with_head(b)) {
         return out;
     }
-    'blocks: for b in blocks {
-        let end = b.len().saturating_sub(1);
-        let mut cur = 0usize;
-        while cur + 4 <= end {
-            let tag = le_u16(b, cur);
-            let len = usize::from(le_u16(b, cur + 2));
-            let val_at = cur + 4;
-            let Some(val) = b.get(val_at..val_at + len) else {
-                break 'blocks;
-            };
-            let whole = &b[cur..val_at + len];
-            match tag {
-                TAG_HEAD => {
-                    if len < 8 || le_u32(val, 0) != 0 || le_u32(val, 4) != expected_tid {
-                        break 'blocks;
+    for b in blocks {
+        let mut records = fc::Records::new(b);
+        for rec in records.by_ref() {
+            match rec.decode() {
+                Some(Tag::Head { features, tid }) => {
+                    if features != 0 || tid != expected_tid {
+                        return out;
                     }
-                    crc = crc32c_raw(crc, whole);
+                    crc = crc32c_raw(crc, rec.bytes);
                 }
-                TAG_TAIL => {
-                    if len < 8 {
-                        break 'blocks;
+                Some(Tag::Tail { tid, crc: stored }) => {
+                    // The checksum covers the tail's tag, length and tid.
+                    crc = crc32c_raw(crc, &rec.bytes[..fc::TL_SIZE + 4]);
+                    if tid != expected_tid || stored != crc {
+                        return out;
                     }
-                    crc = crc32c_raw(crc, &b[cur..val_at + 4]);
-                    if le_u32(val, 0) == expected_tid && le_u32(val, 4) == crc {
-                        pending.push(Change::Tail);
-                        out.append(&mut pending);
-                    } else {
-                        break 'blocks;
-                    }
+                    pending.push(Change::Tail);
+                    out.append(&mut pending);
                     crc = 0;
                 }
-                TAG_PAD => crc = crc32c_raw(crc, whole),
-                TAG_ADD_RANGE | TAG_DEL_RANGE | TAG_CREAT | TAG_LINK | TAG_UNLINK | TAG_INODE => {
-                    crc = crc32c_raw(crc, whole);
-                    match decode(tag, val) {
-                        Some(c) => pending.push(c),
-                        None => break 'blocks,
-                    }
+                Some(Tag::Pad) => crc = crc32c_raw(crc, rec.bytes),
+                Some(tag) => {
+                    crc = crc32c_raw(crc, rec.bytes);
+                    pending.extend(change_of(tag));
                 }
-                _ => break 'blocks,
+                None => return out,
             }
-            cur = val_at + len;
+        }
+        if records.cut_short() {
+            return out;
         }
     }
     out
 }
 
-fn decode(tag: u16, val: &[u8]) -> Option<Change> {
-    match tag {
-        TAG_ADD_RANGE if val.len() >= 16 => {
-            let raw_len = u64::from(le_u16(val, 8));
-            let (len, uninit) = if raw_len > INIT_MAX {
-                (raw_len - INIT_MAX, true)
+/// The change a record asks for.
+fn change_of(tag: Tag<'_>) -> Option<Change> {
+    Some(match tag {
+        Tag::AddRange { ino, extent } => Change::AddRange {
+            ino,
+            ext: LeafExtent {
+                lblk: u64::from(extent.ee_block),
+                pblk: extent.start,
+                len: u64::from(extent.len()),
+                uninit: extent.is_uninit(),
+            },
+        },
+        Tag::DelRange { ino, lblk, len } => Change::DelRange {
+            ino,
+            lblk: u64::from(lblk),
+            len: u64::from(len),
+        },
+        Tag::Dentry {
+            tag,
+            parent,
+            ino,
+            name,
+        } => {
+            let name = name.to_vec();
+            if tag == fc::TAG_UNLINK {
+                Change::Unlink { parent, ino, name }
             } else {
-                (raw_len, false)
-            };
-            let pblk = (u64::from(le_u16(val, 10)) << 32) | u64::from(le_u32(val, 12));
-            Some(Change::AddRange {
-                ino: le_u32(val, 0),
-                ext: LeafExtent {
-                    lblk: u64::from(le_u32(val, 4)),
-                    pblk,
-                    len,
-                    uninit,
-                },
-            })
+                Change::Link { parent, ino, name }
+            }
         }
-        TAG_DEL_RANGE if val.len() >= 12 => Some(Change::DelRange {
-            ino: le_u32(val, 0),
-            lblk: u64::from(le_u32(val, 4)),
-            len: u64::from(le_u32(val, 8)),
-        }),
-        TAG_CREAT | TAG_LINK if val.len() >= 8 => Some(Change::Link {
-            parent: le_u32(val, 0),
-            ino: le_u32(val, 4),
-            name: val[8..].to_vec(),
-        }),
-        TAG_UNLINK if val.len() >= 8 => Some(Change::Unlink {
-            parent: le_u32(val, 0),
-            ino: le_u32(val, 4),
-            name: val[8..].to_vec(),
-        }),
-        TAG_INODE if val.len() >= 4 + 128 => Some(Change::Inode {
-            ino: le_u32(val, 0),
-            raw: val[4..].to_vec(),
-        }),
-        _ => None,
-    }
+        Tag::Inode { ino, raw } => Change::Inode {
+            ino,
+            raw: raw.to_vec(),
+        },
+        Tag::Head { .. } | Tag::Tail { .. } | Tag::Pad => return None,
+    })
 }
 
 /// Removes `[lblk, lblk + len)` from an extent list; with `add`, maps
@@ -404,10 +371,10 @@ fn replay_inode<'f>(
         r[gen_on..len].copy_from_slice(&fc[gen_on..len]);
         let fl = field::i_flags.get(r);
         if fl & flags::EXTENTS != 0 {
-            if le_u16(r, I_BLOCK_OFFSET) != EXT4_EXT_MAGIC {
-                r[I_BLOCK_OFFSET..I_BLOCK_OFFSET + 12].fill(0);
-                put_le_u16(r, I_BLOCK_OFFSET, EXT4_EXT_MAGIC);
-                put_le_u16(r, I_BLOCK_OFFSET + 4, 4);
+            let root = &mut r[I_BLOCK];
+            if extent::field::eh_magic.get(root) != extent::EXT4_EXT_MAGIC {
+                // An empty extent root in place of what was there.
+                extent::put_header(root, 0, 4, 0);
             }
         } else if fl & flags::INLINE_DATA != 0 {
             r[I_BLOCK].copy_from_slice(&fc[I_BLOCK]);
@@ -424,6 +391,7 @@ fn replay_inode<'f>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fc::{TAG_ADD_RANGE, TAG_HEAD, TAG_LINK, TAG_TAIL};
 
     fn tlv(tag: u16, val: &[u8]) -> Vec<u8> {
         let mut v = tag.to_le_bytes().to_vec();

@@ -3,6 +3,7 @@
 
 pub mod commit;
 pub mod descriptor;
+pub mod fast_commit;
 pub mod revoke;
 pub mod superblock;
 
