@@ -88,6 +88,24 @@ pub fn put_header(block: &mut [u8], at: usize, block_size: usize, ino: u32, rec_
     field::REC_LEN.set(e, encode_rec_len(rec_len, block_size));
 }
 
+/// The inode of the entry at `at` (0 past the end of `block`).
+pub fn inode_at(block: &[u8], at: usize) -> u32 {
+    field::INODE.get(block.get(at..).unwrap_or_default())
+}
+
+/// The decoded record length of the entry at `at`.
+pub fn rec_len_at(block: &[u8], at: usize, block_size: usize) -> usize {
+    decode_rec_len(
+        field::REC_LEN.get(block.get(at..).unwrap_or_default()),
+        block_size,
+    )
+}
+
+/// The name length of the entry at `at`.
+pub fn name_len_at(block: &[u8], at: usize) -> usize {
+    usize::from(field::NAME_LEN.get(block.get(at..).unwrap_or_default()))
+}
+
 /// Sets the record length of the entry at `at`.
 pub fn set_rec_len(block: &mut [u8], at: usize, block_size: usize, rec_len: usize) {
     let e = block.get_mut(at..).unwrap_or_default();

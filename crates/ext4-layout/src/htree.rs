@@ -32,6 +32,25 @@ pub fn node_limit(block_size: usize, metadata_csum: bool) -> usize {
     block_size.saturating_sub(DX_NODE_COUNT_OFFSET + tail) / DX_ENTRY_SIZE
 }
 
+/// Whether a block is laid out as an interior index node: one empty
+/// entry spanning the block, then a `limit` that fits the block.
+pub fn looks_like_node(block: &[u8], metadata_csum: bool) -> bool {
+    let bs = block.len();
+    crate::dirent::inode_at(block, 0) == 0
+        && crate::dirent::rec_len_at(block, 0, bs) == bs
+        && crate::dirent::name_len_at(block, 0) == 0
+        && usize::from(le_u16(block, DX_NODE_COUNT_OFFSET)) == node_limit(bs, metadata_csum)
+}
+
+/// Whether a directory's first block is laid out as an index root: a
+/// 12-byte '.', a '..' over the rest of the block, and an 8-byte info.
+pub fn looks_like_root(block: &[u8]) -> bool {
+    let bs = block.len();
+    crate::dirent::rec_len_at(block, 0, bs) == 12
+        && crate::dirent::rec_len_at(block, 12, bs) == bs - 12
+        && DxRoot::new(block).is_some_and(|r| r.info_length() == 8)
+}
+
 /// Writes an index's `limit` and `count`, which sit where its first
 /// entry's hash would (`start` is [`DX_ROOT_COUNT_OFFSET`] for a root
 /// with an 8-byte info, [`DX_NODE_COUNT_OFFSET`] for a node).

@@ -4,8 +4,7 @@
 use crate::error::Error;
 use std::io;
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u8};
-use ext4_layout::dirent::{self, decode_rec_len, rec_len_for, DirWalk, DIR_TAIL_SIZE};
+use ext4_layout::dirent::{self, rec_len_for, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, FileType, Inode};
@@ -93,12 +92,12 @@ pub fn add_entry<'f>(
         stage.read(io, pblk, &mut b)?;
         let mut at = 0;
         while at + 8 <= end {
-            let rl = decode_rec_len(le_u16(&b, at + 4), bs);
+            let rl = dirent::rec_len_at(&b, at, bs);
             if rl < 8 || at + rl > bs {
                 break;
             }
-            let e = le_u32(&b, at);
-            let nl = usize::from(le_u8(&b, at + 6));
+            let e = dirent::inode_at(&b, at);
+            let nl = dirent::name_len_at(&b, at);
             let used = if e == 0 { 0 } else { rec_len_for(nl) };
             if rl >= used + need {
                 let (slot, slot_len) = if e == 0 {
@@ -357,11 +356,11 @@ fn fix_dotdot<'f>(
         stage.read(io, pblk, &mut b)?;
         let mut at = 0;
         while at + 8 <= bs {
-            let rl = decode_rec_len(le_u16(&b, at + 4), bs);
+            let rl = dirent::rec_len_at(&b, at, bs);
             if rl < 8 || at + rl > bs {
                 break;
             }
-            if le_u8(&b, at + 6) == 2 && &b[at + 8..at + 10] == b".." {
+            if dirent::name_len_at(&b, at) == 2 && &b[at + 8..at + 10] == b".." {
                 dirent::set_inode(&mut b, at, parent);
                 dirent::field::FILE_TYPE.set(&mut b[at..], ft);
                 let kind = if inode.has_flag(flags::INDEX) {

@@ -7,11 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u8, put_le_u16, put_le_u32};
-use ext4_layout::dirent::{self, decode_rec_len, encode_rec_len, ft, DIR_TAIL_SIZE};
+use ext4_layout::bytes::{le_u16, le_u32, put_le_u32};
+use ext4_layout::dirent::{self, ft, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::group_desc as gd;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
+use ext4_layout::htree;
 use ext4_layout::inode::{field, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType, Inode};
 
@@ -242,7 +243,7 @@ fn fix_directory<'f>(
             BlockKind::Leaf
         } else if lblk == 0 {
             BlockKind::Root
-        } else if is_dx_node(&buf, csum) {
+        } else if htree::looks_like_node(&buf, csum) {
             BlockKind::Node
         } else {
             BlockKind::Leaf
@@ -290,23 +291,11 @@ enum BlockKind {
     Node,
 }
 
-fn is_dx_node(b: &[u8], csum: bool) -> bool {
-    let bs = b.len();
-    let dx_csum = if csum { 8 } else { 0 };
-    le_u32(b, 0) == 0
-        && decode_rec_len(le_u16(b, 4), bs) == bs
-        && le_u8(b, 6) == 0
-        && usize::from(le_u16(b, 8)) == (bs - (8 + dx_csum)) / 8
-}
-
 fn looks_like_index(b: &[u8], lblk: u64, csum: bool) -> bool {
     if lblk == 0 {
-        let bs = b.len();
-        let rl0 = decode_rec_len(le_u16(b, 4), bs);
-        let rl1 = decode_rec_len(le_u16(b, 16), bs);
-        rl0 == 12 && rl1 == bs - 12 && le_u8(b, 29) == 8
+        htree::looks_like_root(b)
     } else {
-        is_dx_node(b, csum)
+        htree::looks_like_node(b, csum)
     }
 }
 
@@ -318,7 +307,7 @@ fn reformat_index_block(b: &mut [u8], lblk: u64, ino: u32, csum: bool, st: &Chec
     let filetype = st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
     let ft = if filetype { 2 } else { 0 };
     if lblk == 0 {
-        let parent = le_u32(b, 12);
+        let parent = dirent::inode_at(b, 12);
         b.fill(0);
         put_dirent(b, 0, ino, 12, b".", ft);
         put_dirent(b, 12, parent, end - 12, b"..", ft);
@@ -332,12 +321,7 @@ fn reformat_index_block(b: &mut [u8], lblk: u64, ino: u32, csum: bool, st: &Chec
 }
 
 fn put_dirent(b: &mut [u8], at: usize, ino: u32, rec_len: usize, name: &[u8], ft: u8) {
-    let bs = b.len();
-    put_le_u32(b, at, ino);
-    put_le_u16(b, at + 4, encode_rec_len(rec_len, bs));
-    b[at + 6] = name.len() as u8;
-    b[at + 7] = ft;
-    b[at + 8..at + 8 + name.len()].copy_from_slice(name);
+    dirent::put_entry(b, at, b.len(), ino, rec_len, name, ft);
     // Padding after the name is zero.
     let padded = (8 + name.len() + 3) & !3;
     for x in &mut b[at + 8 + name.len()..at + padded.min(rec_len)] {
@@ -409,12 +393,12 @@ fn walk_block(
         let rl = if remaining < 8 {
             12
         } else {
-            decode_rec_len(le_u16(b, offset + 4), bs)
+            dirent::rec_len_at(b, offset, bs)
         };
         let nl = if remaining < 8 {
             0
         } else {
-            usize::from(le_u8(b, offset + 6))
+            dirent::name_len_at(b, offset)
         };
         if offset + rl > max || rl < 12 || rl % 4 != 0 || min_rec(nl, false) > rl {
             salvage(b, &mut offset, prev, max, icount);
@@ -428,9 +412,9 @@ fn walk_block(
             _ => {}
         }
         let ft_byte = offset + 7;
-        let rl = decode_rec_len(le_u16(b, offset + 4), bs);
-        let nl = usize::from(le_u8(b, offset + 6));
-        let target = le_u32(b, offset);
+        let rl = dirent::rec_len_at(b, offset, bs);
+        let nl = dirent::name_len_at(b, offset);
+        let target = dirent::inode_at(b, offset);
         let name: Vec<u8> = b[offset + 8..offset + 8 + nl].to_vec();
         let mut clear = target != 0 && entry_goes(st, fx, target, &name, dot_state);
         if clear && dot_state <= 1 {
@@ -475,9 +459,9 @@ fn put_terminated_name(b: &mut [u8], offset: usize, name: &[u8], file_type: u8) 
 fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> bool {
     let bs = b.len();
     let mut modified = false;
-    let e = le_u32(b, offset);
+    let e = dirent::inode_at(b, offset);
     let name = &b[offset + 8..offset + 10];
-    if e == 0 || le_u8(b, offset + 6) != 1 || name != b".\0" {
+    if e == 0 || dirent::name_len_at(b, offset) != 1 || name != b".\0" {
         dirent::set_inode(b, offset, ino);
         put_terminated_name(b, offset, b".", ft_dir);
         modified = true;
@@ -488,7 +472,7 @@ fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> bool
     if rl > 24 {
         dirent::set_rec_len(b, offset, bs, 12);
         let n = offset + 12;
-        let keeps = &b[n + 8..n + 10] == b".." && le_u8(b, n + 6) == 2;
+        let keeps = &b[n + 8..n + 10] == b".." && dirent::name_len_at(b, n) == 2;
         if !keeps {
             dirent::put_entry(b, n, bs, 0, rl - 12, b"", ft_dir);
         }
@@ -500,8 +484,8 @@ fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> bool
 /// Makes the entry at `offset` a '..' if it is not one; it names the
 /// root until pass 3 puts the parent there. True if it changed.
 fn fix_dotdot(b: &mut [u8], offset: usize, ft_dir: u8) -> bool {
-    let ok = le_u32(b, offset) != 0
-        && le_u8(b, offset + 6) == 2
+    let ok = dirent::inode_at(b, offset) != 0
+        && dirent::name_len_at(b, offset) == 2
         && &b[offset + 8..offset + 11] == b"..\0";
     if !ok {
         dirent::set_inode(b, offset, 2);
@@ -583,10 +567,7 @@ fn salvage(b: &mut [u8], offset: &mut usize, prev: Option<usize>, max: usize, ic
     let (nl, rl) = if left_total < 8 {
         (0usize, left_total)
     } else {
-        (
-            usize::from(le_u8(b, at + 6)),
-            decode_rec_len(le_u16(b, at + 4), bs),
-        )
+        (dirent::name_len_at(b, at), dirent::rec_len_at(b, at, bs))
     };
     let left = left_total as i64 - rl as i64;
     if left >= 12 && rl == 8 {
@@ -598,28 +579,25 @@ fn salvage(b: &mut [u8], offset: &mut usize, prev: Option<usize>, max: usize, ic
     if left < 0
         && (rl as i64 + left) > 8
         && min_rec(nl, false) as i64 <= rl as i64 + left
-        && le_u32(b, at) <= icount
+        && dirent::inode_at(b, at) <= icount
         && !b[at + 8..(at + 8 + nl).min(bs)].contains(&0)
     {
-        put_le_u16(b, at + 4, encode_rec_len((rl as i64 + left) as usize, bs));
+        dirent::set_rec_len(b, at, bs, (rl as i64 + left) as usize);
         return;
     }
     if let Some(p) = prev {
         if rl != 0 && rl % 4 == 0 && at + rl <= max {
-            let prl = decode_rec_len(le_u16(b, p + 4), bs);
-            put_le_u16(b, p + 4, encode_rec_len(prl + rl, bs));
+            let prl = dirent::rec_len_at(b, p, bs);
+            dirent::set_rec_len(b, p, bs, prl + rl);
             *offset += rl;
             return;
         }
-        let prl = decode_rec_len(le_u16(b, p + 4), bs);
-        put_le_u16(b, p + 4, encode_rec_len(prl + max - at, bs));
+        let prl = dirent::rec_len_at(b, p, bs);
+        dirent::set_rec_len(b, p, bs, prl + max - at);
         *offset = max;
         return;
     }
-    put_le_u32(b, at, 0);
-    put_le_u16(b, at + 4, encode_rec_len(max - at, bs));
-    b[at + 6] = 0;
-    b[at + 7] = 0;
+    dirent::put_entry(b, at, bs, 0, max - at, b"", 0);
 }
 
 /// Makes room for a checksum tail at the end of a leaf: the last entry is
@@ -630,7 +608,7 @@ fn insert_tail(b: &mut [u8]) -> bool {
     let mut at = 0usize;
     let mut last = None;
     while at < top {
-        let rl = decode_rec_len(le_u16(b, at + 4), bs);
+        let rl = dirent::rec_len_at(b, at, bs);
         if rl < 8 || rl % 4 != 0 || at + rl > bs {
             return false;
         }
@@ -640,11 +618,11 @@ fn insert_tail(b: &mut [u8]) -> bool {
     let Some(l) = last else {
         return false;
     };
-    let nl = usize::from(le_u8(b, l + 6));
+    let nl = dirent::name_len_at(b, l);
     if l + min_rec(nl, false) > top {
         return false;
     }
-    put_le_u16(b, l + 4, encode_rec_len(top - l, bs));
+    dirent::set_rec_len(b, l, bs, top - l);
     ext4_layout::dirent::write_tail(b, 0);
     true
 }
@@ -750,11 +728,11 @@ fn dedup_directory<'f>(
         let mut at = 0;
         let mut idx = 0;
         while at + 8 <= end {
-            let rl = decode_rec_len(le_u16(&buf, at + 4), bs);
+            let rl = dirent::rec_len_at(&buf, at, bs);
             if rl < 8 {
                 break;
             }
-            let e = le_u32(&buf, at);
+            let e = dirent::inode_at(&buf, at);
             let nl = usize::from(buf[at + 6]);
             if e != 0 && !(lblk == 0 && idx < 2) {
                 entries.push((e, buf[at + 8..at + 8 + nl].to_vec(), buf[at + 7]));
@@ -809,8 +787,8 @@ fn dedup_directory<'f>(
     let ft = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
     let mut first = vec![0u8; bs];
     stage.read(io, blocks[0].1, &mut first)?;
-    let dot = le_u32(&first, 0);
-    let dotdot = le_u32(&first, 12);
+    let dot = dirent::inode_at(&first, 0);
+    let dotdot = dirent::inode_at(&first, 12);
     let live: Vec<&(u32, Vec<u8>, u8)> = entries
         .iter()
         .enumerate()
@@ -842,7 +820,7 @@ fn dedup_directory<'f>(
         match last {
             Some(l) => {
                 let rl = end - l;
-                put_le_u16(b, l + 4, encode_rec_len(rl, bs));
+                dirent::set_rec_len(b, l, bs, rl);
             }
             None => put_dirent(b, 0, 0, end, b"", 0),
         }
@@ -968,7 +946,7 @@ fn system_data_in_inode(inode: &[u8]) -> Option<(usize, usize, usize)> {
     }
     let first = area + 4;
     let mut at = first;
-    while at + 16 <= isz && le_u32(inode, at) != 0 {
+    while at + 16 <= isz && dirent::inode_at(inode, at) != 0 {
         let nl = usize::from(inode[at]);
         let index = inode[at + 1];
         let offs = usize::from(le_u16(inode, at + 2));

@@ -8,7 +8,7 @@ use ext4_layout::dirent::{decode_rec_len, ft, leaf_checksum, DirEntry, DIR_TAIL_
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
-use ext4_layout::htree::{DxEntries, DxNode, DxRoot};
+use ext4_layout::htree::{self, DxEntries, DxNode, DxRoot};
 use ext4_layout::inode::{flags, inode_csum_seed};
 
 use super::badinode::{process_bad_inode, BadInodeOutcome};
@@ -514,7 +514,6 @@ impl<'c> BlockCheck<'c, '_, '_> {
             return Ok(None);
         };
         let fs = self.cx.fs;
-        let bs = fs.block_size();
         let (ino, lblk) = (work.meta.ino, work.lblk);
         if lblk >= info.numblocks {
             self.push(Finding::new(Code::UnexpectedHtreeBlock).dir(ino).num(lblk));
@@ -522,7 +521,6 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 "directory {ino} has an unexpected htree block {lblk}"
             )));
         }
-        let dx_tail = if fs.metadata_csum() { 8 } else { 0 };
         let kind = if lblk == 0 {
             let max_levels = if fs.geo.incompat.contains(IncompatFeatures::LARGEDIR) {
                 3
@@ -537,11 +535,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 self.push(Finding::new(Code::HtreeBadRoot).dir(ino));
             }
             DxKind::Root
-        } else if le_u32(data, 0) == 0
-            && decode_rec_len(le_u16(data, 4), bs) == bs
-            && le_u8(data, 6) == 0
-            && usize::from(le_u16(data, 8)) == (bs - (8 + dx_tail)) / 8
-        {
+        } else if htree::looks_like_node(data, fs.metadata_csum()) {
             DxKind::Node
         } else {
             DxKind::Leaf
