@@ -720,8 +720,37 @@ fn dedup_directory<'f>(
         .ok()
         .and_then(|r| Inode::new(&r).map(|i| i.has_flag(flags::ENCRYPT)))
         .unwrap_or(false);
-    // Every live entry, in block order.
-    let mut entries: Vec<(u32, Vec<u8>, u8)> = Vec::new();
+    let mut entries = live_entries(stage, io, blocks, end)?;
+    let drop = resolve_duplicates(&mut entries, encrypted);
+    let live: Vec<&Entry> = entries
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !drop.contains(i))
+        .map(|(_, e)| e)
+        .collect();
+    let mut it = live.into_iter().peekable();
+    write_compactly(st, stage, io, ino, blocks, &mut it)?;
+    if it.peek().is_some() {
+        return Err(io::Error::other(
+            "the directory has no room left after renaming",
+        ));
+    }
+    Ok(())
+}
+
+/// An entry as the duplicate fix keeps it: inode, name, file type.
+type Entry = (u32, Vec<u8>, u8);
+
+/// Every live entry of a directory's blocks but '.' and '..', in block
+/// order.
+fn live_entries<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    blocks: &[(u64, u64)],
+    end: usize,
+) -> io::Result<Vec<Entry>> {
+    let bs = stage.fs().block_size();
+    let mut entries: Vec<Entry> = Vec::new();
     let mut buf = vec![0u8; bs];
     for &(lblk, pblk) in blocks {
         stage.read(io, pblk, &mut buf)?;
@@ -741,10 +770,14 @@ fn dedup_directory<'f>(
             idx += 1;
         }
     }
-    // As e2fsck does: sort by name then inode (highest first); an entry
-    // whose name equals the one before it is dropped if the inode is the
-    // same (a dropped entry keeps its name but counts as inode 0), else
-    // renamed; repeat until nothing changes.
+    Ok(entries)
+}
+
+/// As e2fsck does: sort by name then inode (highest first); an entry
+/// whose name equals the one before it is dropped if the inode is the
+/// same (a dropped entry keeps its name but counts as inode 0), else
+/// renamed; repeat until nothing changes. Returns the entries dropped.
+fn resolve_duplicates(entries: &mut [Entry], encrypted: bool) -> BTreeSet<usize> {
     let mut drop = BTreeSet::new();
     let mut names: BTreeSet<Vec<u8>> = entries.iter().map(|e| e.1.clone()).collect();
     for _ in 0..entries.len().max(1) {
@@ -783,19 +816,28 @@ fn dedup_directory<'f>(
             break;
         }
     }
-    // Rewrite the blocks compactly: '.' and '..' stay in block 0.
+    drop
+}
+
+/// Rewrites a directory's blocks compactly from `it`: '.' and '..' stay
+/// in block 0. What does not fit is left in `it`.
+fn write_compactly<'f, 'e>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    blocks: &[(u64, u64)],
+    it: &mut std::iter::Peekable<std::vec::IntoIter<&'e Entry>>,
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let bs = fs.block_size();
+    let csum = fs.metadata_csum();
+    let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
     let ft = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
     let mut first = vec![0u8; bs];
     stage.read(io, blocks[0].1, &mut first)?;
     let dot = dirent::inode_at(&first, 0);
     let dotdot = dirent::inode_at(&first, 12);
-    let live: Vec<&(u32, Vec<u8>, u8)> = entries
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !drop.contains(i))
-        .map(|(_, e)| e)
-        .collect();
-    let mut it = live.into_iter().peekable();
     for (k, &(lblk, pblk)) in blocks.iter().enumerate() {
         let b = stage.block(io, pblk, Kind::DirLeaf(ino))?;
         b.fill(0);
@@ -827,11 +869,6 @@ fn dedup_directory<'f>(
         if csum {
             ext4_layout::dirent::write_tail(b, 0);
         }
-    }
-    if it.peek().is_some() {
-        return Err(io::Error::other(
-            "the directory has no room left after renaming",
-        ));
     }
     Ok(())
 }
