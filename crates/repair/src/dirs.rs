@@ -821,13 +821,13 @@ fn resolve_duplicates(entries: &mut [Entry], encrypted: bool) -> BTreeSet<usize>
 
 /// Rewrites a directory's blocks compactly from `it`: '.' and '..' stay
 /// in block 0. What does not fit is left in `it`.
-fn write_compactly<'f, 'e>(
+fn write_compactly<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
     ino: u32,
     blocks: &[(u64, u64)],
-    it: &mut std::iter::Peekable<std::vec::IntoIter<&'e Entry>>,
+    it: &mut std::iter::Peekable<std::vec::IntoIter<&Entry>>,
 ) -> io::Result<()> {
     let fs = &st.fs;
     let bs = fs.block_size();
