@@ -357,37 +357,30 @@ fn check_bitmap_checksums(fs: &Fs, disk: &DiskBitmaps, out: &mut Vec<Finding>) {
     let seed = geo.csum_seed;
     let wide_ib = geo.desc_size as usize >= gd_field::bg_inode_bitmap_csum_hi.end();
     let wide_bb = geo.desc_size as usize >= gd_field::bg_block_bitmap_csum_hi.end();
-    for g in 0..geo.group_count {
-        let gd = fs.gd(g);
-        if gd.has_flag(BG_INODE_UNINIT) {
-            continue;
-        }
-        let bytes = bitset_bytes(&disk.inodes, u64::from(g) * ipg, ipg);
-        let c = crc32c_raw(seed, &bytes);
-        let stored = gd.inode_bitmap_csum();
-        let ok = if wide_ib {
+    // A descriptor too small for the high half keeps the low 16 bits.
+    let matches = |bits: &BitSet, start: u64, n: u64, stored: u32, wide: bool| {
+        let c = crc32c_raw(seed, &bitset_bytes(bits, start, n));
+        if wide {
             c == stored
         } else {
             c & 0xFFFF == stored & 0xFFFF
-        };
-        if !ok {
+        }
+    };
+    for g in 0..geo.group_count {
+        let gd = fs.gd(g);
+        let start = u64::from(g) * ipg;
+        if !gd.has_flag(BG_INODE_UNINIT)
+            && !matches(&disk.inodes, start, ipg, gd.inode_bitmap_csum(), wide_ib)
+        {
             out.push(Finding::new(Code::InodeBitmapCsum).group(g));
         }
     }
     for g in 0..geo.group_count {
         let gd = fs.gd(g);
-        if gd.has_flag(BG_BLOCK_UNINIT) {
-            continue;
-        }
-        let bytes = bitset_bytes(&disk.blocks, u64::from(g) * cpg, cpg);
-        let c = crc32c_raw(seed, &bytes);
-        let stored = gd.block_bitmap_csum();
-        let ok = if wide_bb {
-            c == stored
-        } else {
-            c & 0xFFFF == stored & 0xFFFF
-        };
-        if !ok {
+        let start = u64::from(g) * cpg;
+        if !gd.has_flag(BG_BLOCK_UNINIT)
+            && !matches(&disk.blocks, start, cpg, gd.block_bitmap_csum(), wide_bb)
+        {
             out.push(Finding::new(Code::BlockBitmapCsum).group(g));
         }
     }

@@ -73,10 +73,55 @@ struct DirFix<'a> {
 
 /// Pass 2's repairs.
 pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    let dead = fix_entry_inodes(r, mine);
     let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
     let fs = &st.fs;
-    // Inode-level problems found through an entry: fields cleared, or the
-    // inode deallocated (its entries are cleared below).
+    for f in mine {
+        match f.code {
+            Code::FeatureLargeFiles => {
+                set_feature(stage, sbf::RO_COMPAT, RoCompatFeatures::LARGE_FILE.0);
+                fixed.push(f);
+            }
+            Code::InorefBgInoUninit | Code::InorefInUnused => {
+                if let Some(t) = f.ino {
+                    let g = (t - 1) / fs.geo.inodes_per_group;
+                    let d = stage.gd_mut(g);
+                    if f.code == Code::InorefBgInoUninit {
+                        let fl = gd::field::bg_flags.get(d) & !BG_INODE_UNINIT;
+                        gd::field::bg_flags.set(d, fl);
+                    } else {
+                        gd::ITABLE_UNUSED.set(d, 0);
+                    }
+                    fixed.push(f);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Directories with problems in their entries.
+    let mut dirs: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
+    for f in mine {
+        if let Some(d) = f.dir {
+            dirs.entry(d).or_default().push(f);
+        }
+    }
+    for (dir, fs_) in dirs {
+        let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
+        let mut fx = dir_fix(dir, &fs_, &codes, &dead);
+        let drop_index = codes.iter().any(|&c| drops_index(c));
+        let dups = codes.contains(&Code::ReportDupDirent);
+        if let Ok(true) = fix_directory(st, stage, io, &mut fx, drop_index, dups) {
+            fixed.extend(fs_.iter().copied());
+        }
+    }
+}
+
+/// Inode-level problems found through an entry: fields cleared, or the
+/// inode deallocated. Returns the inodes deallocated (their entries are
+/// cleared with their directories).
+fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTreeSet<u32> {
+    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let fs = &st.fs;
     let mut dead = BTreeSet::new();
     for f in mine {
         let Some(ino) = f.ino else { continue };
@@ -126,74 +171,48 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             fixed.push(f);
         }
     }
-    for f in mine {
+    dead
+}
+
+/// What the walk of one directory is to fix, from its findings.
+fn dir_fix<'d>(
+    dir: u32,
+    fs_: &[&Finding],
+    codes: &BTreeSet<Code>,
+    dead: &'d BTreeSet<u32>,
+) -> DirFix<'d> {
+    let mut fx = DirFix {
+        ino: dir,
+        link_dir: BTreeSet::new(),
+        clear_targets: BTreeSet::new(),
+        dead,
+        holes: BTreeSet::new(),
+        encrypted: false,
+        // A name the check found badly encoded (strict mode, or
+        // `-E check_encoding`) is fixed by the encoding rule.
+        casefold_strict: codes.contains(&Code::BadEncodedName),
+    };
+    for f in fs_ {
         match f.code {
-            Code::FeatureLargeFiles => {
-                set_feature(stage, sbf::RO_COMPAT, RoCompatFeatures::LARGE_FILE.0);
-                fixed.push(f);
+            Code::LinkDir => {
+                if let (Some(t), Some(n)) = (f.ino, &f.str) {
+                    fx.link_dir.insert((t, n.as_bytes().to_vec()));
+                }
             }
-            Code::InorefBgInoUninit | Code::InorefInUnused => {
+            Code::DirectoryHole => {
+                if let Some(l) = f.num {
+                    fx.holes.insert(l);
+                }
+            }
+            Code::UnencryptedFile | Code::InconsistentEncryptionPolicy => {
                 if let Some(t) = f.ino {
-                    let g = (t - 1) / fs.geo.inodes_per_group;
-                    let d = stage.gd_mut(g);
-                    if f.code == Code::InorefBgInoUninit {
-                        let fl = gd::field::bg_flags.get(d) & !BG_INODE_UNINIT;
-                        gd::field::bg_flags.set(d, fl);
-                    } else {
-                        gd::ITABLE_UNUSED.set(d, 0);
-                    }
-                    fixed.push(f);
+                    fx.clear_targets.insert(t);
                 }
             }
             _ => {}
         }
     }
-    // Directories with problems in their entries.
-    let mut dirs: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
-    for f in mine {
-        if let Some(d) = f.dir {
-            dirs.entry(d).or_default().push(f);
-        }
-    }
-    for (dir, fs_) in dirs {
-        let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
-        let mut fx = DirFix {
-            ino: dir,
-            link_dir: BTreeSet::new(),
-            clear_targets: BTreeSet::new(),
-            dead: &dead,
-            holes: BTreeSet::new(),
-            encrypted: false,
-            // A name the check found badly encoded (strict mode, or
-            // `-E check_encoding`) is fixed by the encoding rule.
-            casefold_strict: codes.contains(&Code::BadEncodedName),
-        };
-        for f in &fs_ {
-            match f.code {
-                Code::LinkDir => {
-                    if let (Some(t), Some(n)) = (f.ino, &f.str) {
-                        fx.link_dir.insert((t, n.as_bytes().to_vec()));
-                    }
-                }
-                Code::DirectoryHole => {
-                    if let Some(l) = f.num {
-                        fx.holes.insert(l);
-                    }
-                }
-                Code::UnencryptedFile | Code::InconsistentEncryptionPolicy => {
-                    if let Some(t) = f.ino {
-                        fx.clear_targets.insert(t);
-                    }
-                }
-                _ => {}
-            }
-        }
-        let drop_index = codes.iter().any(|&c| drops_index(c));
-        let dups = codes.contains(&Code::ReportDupDirent);
-        if let Ok(true) = fix_directory(st, stage, io, &mut fx, drop_index, dups) {
-            fixed.extend(fs_.iter().copied());
-        }
-    }
+    fx
 }
 
 /// Walks every block of directory `fx.ino`, fixing what e2fsck fixes.
