@@ -13,6 +13,23 @@ pub struct Io<'f> {
     rd: Box<dyn Reader>,
 }
 
+/// The mapping walkers read through a worker's reader.
+impl ext4_layout::walk::BlockSource for Io<'_> {
+    type Error = io::Error;
+
+    fn block_size(&self) -> usize {
+        self.fs.block_size()
+    }
+
+    fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.read_blocks(blk, buf)
+    }
+
+    fn holds(&self, blk: u64) -> bool {
+        self.fs.geo.block_in_range(blk)
+    }
+}
+
 impl<'f> Io<'f> {
     /// A reader for one worker.
     pub fn new(fs: &'f Fs) -> Self {

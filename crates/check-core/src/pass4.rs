@@ -92,7 +92,7 @@ pub fn run(
                     let isz = geo.inode_size as usize;
                     let extra = usize::from(inode.i_extra_isize());
                     let eamagic = if isz > 128 && isz > 128 + extra + 4 {
-                        ext4_layout::bytes::le_u32(&buf, 128 + extra)
+                        ext4_layout::xattr::inode_area(&buf, extra).map_or(0, |x| x.magic())
                     } else {
                         0
                     };

@@ -361,7 +361,7 @@ pub fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
             for i in 0..u64::from(sb.s_reserved_gdt_blocks()) / 4 {
                 let pblk = geo.first_data_block + 1 + u64::from(geo.desc_blocks) + i + gdt_off;
                 let slot = ((u64::from(geo.desc_blocks) + i) as usize) % per;
-                if u64::from(ext4_layout::bytes::le_u32(&db, slot * 4)) != pblk {
+                if u64::from(ext4_layout::blockmap::pointer(&db, slot)) != pblk {
                     why = Some("a reserved descriptor block is not mapped");
                     break;
                 }
@@ -372,7 +372,7 @@ pub fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
                 let mut k = 0usize;
                 for grp in geo.backup_groups() {
                     let want = pblk + u64::from(grp.0) * u64::from(geo.blocks_per_group);
-                    if u64::from(ext4_layout::bytes::le_u32(&ib, k * 4)) != want {
+                    if u64::from(ext4_layout::blockmap::pointer(&ib, k)) != want {
                         why = Some("a reserved descriptor block's backups are not mapped");
                         break;
                     }

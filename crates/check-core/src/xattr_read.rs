@@ -2,13 +2,12 @@
 //! e2fsck asks for them (inline data, encryption contexts): the in-inode
 //! area first, then the EA block, stopping at the first inconsistency.
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u8};
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inline::{is_inline_data_entry, INLINE_IBLOCK_SIZE};
 use ext4_layout::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use ext4_layout::xattr::{
-    ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_BLOCK_HEADER, EA_ENTRY_HEADER,
-    EA_MAGIC,
+    ea_round, entries_end_at, entry_at, entry_hash, entry_hash_ea_inode, XattrBlock,
+    EA_BLOCK_HEADER, EA_ENTRY_HEADER, EA_MAGIC, EA_MAGIC_V1,
 };
 
 use crate::io::Io;
@@ -72,9 +71,9 @@ fn parse_area(
     // Find the end, validating name lengths.
     let mut end = entries;
     let mut remain = storage;
-    while remain >= EA_ENTRY_HEADER && le_u32(area, end) != 0 {
+    while remain >= EA_ENTRY_HEADER && !entries_end_at(area, end) {
         remain -= EA_ENTRY_HEADER;
-        let nl = ea_round(usize::from(le_u8(area, end)));
+        let nl = ea_round(usize::from(entry_at(area, end).e_name_len));
         if nl > remain {
             return Err(XattrError::BadNameLen);
         }
@@ -84,18 +83,16 @@ fn parse_area(
     let fs = io.fs;
     let mut pos = entries;
     let mut remain = storage;
-    while remain >= EA_ENTRY_HEADER && le_u32(area, pos) != 0 {
-        let name_len = usize::from(le_u8(area, pos));
-        let index = le_u8(area, pos + 1);
-        let offs = usize::from(le_u16(area, pos + 2));
-        let inum = le_u32(area, pos + 4);
-        let size = le_u32(area, pos + 8);
-        let hash = le_u32(area, pos + 12);
+    while remain >= EA_ENTRY_HEADER && !entries_end_at(area, pos) {
+        let entry = entry_at(area, pos);
+        let name_len = usize::from(entry.e_name_len);
+        let index = entry.e_name_index;
+        let offs = usize::from(entry.e_value_offs);
+        let inum = entry.e_value_inum;
+        let size = entry.e_value_size;
+        let hash = entry.e_hash;
         remain -= EA_ENTRY_HEADER + ea_round(name_len);
-        let name = area
-            .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
-            .unwrap_or(&[])
-            .to_vec();
+        let name = entry.name.to_vec();
         if !fs.geo.incompat.contains(IncompatFeatures::EA_INODE) && inum != 0 {
             return Err(XattrError::BadBlockNum);
         }
@@ -204,7 +201,7 @@ pub fn read_all(
             return Err(XattrError::InodeCorrupted);
         }
         let start = GOOD_OLD_INODE_SIZE + extra;
-        if le_u32(bytes, start) == EA_MAGIC {
+        if ext4_layout::xattr::inode_area(bytes, extra).is_some_and(|x| x.present()) {
             let area = bytes.get(start + 4..isz).unwrap_or(&[]);
             parse_area(io, inode, ino, area, 0, 0, &mut out)?;
         }
@@ -217,7 +214,7 @@ pub fn read_all(
         let mut buf = vec![0u8; fs.block_size()];
         io.read_blocks(blk, &mut buf).map_err(|_| XattrError::Io)?;
         let x = XattrBlock::new(&buf).ok_or(XattrError::Io)?;
-        if (x.h_magic() != EA_MAGIC && x.h_magic() != 0xEA01_0000) || x.h_blocks() != 1 {
+        if (x.h_magic() != EA_MAGIC && x.h_magic() != EA_MAGIC_V1) || x.h_blocks() != 1 {
             return Err(XattrError::BadHeader);
         }
         if !ignore_csum && fs.metadata_csum() && !x.checksum_ok(fs.geo.csum_seed, blk) {

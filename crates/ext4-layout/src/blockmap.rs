@@ -45,6 +45,16 @@ impl<'a> IndirectBlock<'a> {
     }
 }
 
+/// Pointer `k` of an indirect block held in `block` (0 past its end).
+pub fn pointer(block: &[u8], k: usize) -> u32 {
+    le_u32(block, 4 * k)
+}
+
+/// Sets pointer `k` of an indirect block held in `block`.
+pub fn put_pointer(block: &mut [u8], k: usize, blk: u32) {
+    crate::bytes::put_le_u32(block, 4 * k, blk);
+}
+
 /// How many logical blocks each level of a block map addresses.
 #[derive(Clone, Copy, Debug)]
 pub struct MapLimits {

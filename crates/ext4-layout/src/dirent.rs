@@ -106,6 +106,32 @@ pub fn name_len_at(block: &[u8], at: usize) -> usize {
     usize::from(field::NAME_LEN.get(block.get(at..).unwrap_or_default()))
 }
 
+/// The name of the entry at `at` (cut short at the end of `block`).
+pub fn name_at(block: &[u8], at: usize) -> &[u8] {
+    let len = name_len_at(block, at);
+    let start = at + 8;
+    block
+        .get(start..(start + len).min(block.len()))
+        .unwrap_or_default()
+}
+
+/// The file type byte of the entry at `at`.
+pub fn file_type_at(block: &[u8], at: usize) -> u8 {
+    field::FILE_TYPE.get(block.get(at..).unwrap_or_default())
+}
+
+/// The record length of the entry at `at` as stored, not decoded.
+pub fn raw_rec_len_at(block: &[u8], at: usize) -> usize {
+    usize::from(field::REC_LEN.get(block.get(at..).unwrap_or_default()))
+}
+
+/// The name hash an entry of a casefolded, encrypted directory keeps
+/// after its name (padded to 4): `at` is the entry's start.
+pub fn stored_hash_at(block: &[u8], at: usize, name_len: usize) -> u32 {
+    let pos = at + 8 + ((name_len + 3) & !3);
+    crate::bytes::le_u32(block, pos)
+}
+
 /// Sets the record length of the entry at `at`.
 pub fn set_rec_len(block: &mut [u8], at: usize, block_size: usize, rec_len: usize) {
     let e = block.get_mut(at..).unwrap_or_default();

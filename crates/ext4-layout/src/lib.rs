@@ -79,6 +79,7 @@ pub mod orphan;
 pub mod quota;
 pub mod superblock;
 pub mod types;
+pub mod walk;
 pub mod xattr;
 
 pub use geometry::{Geometry, GeometryError};

@@ -114,6 +114,12 @@ impl<'a> InodeXattrs<'a> {
     }
 }
 
+/// The in-inode attribute area of an inode's bytes, whose extra fields
+/// take `extra_isize` bytes, when the inode has room for one.
+pub fn inode_area(inode: &[u8], extra_isize: usize) -> Option<InodeXattrs<'_>> {
+    InodeXattrs::new(inode.get(crate::inode::GOOD_OLD_INODE_SIZE + extra_isize..)?)
+}
+
 /// One attribute entry.
 #[derive(Clone, Copy, Debug)]
 pub struct XattrEntry<'a> {
@@ -139,6 +145,39 @@ impl XattrEntry<'_> {
     /// Total bytes the entry takes, padded to 4.
     pub fn size(&self) -> usize {
         ea_round(EA_ENTRY_HEADER + usize::from(self.e_name_len))
+    }
+}
+
+/// The entry at byte `pos` of an attribute area (fields past the area's
+/// end read as zero; the name is cut short at it).
+pub fn entry_at(area: &[u8], pos: usize) -> XattrEntry<'_> {
+    let b = area.get(pos..).unwrap_or_default();
+    let name_len = le_u8(b, 0);
+    XattrEntry {
+        offset: pos,
+        e_name_len: name_len,
+        e_name_index: le_u8(b, 1),
+        e_value_offs: le_u16(b, 2),
+        e_value_inum: le_u32(b, 4),
+        e_value_size: le_u32(b, 8),
+        e_hash: le_u32(b, ENTRY_HASH_OFFSET),
+        name: sub(b, EA_ENTRY_HEADER, usize::from(name_len)),
+    }
+}
+
+/// Byte offset of `e_hash` in an entry.
+const ENTRY_HASH_OFFSET: usize = 0x0C;
+
+/// Whether the entries of an area end at `pos`: four zero bytes there
+/// (or the area's end).
+pub fn entries_end_at(area: &[u8], pos: usize) -> bool {
+    le_u32(area.get(pos..).unwrap_or_default(), 0) == 0
+}
+
+/// Writes `e_hash` of the entry at byte `pos` of an attribute area.
+pub fn put_entry_hash(area: &mut [u8], pos: usize, hash: u32) {
+    if let Some(b) = area.get_mut(pos + ENTRY_HASH_OFFSET..pos + ENTRY_HASH_OFFSET + 4) {
+        b.copy_from_slice(&hash.to_le_bytes());
     }
 }
 
@@ -193,17 +232,7 @@ impl<'a> Iterator for XattrEntries<'a> {
             self.done = true;
             return Some(Err(EntryWalkError::Overrun { offset: off }));
         }
-        let name_len = le_u8(b, off);
-        let e = XattrEntry {
-            offset: off,
-            e_name_len: name_len,
-            e_name_index: le_u8(b, off + 1),
-            e_value_offs: le_u16(b, off + 2),
-            e_value_inum: le_u32(b, off + 4),
-            e_value_size: le_u32(b, off + 8),
-            e_hash: le_u32(b, off + 12),
-            name: sub(b, off + EA_ENTRY_HEADER, usize::from(name_len)),
-        };
+        let e = entry_at(b, off);
         if off + e.size() > b.len() {
             self.done = true;
             return Some(Err(EntryWalkError::Overrun { offset: off }));

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use ext4_layout::bytes::{le_u32, put_le_u32};
+use ext4_layout::blockmap;
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::i_block_word;
 use ext4_layout::inode::{flags, Inode};
@@ -164,11 +164,11 @@ fn walk_ind(
     let mut changed = false;
     let mut cnt = start;
     for k in 0..per as usize {
-        let v = u64::from(le_u32(&entries, 4 * k));
+        let v = u64::from(blockmap::pointer(&entries, k));
         if level == 1 {
             if v != 0 {
                 if let Some(n) = apply(stage, io, v, cnt, decide)? {
-                    put_le_u32(&mut entries, 4 * k, n as u32);
+                    blockmap::put_pointer(&mut entries, k, n as u32);
                     changed = true;
                 }
             }
@@ -178,7 +178,7 @@ fn walk_ind(
         } else {
             let (n, next) = walk_ind(stage, io, v, level - 1, cnt, decide)?;
             if n != v {
-                put_le_u32(&mut entries, 4 * k, n as u32);
+                blockmap::put_pointer(&mut entries, k, n as u32);
                 changed = true;
             }
             cnt = next;

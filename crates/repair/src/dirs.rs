@@ -7,14 +7,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use ext4_layout::bytes::{le_u16, le_u32, put_le_u32};
 use ext4_layout::dirent::{self, ft, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::group_desc as gd;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
 use ext4_layout::htree;
-use ext4_layout::inode::{field, I_BLOCK_OFFSET};
+use ext4_layout::inode::{field, i_block_word, I_BLOCK_OFFSET};
 use ext4_layout::inode::{flags, FileType, Inode};
+use ext4_layout::xattr::InodeXattrs;
 
 use super::raw::{sbf, set_feature};
 use super::stage::{Kind, Round, Staging};
@@ -952,10 +952,10 @@ fn fix_inline_dir<'f>(
     let maps = &st.maps;
     let mut inode = raw.to_vec();
     let mut modified = false;
-    let parent = le_u32(&inode, I_BLOCK_OFFSET);
+    let parent = i_block_word(0).get(&inode);
     let icount = fs.sb().s_inodes_count();
     if parent == 0 || parent > icount || !maps.is_dir(parent) {
-        put_le_u32(&mut inode, I_BLOCK_OFFSET, 2);
+        i_block_word(0).set(&mut inode, 2);
         modified = true;
     }
     let mut region = inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].to_vec();
@@ -975,9 +975,9 @@ fn fix_inline_dir<'f>(
         if !value.is_empty() && walk_block(st, &mut value, 1, BlockKind::Leaf, fx, false, &mut want)
         {
             inode[vstart..vstart + vlen].copy_from_slice(&value);
-            if le_u32(&inode, entry + 12) != 0 {
+            if ext4_layout::xattr::entry_at(&inode, entry).e_hash != 0 {
                 let h = ext4_layout::xattr::entry_hash(b"data", Some(&value), false);
-                put_le_u32(&mut inode, entry + 12, h);
+                ext4_layout::xattr::put_entry_hash(&mut inode, entry, h);
             }
             modified = true;
         }
@@ -995,27 +995,17 @@ fn system_data_in_inode(inode: &[u8]) -> Option<(usize, usize, usize)> {
     if isz <= 128 {
         return None;
     }
-    let extra = usize::from(field::i_extra_isize_raw.get(inode));
-    let area = 128 + extra;
-    if area + 4 > isz || le_u32(inode, area) != ext4_layout::xattr::EA_MAGIC {
-        return None;
-    }
+    let area = 128 + usize::from(field::i_extra_isize_raw.get(inode));
+    let xattrs = InodeXattrs::new(inode.get(area..)?).filter(|x| x.present())?;
+    // Entries and value offsets count from right after the magic.
     let first = area + 4;
-    let mut at = first;
-    while at + 16 <= isz && dirent::inode_at(inode, at) != 0 {
-        let nl = usize::from(inode[at]);
-        let index = inode[at + 1];
-        let offs = usize::from(le_u16(inode, at + 2));
-        let size = le_u32(inode, at + 8) as usize;
-        let name = inode.get(at + 16..at + 16 + nl)?;
-        if index == 7 && name == b"data" && le_u32(inode, at + 4) == 0 {
-            let v = first + offs;
-            if v + size <= isz {
-                return Some((v, size, at));
-            }
-            return None;
+    for e in xattrs.entries() {
+        let e = e.ok()?;
+        if e.e_name_index == 7 && e.name == b"data" && e.e_value_inum == 0 {
+            let v = first + usize::from(e.e_value_offs);
+            let size = e.e_value_size as usize;
+            return (v + size <= isz).then_some((v, size, first + e.offset));
         }
-        at += (16 + nl + 3) & !3;
     }
     None
 }

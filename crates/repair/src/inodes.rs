@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ext4_layout::bytes::{le_u32, put_le_u32};
+use ext4_layout::blockmap;
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::flags;
-use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
+use ext4_layout::inode::{field, i_block_word, I_BLOCK};
 
 use super::blocks;
 use super::raw::{
@@ -50,13 +50,12 @@ fn clear_bad_block_entries(
     {
         let r = stage.inode(io, 1)?;
         for i in 0..15 {
-            let at = I_BLOCK_OFFSET + 4 * i;
-            let b = u64::from(le_u32(r, at));
+            let b = u64::from(i_block_word(i).get(r));
             if b == 0 {
                 continue;
             }
             if !in_range(b) || (i < 12 && drop(b)) {
-                put_le_u32(r, at, 0);
+                i_block_word(i).set(r, 0);
             } else if i >= 12 {
                 indirect.push((b, i - 11));
             }
@@ -71,12 +70,12 @@ fn clear_bad_block_entries(
         stage.read(io, b, &mut buf)?;
         let mut changed = false;
         for k in 0..bs / 4 {
-            let e = u64::from(le_u32(&buf, 4 * k));
+            let e = u64::from(blockmap::pointer(&buf, k));
             if e == 0 {
                 continue;
             }
             if !in_range(e) || (level == 1 && drop(e)) {
-                put_le_u32(&mut buf, 4 * k, 0);
+                blockmap::put_pointer(&mut buf, k, 0);
                 changed = true;
             } else if level > 1 {
                 indirect.push((e, level - 1));

@@ -7,11 +7,11 @@ use crate::error::Error;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ext4_layout::bytes::{put_be_u32, put_le_u32};
+use ext4_layout::bytes::put_be_u32;
 use ext4_layout::csum::crc32c_raw;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::Inode;
-use ext4_layout::inode::{field, i_block_word, I_BLOCK, I_BLOCK_OFFSET};
+use ext4_layout::inode::{field, i_block_word, I_BLOCK};
 use ext4_layout::journal::descriptor::{BlockTag, DescriptorBlock, TagFlags};
 use ext4_layout::journal::revoke::RevokeBlock;
 use ext4_layout::journal::superblock as jsbl;
@@ -1085,7 +1085,7 @@ fn truncate<'f>(
     let starts = [12u64, 12 + per, 12 + per + per * per];
     for (i, &s) in starts.iter().enumerate() {
         if s >= keep {
-            put_le_u32(r, I_BLOCK_OFFSET + 4 * (12 + i), 0);
+            i_block_word(12 + i).set(r, 0);
         }
     }
     Ok(())

@@ -4,10 +4,10 @@
 
 use std::io;
 
-use ext4_layout::bytes::{le_u32, put_le_u32};
-use ext4_layout::extent::ExtentNode;
+use ext4_layout::blockmap;
 use ext4_layout::inode::{flags, Inode};
-use ext4_layout::inode::{i_block_word, I_BLOCK, I_BLOCK_OFFSET};
+use ext4_layout::inode::{i_block_word, I_BLOCK};
+use ext4_layout::walk::{self, BlockMapVisitor, BlockSource, ExtentVisitor, MapStep, WalkEntry};
 
 use super::stage::{Kind, Staging};
 use check_core::io::Io;
@@ -17,54 +17,113 @@ fn bad(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
+/// A walk of an inode's mapping as this round leaves it: every mapping
+/// block is read through the overlay.
+struct Staged<'s, 'f, 'i> {
+    stage: &'s Staging<'f>,
+    io: &'i mut Io<'f>,
+    leaves: Vec<LeafExtent>,
+    /// Mapped (logical, physical) blocks of a block map.
+    data: Vec<(u64, u64)>,
+    /// The extent tree nodes or indirect blocks.
+    tree: Vec<u64>,
+    /// The first map block that could not be read.
+    err: Option<io::Error>,
+}
+
+impl<'s, 'f, 'i> Staged<'s, 'f, 'i> {
+    fn new(stage: &'s Staging<'f>, io: &'i mut Io<'f>) -> Self {
+        Staged {
+            stage,
+            io,
+            leaves: Vec::new(),
+            data: Vec::new(),
+            tree: Vec::new(),
+            err: None,
+        }
+    }
+}
+
+impl BlockSource for Staged<'_, '_, '_> {
+    type Error = io::Error;
+
+    fn block_size(&self) -> usize {
+        self.stage.fs().block_size()
+    }
+
+    fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.stage.read(self.io, blk, buf)
+    }
+
+    fn holds(&self, blk: u64) -> bool {
+        self.stage.fs().geo.block_in_range(blk)
+    }
+}
+
+impl ExtentVisitor for Staged<'_, '_, '_> {
+    type Place = ();
+    type Break = io::Error;
+
+    fn leaf(&mut self, _: &mut (), e: WalkEntry) -> io::Result<()> {
+        self.leaves.push(LeafExtent {
+            lblk: e.lblk,
+            pblk: e.pblk,
+            len: e.len,
+            uninit: e.uninit,
+        });
+        Ok(())
+    }
+
+    fn index(&mut self, _: &mut (), _level: u16, e: WalkEntry) -> io::Result<Option<()>> {
+        if !self.holds(e.pblk) {
+            return Err(bad("extent index out of range"));
+        }
+        self.tree.push(e.pblk);
+        Ok(Some(()))
+    }
+
+    fn unreadable(&mut self, _blk: u64, err: io::Error) -> io::Error {
+        err
+    }
+
+    fn cycle(&mut self, _blk: u64) -> io::Error {
+        bad("extent tree loops")
+    }
+
+    /// The overlay's nodes are this round's own: taken as they are.
+    fn node(&mut self, _: &mut (), _blk: u64, _bytes: &[u8]) -> io::Result<bool> {
+        Ok(true)
+    }
+}
+
+impl BlockMapVisitor for Staged<'_, '_, '_> {
+    fn data(&mut self, blk: u64, lblk: u64, _parent: u64) {
+        self.data.push((lblk, blk));
+    }
+
+    /// A map block outside the file system maps nothing.
+    fn map_block(&mut self, blk: u64, _level: u32, _lblk: u64, _parent: u64) -> MapStep {
+        if !self.holds(blk) {
+            return MapStep::Skip;
+        }
+        self.tree.push(blk);
+        MapStep::Descend
+    }
+
+    fn unreadable(&mut self, _blk: u64, err: io::Error) {
+        self.err.get_or_insert(err);
+    }
+}
+
 /// The leaf extents of an extent-mapped inode.
 pub fn extents_of<'f>(
     stage: &Staging<'f>,
     io: &mut Io<'f>,
     raw: &[u8],
 ) -> io::Result<Vec<LeafExtent>> {
-    let mut out = Vec::new();
-    let root = raw[I_BLOCK].to_vec();
-    walk_node(stage, io, &root, 0, &mut out, &mut Vec::new())?;
-    Ok(out)
-}
-
-fn walk_node<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    node: &[u8],
-    depth_guard: u32,
-    out: &mut Vec<LeafExtent>,
-    tree: &mut Vec<u64>,
-) -> io::Result<()> {
-    if depth_guard > 8 {
-        return Err(bad("extent tree too deep"));
-    }
-    let n = ExtentNode::new(node).ok_or_else(|| bad("bad extent node"))?;
-    if n.eh_depth() == 0 {
-        for i in 0..n.entry_count() {
-            let e = n.leaf(i);
-            out.push(LeafExtent {
-                lblk: u64::from(e.ee_block),
-                pblk: e.start,
-                len: u64::from(e.len()),
-                uninit: e.is_uninit(),
-            });
-        }
-        return Ok(());
-    }
-    let bs = stage.fs().block_size();
-    for i in 0..n.entry_count() {
-        let ix = n.index(i);
-        if !stage.fs().geo.block_in_range(ix.leaf) {
-            return Err(bad("extent index out of range"));
-        }
-        let mut child = vec![0u8; bs];
-        stage.read(io, ix.leaf, &mut child)?;
-        tree.push(ix.leaf);
-        walk_node(stage, io, &child, depth_guard + 1, out, tree)?;
-    }
-    Ok(())
+    let mut v = Staged::new(stage, io);
+    walk::walk_extent_tree(&mut v, &raw[I_BLOCK], u64::MAX, ())?;
+    Ok(v.leaves)
 }
 
 /// Every mapped (logical, physical) data block of an inode, in logical
@@ -115,39 +174,25 @@ pub fn tree_blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io:
 fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Mapping> {
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
-    let mut v = Vec::new();
-    let mut tree = Vec::new();
     if inode.has_flag(flags::INLINE_DATA) {
-        return Ok((v, tree));
+        return Ok((Vec::new(), Vec::new()));
     }
+    let mut v = Staged::new(stage, io);
     if inode.has_flag(flags::EXTENTS) {
-        let mut leaves = Vec::new();
-        let root = raw[I_BLOCK].to_vec();
-        walk_node(stage, io, &root, 0, &mut leaves, &mut tree)?;
-        for e in leaves {
-            for k in 0..e.len {
-                v.push((e.lblk + k, e.pblk + k));
-            }
-        }
-        v.sort_unstable();
-        return Ok((v, tree));
+        walk::walk_extent_tree(&mut v, &raw[I_BLOCK], u64::MAX, ())?;
+        let mut data: Vec<(u64, u64)> = v
+            .leaves
+            .iter()
+            .flat_map(|e| (0..e.len).map(move |k| (e.lblk + k, e.pblk + k)))
+            .collect();
+        data.sort_unstable();
+        return Ok((data, v.tree));
     }
-    let per = (stage.fs().block_size() / 4) as u64;
-    for k in 0..12u64 {
-        let b = u64::from(i_block_word(k as usize).get(&raw));
-        if b != 0 {
-            v.push((k, b));
-        }
+    walk::walk_block_map(&mut v, &raw[I_BLOCK]);
+    match v.err {
+        Some(e) => Err(e),
+        None => Ok((v.data, v.tree)),
     }
-    let mut start = 12u64;
-    for level in 1..=3u32 {
-        let b = u64::from(i_block_word(11 + level as usize).get(&raw));
-        if b != 0 {
-            walk_ind(stage, io, b, level, start, &mut v, &mut tree)?;
-        }
-        start += per.pow(level);
-    }
-    Ok((v, tree))
 }
 
 /// Unmaps every block of `ino` from logical block `keep` on, with the
@@ -183,11 +228,11 @@ pub fn truncate_map<'f>(
         }
         let mut start = 12u64;
         for level in 1..=3u32 {
-            let slot = I_BLOCK_OFFSET + 4 * (11 + level as usize);
-            let b = u64::from(le_u32(&stage.inode_copy(io, ino)?, slot));
+            let slot = i_block_word(11 + level as usize);
+            let b = u64::from(slot.get(&stage.inode_copy(io, ino)?));
             if b != 0 && cut_ind(stage, io, b, level, start, keep, per)? {
                 let r = stage.inode(io, ino)?;
-                put_le_u32(r, slot, 0);
+                slot.set(r, 0);
             }
             start += per.pow(level);
         }
@@ -221,7 +266,7 @@ fn cut_ind<'f>(
     let mut any = false;
     let mut changed = false;
     for k in 0..per {
-        let child = u64::from(le_u32(&buf, 4 * k as usize));
+        let child = u64::from(blockmap::pointer(&buf, k as usize));
         if child == 0 {
             continue;
         }
@@ -232,7 +277,7 @@ fn cut_ind<'f>(
             cut_ind(stage, io, child, level - 1, cstart, keep, per)?
         };
         if drop {
-            put_le_u32(&mut buf, 4 * k as usize, 0);
+            blockmap::put_pointer(&mut buf, k as usize, 0);
             changed = true;
         } else {
             any = true;
@@ -280,38 +325,6 @@ pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) 
     };
     let r = stage.inode(io, ino)?;
     ext4_layout::inode::BLOCKS.set(r, v);
-    Ok(())
-}
-
-fn walk_ind<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    blk: u64,
-    level: u32,
-    start: u64,
-    v: &mut Vec<(u64, u64)>,
-    tree: &mut Vec<u64>,
-) -> io::Result<()> {
-    if !stage.fs().geo.block_in_range(blk) {
-        return Ok(());
-    }
-    tree.push(blk);
-    let bs = stage.fs().block_size();
-    let per = (bs / 4) as u64;
-    let mut b = vec![0u8; bs];
-    stage.read(io, blk, &mut b)?;
-    let span = per.pow(level - 1);
-    for k in 0..per {
-        let p = u64::from(le_u32(&b, 4 * k as usize));
-        if p == 0 {
-            continue;
-        }
-        if level == 1 {
-            v.push((start + k, p));
-        } else {
-            walk_ind(stage, io, p, level - 1, start + k * span, v, tree)?;
-        }
-    }
     Ok(())
 }
 
@@ -380,17 +393,17 @@ pub fn map_block<'f>(
         let k = (rel / span) as usize;
         rel %= span;
         let b = stage.block(io, cur, Kind::Plain)?;
-        let mut next = u64::from(le_u32(b, 4 * k));
+        let mut next = u64::from(blockmap::pointer(b, k));
         if next == 0 {
             next = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
             stage.fresh_block(next, Kind::Plain);
             let b = stage.block(io, cur, Kind::Plain)?;
-            put_le_u32(b, 4 * k, next as u32);
+            blockmap::put_pointer(b, k, next as u32);
         }
         cur = next;
         level -= 1;
     }
     let b = stage.block(io, cur, Kind::Plain)?;
-    put_le_u32(b, 4 * rel as usize, blk as u32);
+    blockmap::put_pointer(b, rel as usize, blk as u32);
     Ok(())
 }

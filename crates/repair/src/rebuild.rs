@@ -5,7 +5,6 @@
 use ext4_layout::group_desc as gd;
 use std::io;
 
-use ext4_layout::bytes::le_u16;
 use ext4_layout::edit;
 use ext4_layout::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4_layout::inode::FileType;
@@ -28,9 +27,10 @@ pub fn rebuild_with_allocations<'f>(
         st.maps.block_found.test_and_set(b >> bits);
     }
     for ino in inodes {
-        let dir = stage
-            .inode_copy(io, ino)
-            .is_ok_and(|r| FileType::from_mode(le_u16(&r, 0)) == Some(FileType::Directory));
+        let dir = stage.inode_copy(io, ino).is_ok_and(|r| {
+            FileType::from_mode(ext4_layout::inode::field::i_mode.get(&r))
+                == Some(FileType::Directory)
+        });
         st.maps.inode_used.test_and_set(u64::from(ino - 1));
         if dir {
             st.maps.inode_dir.test_and_set(u64::from(ino - 1));

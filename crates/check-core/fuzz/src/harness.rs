@@ -14,8 +14,46 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use check_core::{check, CheckOptions, Report};
-use pipeline::{open_device, IoMode, Target};
+use pipeline::{open_device, IoMode, OpenError, Target};
 use repair::{repair, Mode, RepairOptions};
+
+/// Which property failed, or what kept the run from testing it.
+#[derive(Debug)]
+pub enum Failure {
+    /// The in-memory image could not be made or read back.
+    Memory(&'static str, std::io::Error),
+    /// The image could not be opened as a device.
+    Open(OpenError),
+    /// The read-only check wrote to the image.
+    CheckChangedImage,
+    /// The repair went past its round limit.
+    TooManyRounds(usize),
+    /// The repair finished, and the check after it still finds problems.
+    NotClean {
+        /// Rounds the repair ran.
+        rounds: usize,
+        /// The first problems found.
+        found: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Memory(what, e) => write!(f, "{what}: {e}"),
+            Failure::Open(e) => write!(f, "open: {e}"),
+            Failure::CheckChangedImage => f.write_str("the read-only check changed the image"),
+            Failure::TooManyRounds(n) => write!(f, "the repair ran {n} rounds"),
+            Failure::NotClean { rounds, found } => write!(
+                f,
+                "the repair finished ({rounds} rounds) but the check after it finds: {}",
+                found.join("; ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
 
 /// An anonymous in-memory file holding `bytes`, and a path that opens it.
 struct MemFile {
@@ -24,34 +62,37 @@ struct MemFile {
 }
 
 impl MemFile {
-    fn new(bytes: &[u8]) -> Result<MemFile, String> {
+    fn new(bytes: &[u8]) -> Result<MemFile, Failure> {
         // SAFETY: the name is a NUL-terminated literal; the call has no
         // other preconditions.
         let fd = unsafe { libc::memfd_create(c"ext4chk-fuzz".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
-            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+            return Err(Failure::Memory(
+                "memfd_create",
+                std::io::Error::last_os_error(),
+            ));
         }
         // SAFETY: `fd` was just created and is owned by nothing else.
         let mut file = unsafe { File::from_raw_fd(fd) };
         file.write_all(bytes)
-            .map_err(|e| format!("writing the image: {e}"))?;
+            .map_err(|e| Failure::Memory("writing the image", e))?;
         Ok(MemFile {
             file,
             path: PathBuf::from(format!("/proc/self/fd/{fd}")),
         })
     }
 
-    fn contents(&self) -> Result<Vec<u8>, String> {
+    fn contents(&self) -> Result<Vec<u8>, Failure> {
         use std::os::unix::fs::FileExt;
         let len = self
             .file
             .metadata()
-            .map_err(|e| format!("stat: {e}"))?
+            .map_err(|e| Failure::Memory("stat", e))?
             .len();
         let mut v = vec![0u8; len as usize];
         self.file
             .read_exact_at(&mut v, 0)
-            .map_err(|e| format!("reading back: {e}"))?;
+            .map_err(|e| Failure::Memory("reading back", e))?;
         Ok(v)
     }
 }
@@ -76,9 +117,8 @@ fn check_opts(threads: usize) -> CheckOptions {
     }
 }
 
-fn run_check(mem: &MemFile, threads: usize) -> Result<Report, String> {
-    let dev =
-        open_device(&Target::whole(&mem.path), IoMode::Pread).map_err(|e| format!("open: {e}"))?;
+fn run_check(mem: &MemFile, threads: usize) -> Result<Report, Failure> {
+    let dev = open_device(&Target::whole(&mem.path), IoMode::Pread).map_err(Failure::Open)?;
     Ok(check(Arc::new(dev), &check_opts(threads)))
 }
 
@@ -91,16 +131,16 @@ pub const MAX_ROUNDS: usize = 16;
 
 /// Runs check, repair and check on `image`; returns what happened, or
 /// which property failed.
-pub fn exercise(image: &[u8], threads: usize) -> Result<Outcome, String> {
+pub fn exercise(image: &[u8], threads: usize) -> Result<Outcome, Failure> {
     exercise_keeping(image, threads, false)
 }
 
 /// [`exercise`], also returning the repaired image when `keep` is set.
-pub fn exercise_keeping(image: &[u8], threads: usize, keep: bool) -> Result<Outcome, String> {
+pub fn exercise_keeping(image: &[u8], threads: usize, keep: bool) -> Result<Outcome, Failure> {
     let ro = MemFile::new(image)?;
     let first = run_check(&ro, threads)?;
     if ro.contents()? != image {
-        return Err("the read-only check changed the image".into());
+        return Err(Failure::CheckChangedImage);
     }
     drop(ro);
     let rw = MemFile::new(image)?;
@@ -126,7 +166,7 @@ pub fn exercise_keeping(image: &[u8], threads: usize, keep: bool) -> Result<Outc
         after: None,
     };
     if repaired.rounds > MAX_ROUNDS {
-        return Err(format!("the repair ran {} rounds", repaired.rounds));
+        return Err(Failure::TooManyRounds(repaired.rounds));
     }
     if broken(&repaired.report) || repaired.report.cancelled {
         return Ok(out);
@@ -142,11 +182,10 @@ pub fn exercise_keeping(image: &[u8], threads: usize, keep: bool) -> Result<Outc
             .collect();
         let mut found: Vec<String> = second.aborted.iter().cloned().collect();
         found.extend(what);
-        return Err(format!(
-            "the repair finished ({} rounds) but the check after it finds: {}",
-            repaired.rounds,
-            found.join("; ")
-        ));
+        return Err(Failure::NotClean {
+            rounds: repaired.rounds,
+            found,
+        });
     }
     out.repaired = true;
     if keep {

@@ -133,6 +133,34 @@ fn try_open(
     };
     let raw = read_sb(dev, byte_off)?;
     let sb = Superblock::from_array(&raw);
+    check_identity(&sb)?;
+    check_shape(&sb, ignore_sb_errors)?;
+    let geo = Geometry::from_superblock(&sb).map_err(geometry_err)?;
+    if sb.incompat().contains(IncompatFeatures::META_BG)
+        && geo.first_meta_bg > geo.desc_blocks
+        && !ignore_sb_errors
+    {
+        return Err(OpenErr::Corrupt(
+            "first meta block group is past the descriptor table".into(),
+        ));
+    }
+    let gdt = read_gdt(dev, &geo, sb_block)?;
+    let mut parts = Parts {
+        sb: raw,
+        geo,
+        gdt,
+        sb_block,
+    };
+    if sb_block > 1 && parts.geo.has_gdt_csum() {
+        // A backup's descriptors are stale: forget their UNINIT hints.
+        clear_uninit_in_memory(&mut parts);
+    }
+    Ok(parts)
+}
+
+/// What the superblock says it is: its magic, checksum, revision and
+/// features, in the order the library judges them.
+fn check_identity(sb: &Superblock<'_>) -> Result<(), OpenErr> {
     let metadata_csum = sb.ro_compat().contains(RoCompatFeatures::METADATA_CSUM);
     let mut pending = None;
     if metadata_csum && sb.s_checksum_type() != CHECKSUM_TYPE_CRC32C {
@@ -157,6 +185,12 @@ fn try_open(
     if sb.incompat().contains(IncompatFeatures::JOURNAL_DEV) {
         return Err(OpenErr::JournalDev);
     }
+    Ok(())
+}
+
+/// Whether the superblock's sizes and counts describe a file system the
+/// library can open.
+fn check_shape(sb: &Superblock<'_>, ignore_sb_errors: bool) -> Result<(), OpenErr> {
     let log_block = sb.s_log_block_size();
     let log_cluster = sb.s_log_cluster_size();
     let bigalloc = sb.ro_compat().contains(RoCompatFeatures::BIGALLOC);
@@ -227,27 +261,7 @@ fn try_open(
             sb.s_inodes_per_group()
         )));
     }
-    let geo = Geometry::from_superblock(&sb).map_err(geometry_err)?;
-    if sb.incompat().contains(IncompatFeatures::META_BG)
-        && geo.first_meta_bg > geo.desc_blocks
-        && !ignore_sb_errors
-    {
-        return Err(OpenErr::Corrupt(
-            "first meta block group is past the descriptor table".into(),
-        ));
-    }
-    let gdt = read_gdt(dev, &geo, sb_block)?;
-    let mut parts = Parts {
-        sb: raw,
-        geo,
-        gdt,
-        sb_block,
-    };
-    if sb_block > 1 && parts.geo.has_gdt_csum() {
-        // A backup's descriptors are stale: forget their UNINIT hints.
-        clear_uninit_in_memory(&mut parts);
-    }
-    Ok(parts)
+    Ok(())
 }
 
 fn geometry_err(e: GeometryError) -> OpenErr {

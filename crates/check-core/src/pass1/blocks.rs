@@ -1,12 +1,12 @@
 //! `check_blocks`: walk an inode's blocks (block map, extent tree or
 //! inline data), claim them, and check `i_size` and `i_blocks`.
 
-use ext4_layout::blockmap::IndirectBlock;
 use ext4_layout::extent::ExtentNode;
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::htree::DxRoot;
 use ext4_layout::inode::{flags, inode_csum_seed, Inode};
 use ext4_layout::superblock::OS_HURD;
+use ext4_layout::walk::{self, BlockMapVisitor, BlockSource, ExtentVisitor, MapStep, WalkEntry};
 
 use super::types::{
     has_valid_blocks, Cur, DxInfo, LeafExtent, Pass1, QuotaUse, Worker, EXTENT_DEPTH_SLOTS,
@@ -425,89 +425,22 @@ impl Worker<'_, '_, '_> {
     /// single, double and triple indirect trees, each map block reported
     /// before its entries.
     fn walk_block_map(&mut self, cur: &Cur<'_>, w: &mut Walk) -> Result<(), MapErr> {
-        let inode = cur.inode;
-        let per = u64::from(self.p.fs.geo.block_size / 4);
-        let mut bcount: i64 = 0;
-        for i in 0..12 {
-            let b = u64::from(inode.i_block_word(i));
-            if b != 0 || w.is_dir {
-                self.process_block(w, b, bcount, 0);
-            }
-            bcount += 1;
+        let i_block = cur.inode.i_block();
+        // A directory's first block is registered even when it is a hole.
+        if w.is_dir && cur.inode.i_block_word(0) == 0 {
+            self.process_block(w, 0, 0, 0);
         }
-        // The error that counts is the latest: a later successful read of
-        // a map block clears it.
-        let mut err: Option<MapErr> = None;
-        let mut any_error = false;
-        let ind = u64::from(inode.i_block_word(12));
-        if ind != 0 {
-            self.walk_ind(w, ind, 0, 1, &mut bcount, &mut err, &mut any_error);
-        } else {
-            bcount += per as i64;
-        }
-        let dind = u64::from(inode.i_block_word(13));
-        if dind != 0 {
-            self.walk_ind(w, dind, 0, 2, &mut bcount, &mut err, &mut any_error);
-        } else {
-            bcount += (per * per) as i64;
-        }
-        let tind = u64::from(inode.i_block_word(14));
-        if tind != 0 {
-            self.walk_ind(w, tind, 0, 3, &mut bcount, &mut err, &mut any_error);
-        }
-        match err {
-            Some(e) if any_error => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    /// One map block at `level` (1 = single indirect). Returns whether the
-    /// walk below reported an error (which stops the parent's loop).
-    #[allow(clippy::too_many_arguments)]
-    fn walk_ind(
-        &mut self,
-        w: &mut Walk,
-        blk: u64,
-        ref_block: u64,
-        level: u32,
-        bcount: &mut i64,
-        err: &mut Option<MapErr>,
-        any_error: &mut bool,
-    ) -> bool {
-        let fs = self.p.fs;
-        let per = u64::from(fs.geo.block_size / 4);
-        let span = per.pow(level) as i64;
-        if self.process_block(w, blk, -(level as i64), ref_block) {
-            *bcount += span;
-            return false;
-        }
-        if blk >= fs.geo.blocks_count || blk < fs.geo.first_data_block {
-            *err = Some(MapErr::BadInd(blk));
-            *any_error = true;
-            return true;
-        }
-        let mut buf = vec![0u8; fs.block_size()];
-        if self.io.read_blocks(blk, &mut buf).is_err() {
-            *err = Some(MapErr::Read(blk));
-            *any_error = true;
-            return true;
-        }
-        *err = None;
-        let ib = IndirectBlock::new(&buf);
-        for i in 0..ib.len() {
-            let b = u64::from(ib.get(i));
-            if level == 1 {
-                if b != 0 {
-                    self.process_block(w, b, *bcount, blk);
-                }
-                *bcount += 1;
-            } else if b == 0 {
-                *bcount += span / per as i64;
-            } else if self.walk_ind(w, b, blk, level - 1, bcount, err, any_error) {
-                return true;
-            }
-        }
-        false
+        let mut v = MapCheck {
+            per: u64::from(self.p.fs.geo.block_size / 4),
+            w: self,
+            walk: w,
+            err: None,
+            top: (0, 0),
+            at: 0,
+            shift: 0,
+        };
+        walk::walk_block_map(&mut v, i_block);
+        v.err.map_or(Ok(()), Err)
     }
 
     /// An inode with the extents flag on a file system without extents:
@@ -518,43 +451,12 @@ impl Worker<'_, '_, '_> {
             return;
         }
         // The library cannot open such a tree and silently walks nothing.
-        let Some(root) = ExtentNode::new(ib).filter(|n| n.validate(true).is_ok()) else {
+        if ExtentNode::new(ib).is_none_or(|n| n.validate(true).is_err()) {
             return;
-        };
-        let depth = root.eh_depth();
-        self.foreign_node(w, ib.to_vec(), 0, depth);
-    }
-
-    fn foreign_node(&mut self, w: &mut Walk, node: Vec<u8>, level: u16, max_depth: u16) {
-        let Some(n) = ExtentNode::new(&node) else {
-            return;
-        };
-        let bs = self.p.fs.block_size();
-        for i in 0..n.entry_count() {
-            if w.error.is_some() {
-                return;
-            }
-            if level == max_depth {
-                let e = n.leaf(i);
-                for j in 0..u64::from(e.len()) {
-                    self.process_block(w, e.start + j, (u64::from(e.ee_block) + j) as i64, 0);
-                }
-            } else {
-                let ix = n.index(i);
-                self.process_block(w, ix.leaf, -1, 0);
-                let mut buf = vec![0u8; bs];
-                if self.io.read_blocks(ix.leaf, &mut buf).is_err() {
-                    w.error = Some(format!("cannot read extent block {}", ix.leaf));
-                    return;
-                }
-                let ok = ExtentNode::new(&buf)
-                    .is_some_and(|c| c.validate(false).is_ok() && c.eh_entries() > 0);
-                if !ok {
-                    w.error = Some(format!("bad extent block {}", ix.leaf));
-                    return;
-                }
-                self.foreign_node(w, buf, level + 1, max_depth);
-            }
+        }
+        let mut v = ForeignCheck { w: self, walk: w };
+        if let Err(why) = walk::walk_extent_tree(&mut v, ib, u64::MAX, ()) {
+            w.error = Some(why.to_string());
         }
     }
 
@@ -610,27 +512,27 @@ impl Worker<'_, '_, '_> {
                 inode.i_generation(),
             ))
         };
-        let mut tree = Tree {
+        let tree = Tree {
             max_depth: root.eh_depth(),
             eof,
             seed,
             is_verity: inode.has_flag(flags::VERITY),
-            path: Vec::new(),
         };
-        if let Err(why) = self.scan_node(
+        let root_place = NodePlace {
+            level: 0,
+            start_block: 0,
+            end_block: 0,
+            try_repairs: true,
+            failed_csum: false,
+            last_pblk: 0,
+        };
+        let mut v = ExtentCheck {
+            w: self,
             cur,
-            w,
-            &mut tree,
-            ib,
-            NodePlace {
-                level: 0,
-                node_end: end_blk,
-                start_block: 0,
-                end_block: 0,
-                try_repairs: true,
-                failed_csum: false,
-            },
-        ) {
+            walk: w,
+            tree,
+        };
+        if let Err(why) = walk::walk_extent_tree(&mut v, ib, end_blk, root_place) {
             self.report(
                 Finding::new(Code::ExtentIterateFailure)
                     .ino(cur.ino)
@@ -640,105 +542,19 @@ impl Worker<'_, '_, '_> {
         }
     }
 
-    /// e2fsck's scan of one extent node, placed in its tree by `at`.
-    fn scan_node(
-        &mut self,
-        cur: &Cur<'_>,
-        w: &mut Walk,
-        t: &mut Tree,
-        node: &[u8],
-        mut at: NodePlace,
-    ) -> Result<(), ExtentWalkError> {
-        let Some(n) = ExtentNode::new(node) else {
-            return Ok(());
-        };
-        let entries = usize::from(n.eh_entries());
-        let is_leaf = at.level == t.max_depth;
-        let ino = cur.ino;
-        let mut last_pblk = 0u64;
-        for i in 0..entries {
-            // An index entry's range runs to the next one's start, or to
-            // the end of the node's own range.
-            let next_start = if !is_leaf && i + 1 < entries {
-                u64::from(n.index(i + 1).ei_block)
-            } else {
-                at.node_end
-            };
-            let e = if is_leaf {
-                let x = n.leaf(i);
-                NodeEntry {
-                    lblk: u64::from(x.ee_block),
-                    pblk: x.start,
-                    len: u64::from(x.len()),
-                    uninit: x.is_uninit(),
-                }
-            } else {
-                let ix = n.index(i);
-                NodeEntry {
-                    lblk: u64::from(ix.ei_block),
-                    pblk: ix.leaf,
-                    len: u64::from(next_start.wrapping_sub(u64::from(ix.ei_block)) as u32),
-                    uninit: false,
-                }
-            };
-            last_pblk = e.pblk;
-            let last_lblk = e.lblk.wrapping_add(e.len).wrapping_sub(1);
-            let problem = self.extent_problem(w, t, &e, is_leaf, &at, last_lblk);
-            if at.try_repairs && w.is_dir && problem.is_none() && e.uninit {
-                self.report(
-                    Finding::new(Code::UninitExtentOnDir)
-                        .ino(ino)
-                        .num(e.lblk)
-                        .blk(e.pblk),
-                );
-            }
-            if let Some(code) = problem.filter(|_| at.try_repairs) {
-                let f = Finding::new(code).ino(ino).blk(e.pblk).num(e.lblk);
-                let f = if code == Code::ExtentEndOutOfBounds {
-                    f.num2(u64::from(at.level))
-                } else {
-                    f.num2(e.len)
-                };
-                self.report(f);
-                continue;
-            }
-            if is_leaf {
-                at.start_block = self.take_extent(cur, w, e, at.try_repairs);
-            } else {
-                let child = NodePlace {
-                    level: at.level + 1,
-                    node_end: next_start,
-                    start_block: e.lblk,
-                    end_block: last_lblk,
-                    try_repairs: true,
-                    failed_csum: false,
-                };
-                self.descend(cur, w, t, e.pblk, child)?;
-            }
-        }
-        if at.failed_csum {
-            self.report(
-                Finding::new(Code::ExtentOnlyCsumInvalid)
-                    .ino(ino)
-                    .blk(last_pblk),
-            );
-        }
-        Ok(())
-    }
-
     /// The first problem of an extent-node entry, if any (a leaf extent
     /// without one moves the file's next expected block on).
     fn extent_problem(
         &self,
         w: &mut Walk,
         t: &Tree,
-        e: &NodeEntry,
+        e: &WalkEntry,
         is_leaf: bool,
         at: &NodePlace,
-        last_lblk: u64,
     ) -> Option<Code> {
         let geo = &self.p.fs.geo;
         let (lblk, pblk, len) = (e.lblk, e.pblk, e.len);
+        let last_lblk = last_of(e);
         let problem = if pblk == 0 || pblk < geo.first_data_block || pblk >= geo.blocks_count {
             Some(Code::ExtentBadStart)
         } else if lblk < at.start_block {
@@ -771,38 +587,41 @@ impl Worker<'_, '_, '_> {
         problem
     }
 
-    /// Goes down an index entry to the node at `pblk`: cycle, read,
-    /// header, first block and checksum, then its entries.
-    fn descend(
+    /// Reports an extent-node entry's problem, when the node's problems
+    /// are reported; returns whether the entry is dropped.
+    fn drop_entry(
         &mut self,
-        cur: &Cur<'_>,
-        w: &mut Walk,
-        t: &mut Tree,
+        ino: u32,
+        e: &WalkEntry,
+        at: &NodePlace,
+        problem: Option<Code>,
+    ) -> bool {
+        let Some(code) = problem.filter(|_| at.try_repairs) else {
+            return false;
+        };
+        let f = Finding::new(code).ino(ino).blk(e.pblk).num(e.lblk);
+        let f = if code == Code::ExtentEndOutOfBounds {
+            f.num2(u64::from(at.level))
+        } else {
+            f.num2(e.len)
+        };
+        self.report(f);
+        true
+    }
+
+    /// A child node as read, before its entries: header, checksum and
+    /// first block. Whether to walk it.
+    fn check_child_node(
+        &mut self,
+        ino: u32,
+        t: &Tree,
+        at: &mut NodePlace,
         pblk: u64,
-        mut at: NodePlace,
-    ) -> Result<(), ExtentWalkError> {
+        bytes: &[u8],
+    ) -> Result<bool, ExtentWalkError> {
         let fs = self.p.fs;
-        let ino = cur.ino;
         let lblk = at.start_block;
-        if ino != 7
-            && pblk < u64::from(fs.sb().s_blocks_count_lo())
-            && self.p.maps.metadata.get(pblk)
-        {
-            at.try_repairs = false;
-            self.report(
-                Finding::new(Code::CriticalMetadataCollision)
-                    .ino(ino)
-                    .blk(pblk),
-            );
-        }
-        if t.path.contains(&pblk) {
-            return Err(ExtentWalkError::Cycle(pblk));
-        }
-        let mut child = vec![0u8; fs.block_size()];
-        if self.io.read_blocks(pblk, &mut child).is_err() {
-            return Err(ExtentWalkError::Unreadable(pblk));
-        }
-        let Some(cn) = ExtentNode::new(&child).filter(|c| c.validate(false).is_ok()) else {
+        let Some(cn) = ExtentNode::new(bytes).filter(|c| c.validate(false).is_ok()) else {
             if !at.try_repairs {
                 return Err(ExtentWalkError::Bad(pblk));
             }
@@ -812,7 +631,7 @@ impl Worker<'_, '_, '_> {
                     .blk(pblk)
                     .str(format!("bad header, logical block {lblk}")),
             );
-            return Ok(());
+            return Ok(false);
         };
         at.failed_csum = fs.geo.metadata_csum() && t.seed.is_none_or(|s| !cn.checksum_ok(s));
         if cn.eh_entries() == 0 {
@@ -834,22 +653,16 @@ impl Worker<'_, '_, '_> {
             at.failed_csum = false;
         }
         at.start_block = child_first;
-        t.path.push(pblk);
-        let r = self.scan_node(cur, w, t, &child, at);
-        t.path.pop();
-        r?;
-        self.mark_block_used(pblk);
-        w.num_blocks += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Takes a leaf extent that passed its checks: fragmentation, the
     /// directory's blocks, cluster alignment, the blocks it claims.
     /// Returns its last logical block.
-    fn take_extent(&mut self, cur: &Cur<'_>, w: &mut Walk, e: NodeEntry, try_repairs: bool) -> u64 {
+    fn take_extent(&mut self, cur: &Cur<'_>, w: &mut Walk, e: WalkEntry, try_repairs: bool) -> u64 {
         let geo = &self.p.fs.geo;
         let ino = cur.ino;
-        let NodeEntry {
+        let WalkEntry {
             mut lblk,
             pblk,
             len,
@@ -1033,14 +846,21 @@ impl Worker<'_, '_, '_> {
     }
 }
 
-/// One entry of an extent node: a leaf extent, or an index entry whose
-/// length runs to the next entry's start.
-#[derive(Clone, Copy)]
-struct NodeEntry {
-    lblk: u64,
-    pblk: u64,
-    len: u64,
-    uninit: bool,
+/// The check's visitors read mapping blocks through their worker's reader.
+macro_rules! reads_through_worker {
+    ($visitor:ty) => {
+        impl BlockSource for $visitor {
+            type Error = std::io::Error;
+
+            fn block_size(&self) -> usize {
+                self.w.io.block_size()
+            }
+
+            fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> std::io::Result<()> {
+                self.w.io.read_blocks(blk, buf)
+            }
+        }
+    };
 }
 
 /// Where an extent node sits in its tree, and what its parent expects.
@@ -1048,9 +868,6 @@ struct NodeEntry {
 struct NodePlace {
     /// Its depth below the root (0 for the root).
     level: u16,
-    /// Where its range ends: the next index entry's start, or its
-    /// parent's end.
-    node_end: u64,
     /// The first logical block it may map.
     start_block: u64,
     /// The last logical block it may map (0: no limit).
@@ -1060,14 +877,235 @@ struct NodePlace {
     try_repairs: bool,
     /// The node failed its checksum and nothing else was found wrong.
     failed_csum: bool,
+    /// The physical block of its latest entry.
+    last_pblk: u64,
 }
 
+/// What the whole extent tree of the inode being checked shares.
 struct Tree {
     max_depth: u16,
     eof: u64,
     seed: Option<u32>,
     is_verity: bool,
-    path: Vec<u64>,
+}
+
+/// The last logical block of an extent-node entry.
+fn last_of(e: &WalkEntry) -> u64 {
+    e.lblk.wrapping_add(e.len).wrapping_sub(1)
+}
+
+/// The check's visitor over an extent tree (e2fsck's scan of each node):
+/// each entry is judged, a problem reported and the entry dropped, a
+/// good leaf taken and a good index entry gone down.
+struct ExtentCheck<'v, 'p, 'f, 'io, 'c> {
+    w: &'v mut Worker<'p, 'f, 'io>,
+    cur: &'v Cur<'c>,
+    walk: &'v mut Walk,
+    tree: Tree,
+}
+
+reads_through_worker!(ExtentCheck<'_, '_, '_, '_, '_>);
+
+impl ExtentVisitor for ExtentCheck<'_, '_, '_, '_, '_> {
+    type Place = NodePlace;
+    type Break = ExtentWalkError;
+
+    fn leaf(&mut self, at: &mut NodePlace, e: WalkEntry) -> Result<(), ExtentWalkError> {
+        let ino = self.cur.ino;
+        at.last_pblk = e.pblk;
+        let problem = self.w.extent_problem(self.walk, &self.tree, &e, true, at);
+        if at.try_repairs && self.walk.is_dir && problem.is_none() && e.uninit {
+            self.w.report(
+                Finding::new(Code::UninitExtentOnDir)
+                    .ino(ino)
+                    .num(e.lblk)
+                    .blk(e.pblk),
+            );
+        }
+        if !self.w.drop_entry(ino, &e, at, problem) {
+            at.start_block = self.w.take_extent(self.cur, self.walk, e, at.try_repairs);
+        }
+        Ok(())
+    }
+
+    fn index(
+        &mut self,
+        at: &mut NodePlace,
+        _level: u16,
+        e: WalkEntry,
+    ) -> Result<Option<NodePlace>, ExtentWalkError> {
+        let ino = self.cur.ino;
+        at.last_pblk = e.pblk;
+        let problem = self.w.extent_problem(self.walk, &self.tree, &e, false, at);
+        if self.w.drop_entry(ino, &e, at, problem) {
+            return Ok(None);
+        }
+        let mut child = NodePlace {
+            level: at.level + 1,
+            start_block: e.lblk,
+            end_block: last_of(&e),
+            try_repairs: true,
+            failed_csum: false,
+            last_pblk: 0,
+        };
+        let fs = self.w.p.fs;
+        if ino != 7
+            && e.pblk < u64::from(fs.sb().s_blocks_count_lo())
+            && self.w.p.maps.metadata.get(e.pblk)
+        {
+            child.try_repairs = false;
+            self.w.report(
+                Finding::new(Code::CriticalMetadataCollision)
+                    .ino(ino)
+                    .blk(e.pblk),
+            );
+        }
+        Ok(Some(child))
+    }
+
+    fn unreadable(&mut self, blk: u64, _err: std::io::Error) -> ExtentWalkError {
+        ExtentWalkError::Unreadable(blk)
+    }
+
+    fn cycle(&mut self, blk: u64) -> ExtentWalkError {
+        ExtentWalkError::Cycle(blk)
+    }
+
+    fn node(
+        &mut self,
+        at: &mut NodePlace,
+        blk: u64,
+        bytes: &[u8],
+    ) -> Result<bool, ExtentWalkError> {
+        self.w
+            .check_child_node(self.cur.ino, &self.tree, at, blk, bytes)
+    }
+
+    fn done(&mut self, at: NodePlace, blk: Option<u64>) -> Result<(), ExtentWalkError> {
+        if at.failed_csum {
+            self.w.report(
+                Finding::new(Code::ExtentOnlyCsumInvalid)
+                    .ino(self.cur.ino)
+                    .blk(at.last_pblk),
+            );
+        }
+        if let Some(blk) = blk {
+            self.w.mark_block_used(blk);
+            self.walk.num_blocks += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The check's visitor over a block map: every pointer goes through
+/// e2fsck's per-block callback, with e2fsck's numbering of logical
+/// blocks (after a map block fails, the later trees are numbered as if
+/// the failed one had ended where it failed).
+struct MapCheck<'v, 'p, 'f, 'io> {
+    w: &'v mut Worker<'p, 'f, 'io>,
+    walk: &'v mut Walk,
+    per: u64,
+    /// The latest map-block failure: a later map block read clears it.
+    err: Option<MapErr>,
+    /// The top-level tree being walked: its first logical block and level.
+    top: (u64, u32),
+    /// The first logical block of the latest map block met.
+    at: u64,
+    /// How far the numbering lags the blocks' places, after failures.
+    shift: u64,
+}
+
+impl MapCheck<'_, '_, '_, '_> {
+    /// Notes that the top-level tree was left at the latest map block.
+    fn left_tree(&mut self, why: MapErr) {
+        self.err = Some(why);
+        let (start, level) = self.top;
+        let end = start.saturating_add(self.per.saturating_pow(level));
+        self.shift += end.saturating_sub(self.at);
+    }
+}
+
+reads_through_worker!(MapCheck<'_, '_, '_, '_>);
+
+impl BlockMapVisitor for MapCheck<'_, '_, '_, '_> {
+    fn data(&mut self, blk: u64, lblk: u64, parent: u64) {
+        let n = lblk.saturating_sub(self.shift) as i64;
+        self.w.process_block(self.walk, blk, n, parent);
+    }
+
+    fn map_block(&mut self, blk: u64, level: u32, lblk: u64, parent: u64) -> MapStep {
+        if parent == 0 {
+            self.top = (lblk, level);
+        }
+        self.at = lblk;
+        if self
+            .w
+            .process_block(self.walk, blk, -i64::from(level), parent)
+        {
+            return MapStep::Skip;
+        }
+        let geo = &self.w.p.fs.geo;
+        if blk >= geo.blocks_count || blk < geo.first_data_block {
+            self.left_tree(MapErr::BadInd(blk));
+            return MapStep::Abandon;
+        }
+        self.err = None;
+        MapStep::Descend
+    }
+
+    fn unreadable(&mut self, blk: u64, _err: std::io::Error) {
+        self.left_tree(MapErr::Read(blk));
+    }
+}
+
+/// The check's visitor over an extent tree on a file system without
+/// extents: the library walks it without judging its entries.
+struct ForeignCheck<'v, 'p, 'f, 'io> {
+    w: &'v mut Worker<'p, 'f, 'io>,
+    walk: &'v mut Walk,
+}
+
+reads_through_worker!(ForeignCheck<'_, '_, '_, '_>);
+
+impl ExtentVisitor for ForeignCheck<'_, '_, '_, '_> {
+    type Place = ();
+    type Break = ExtentWalkError;
+
+    fn leaf(&mut self, _: &mut (), e: WalkEntry) -> Result<(), ExtentWalkError> {
+        for j in 0..e.len {
+            self.w
+                .process_block(self.walk, e.pblk + j, (e.lblk + j) as i64, 0);
+        }
+        Ok(())
+    }
+
+    fn index(
+        &mut self,
+        _: &mut (),
+        _level: u16,
+        e: WalkEntry,
+    ) -> Result<Option<()>, ExtentWalkError> {
+        self.w.process_block(self.walk, e.pblk, -1, 0);
+        Ok(Some(()))
+    }
+
+    fn unreadable(&mut self, blk: u64, _err: std::io::Error) -> ExtentWalkError {
+        ExtentWalkError::Unreadable(blk)
+    }
+
+    fn cycle(&mut self, blk: u64) -> ExtentWalkError {
+        ExtentWalkError::Cycle(blk)
+    }
+
+    fn node(&mut self, _: &mut (), blk: u64, bytes: &[u8]) -> Result<bool, ExtentWalkError> {
+        let ok =
+            ExtentNode::new(bytes).is_some_and(|c| c.validate(false).is_ok() && c.eh_entries() > 0);
+        if ok {
+            Ok(true)
+        } else {
+            Err(ExtentWalkError::Bad(blk))
+        }
+    }
 }
 
 /// The deepest extent tree e2fsck accepts for a block size.

@@ -1,13 +1,21 @@
 //! Extended attributes in pass 1: the in-inode area and EA blocks.
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u8};
 use ext4_layout::features::{CompatFeatures, IncompatFeatures};
 use ext4_layout::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use ext4_layout::xattr::{
-    ea_round, entry_hash, entry_hash_ea_inode, XattrBlock, EA_ENTRY_HEADER, EA_MAGIC, EA_MAGIC_V1,
+    ea_round, entries_end_at, entry_at, entry_hash, entry_hash_ea_inode, XattrBlock, XattrEntry,
+    EA_BLOCK_HEADER, EA_ENTRY_HEADER, EA_MAGIC, EA_MAGIC_V1,
 };
 
 use super::types::{Cur, EaRef, Worker};
+
+/// An EA block being judged, and the inode it is judged for.
+#[derive(Clone, Copy)]
+struct EaSpot {
+    ino: u32,
+    blk: u64,
+    gen: u32,
+}
 use crate::problem::{Code, Finding};
 
 /// A set of disjoint byte ranges inside `[0, max)`, for catching overlapping
@@ -67,8 +75,9 @@ impl Worker<'_, '_, '_> {
         let mut problem: Option<Finding> = None;
         let mut quota = 0u64;
         let ino = cur.ino;
-        while remain >= EA_ENTRY_HEADER && le_u32(area, pos) != 0 {
-            let name_len = usize::from(le_u8(area, pos));
+        while remain >= EA_ENTRY_HEADER && !entries_end_at(area, pos) {
+            let entry = entry_at(area, pos);
+            let name_len = usize::from(entry.e_name_len);
             let esize = ea_round(EA_ENTRY_HEADER + name_len);
             if !region.allocate(pos as u64, esize as u64) {
                 problem = Some(Finding::new(Code::InodeEaAllocCollision).ino(ino));
@@ -84,13 +93,11 @@ impl Worker<'_, '_, '_> {
                 break;
             }
             remain -= ea_round(name_len);
-            let offs = usize::from(le_u16(area, pos + 2));
-            let inum = le_u32(area, pos + 4);
-            let vsize = le_u32(area, pos + 8) as usize;
-            let hash = le_u32(area, pos + 12);
-            let name = area
-                .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
-                .unwrap_or(&[]);
+            let offs = usize::from(entry.e_value_offs);
+            let inum = entry.e_value_inum;
+            let vsize = entry.e_value_size as usize;
+            let hash = entry.e_hash;
+            let name = entry.name;
             if inum == 0 {
                 if vsize > remain {
                     problem = Some(Finding::new(Code::AttrValueSize).ino(ino).num(vsize as u64));
@@ -141,14 +148,7 @@ impl Worker<'_, '_, '_> {
         }
         // References to EA inodes are counted whether or not the area had
         // a problem (the problem was declined).
-        let mut pos = 4usize;
-        while pos + EA_ENTRY_HEADER <= area.len() && le_u32(area, pos) != 0 {
-            let inum = le_u32(area, pos + 4);
-            if inum != 0 {
-                self.out.ea_inode_refs.push(inum);
-            }
-            pos += ea_round(EA_ENTRY_HEADER + usize::from(le_u8(area, pos)));
-        }
+        self.note_ea_inode_refs(area, 4);
     }
 
     /// Checks an attribute value stored in an EA inode. Returns the blocks
@@ -288,10 +288,11 @@ impl Worker<'_, '_, '_> {
             self.report(Finding::new(Code::EaBlockMultiple).ino(ino).blk(blk));
         }
         let mut region = Region::new(bs as u64);
-        region.allocate(0, 32);
-        let mut pos = 32usize;
-        while pos + 4 <= bs && le_u32(buf, pos) != 0 {
-            let name_len = usize::from(le_u8(buf, pos));
+        region.allocate(0, EA_BLOCK_HEADER as u64);
+        let mut pos = EA_BLOCK_HEADER;
+        while pos + 4 <= bs && !entries_end_at(buf, pos) {
+            let entry = entry_at(buf, pos);
+            let name_len = usize::from(entry.e_name_len);
             let esize = ea_round(EA_ENTRY_HEADER + name_len);
             if !region.allocate(pos as u64, esize as u64) {
                 self.report(
@@ -302,7 +303,7 @@ impl Worker<'_, '_, '_> {
                 );
                 break;
             }
-            let index = le_u8(buf, pos + 1);
+            let index = entry.e_name_index;
             if (index == 0) != v1 || (v1 && name_len == 0) {
                 self.report(
                     Finding::new(Code::EaBlockEntry)
@@ -312,51 +313,9 @@ impl Worker<'_, '_, '_> {
                 );
                 break;
             }
-            let offs = usize::from(le_u16(buf, pos + 2));
-            let inum = le_u32(buf, pos + 4);
-            let vsize = le_u32(buf, pos + 8) as usize;
-            let hash = le_u32(buf, pos + 12);
-            let name = buf
-                .get(pos + EA_ENTRY_HEADER..pos + EA_ENTRY_HEADER + name_len)
-                .unwrap_or(&[])
-                .to_vec();
-            if inum == 0 {
-                if vsize > 1 << 24 || offs + vsize > bs {
-                    self.report(
-                        Finding::new(Code::EaBlockEntry)
-                            .ino(ino)
-                            .blk(blk)
-                            .str("bad value"),
-                    );
-                    break;
-                }
-                if vsize != 0 && !region.allocate(offs as u64, ea_round(vsize) as u64) {
-                    self.report(
-                        Finding::new(Code::EaBlockEntry)
-                            .ino(ino)
-                            .blk(blk)
-                            .str("values overlap"),
-                    );
-                }
-                let value = if vsize > 0 {
-                    buf.get(offs..(offs + ea_round(vsize)).min(bs))
-                } else {
-                    None
-                };
-                if hash != entry_hash(&name, value, false) && hash != entry_hash(&name, value, true)
-                {
-                    self.report(
-                        Finding::new(Code::AttrHash)
-                            .ino(ino)
-                            .blk(blk)
-                            .num(u64::from(hash)),
-                    );
-                }
-            } else {
-                match self.check_large_ea_inode(gen, ino, &name, inum, vsize as u64, hash) {
-                    Ok(q) => *quota += q,
-                    Err(f) => self.report(f.blk(blk)),
-                }
+            let at = EaSpot { ino, blk, gen };
+            if !self.check_block_value(&at, buf, &entry, &mut region, quota) {
+                break;
             }
             pos += esize;
         }
@@ -371,13 +330,70 @@ impl Worker<'_, '_, '_> {
         if failed_csum {
             self.report(Finding::new(Code::EaBlockCsum).ino(ino).blk(blk));
         }
-        let mut pos = 32usize;
-        while !self.silent && pos + EA_ENTRY_HEADER <= bs && le_u32(buf, pos) != 0 {
-            let inum = le_u32(buf, pos + 4);
-            if inum != 0 {
-                self.out.ea_inode_refs.push(inum);
+        if !self.silent {
+            self.note_ea_inode_refs(buf, EA_BLOCK_HEADER);
+        }
+    }
+
+    /// The value of one entry of an EA block: its place and hash, or the
+    /// EA inode holding it. Returns false when the block's walk stops.
+    fn check_block_value(
+        &mut self,
+        at: &EaSpot,
+        buf: &[u8],
+        entry: &XattrEntry<'_>,
+        region: &mut Region,
+        quota: &mut u64,
+    ) -> bool {
+        let EaSpot { ino, blk, gen } = *at;
+        let bs = buf.len();
+        let offs = usize::from(entry.e_value_offs);
+        let vsize = entry.e_value_size as usize;
+        let hash = entry.e_hash;
+        let name = entry.name;
+        if entry.e_value_inum != 0 {
+            match self.check_large_ea_inode(gen, ino, name, entry.e_value_inum, vsize as u64, hash)
+            {
+                Ok(q) => *quota += q,
+                Err(f) => self.report(f.blk(blk)),
             }
-            pos += ea_round(EA_ENTRY_HEADER + usize::from(le_u8(buf, pos)));
+            return true;
+        }
+        let entry_problem =
+            |what: &str| Finding::new(Code::EaBlockEntry).ino(ino).blk(blk).str(what);
+        if vsize > 1 << 24 || offs + vsize > bs {
+            self.report(entry_problem("bad value"));
+            return false;
+        }
+        if vsize != 0 && !region.allocate(offs as u64, ea_round(vsize) as u64) {
+            self.report(entry_problem("values overlap"));
+        }
+        let value = if vsize > 0 {
+            buf.get(offs..(offs + ea_round(vsize)).min(bs))
+        } else {
+            None
+        };
+        if hash != entry_hash(name, value, false) && hash != entry_hash(name, value, true) {
+            self.report(
+                Finding::new(Code::AttrHash)
+                    .ino(ino)
+                    .blk(blk)
+                    .num(u64::from(hash)),
+            );
+        }
+        true
+    }
+
+    /// Notes the EA inodes that the entries of an area (from byte `from`)
+    /// refer to.
+    fn note_ea_inode_refs(&mut self, area: &[u8], from: usize) {
+        let mut pos = from;
+        while pos + EA_ENTRY_HEADER <= area.len() && !entries_end_at(area, pos) {
+            let entry = entry_at(area, pos);
+            if entry.e_value_inum != 0 {
+                self.out.ea_inode_refs.push(entry.e_value_inum);
+            }
+            pos += entry.size();
         }
     }
 }

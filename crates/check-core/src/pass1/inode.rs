@@ -2,6 +2,7 @@
 //! check every question is answered "no": a finding is recorded and the
 //! inode goes on to the next check, as e2fsck does with `-n`.
 
+use ext4_layout::dirent;
 use ext4_layout::extent::ExtentNode;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::{flags, FileType, Inode, GOOD_OLD_INODE_SIZE, S_IFDIR, S_IFMT, S_IFREG};
@@ -484,9 +485,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             return;
         }
         let bytes = inode.bytes();
-        if ext4_layout::bytes::le_u32(bytes, GOOD_OLD_INODE_SIZE + extra)
-            == ext4_layout::xattr::EA_MAGIC
-        {
+        if ext4_layout::xattr::inode_area(bytes, extra).is_some_and(|x| x.present()) {
             self.check_ea_in_inode(cur, extra);
         }
         // A time with bit 31 set and both epoch bits set cannot be
@@ -519,12 +518,10 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 return;
             }
             let ib = inode.i_block();
-            let parent = ext4_layout::bytes::le_u32(ib, 0);
-            let dino = ext4_layout::bytes::le_u32(ib, 4);
-            let rec_len = ext4_layout::dirent::decode_rec_len(
-                ext4_layout::bytes::le_u16(ib, 8),
-                fs.block_size(),
-            );
+            // The parent's number, then the first entry.
+            let parent = inode.i_block_word(0);
+            let dino = dirent::inode_at(ib, 4);
+            let rec_len = dirent::rec_len_at(ib, 4, fs.block_size());
             let icount = fs.sb().s_inodes_count();
             if parent >= icount
                 || (parent < geo.first_ino && parent != 2)
@@ -726,7 +723,6 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
 
 /// Whether a block starts with a '.' entry for `ino` and a '..' entry.
 fn looks_like_dir_block(fs: &crate::fs::Fs, buf: &[u8], ino: u32, generation: u32) -> bool {
-    use ext4_layout::bytes::{le_u16, le_u32, le_u8};
     let bs = buf.len();
     if fs.metadata_csum() {
         let seed = ext4_layout::inode::inode_csum_seed(fs.geo.csum_seed, ino, generation);
@@ -738,20 +734,15 @@ fn looks_like_dir_block(fs: &crate::fs::Fs, buf: &[u8], ino: u32, generation: u3
             return false;
         }
     }
-    let rl = usize::from(le_u16(buf, 4));
-    if le_u8(buf, 6) != 1
-        || le_u8(buf, 8) != b'.'
-        || le_u32(buf, 0) != ino
+    let rl = dirent::raw_rec_len_at(buf, 0);
+    if dirent::name_at(buf, 0) != b"."
+        || dirent::inode_at(buf, 0) != ino
         || rl < 12
         || rl % 4 != 0
         || rl >= bs - 12
     {
         return false;
     }
-    let rl2 = usize::from(le_u16(buf, rl + 4));
-    le_u8(buf, rl + 6) == 2
-        && le_u8(buf, rl + 8) == b'.'
-        && le_u8(buf, rl + 9) == b'.'
-        && rl2 >= 12
-        && rl2 % 4 == 0
+    let rl2 = dirent::raw_rec_len_at(buf, rl);
+    dirent::name_at(buf, rl) == b".." && rl2 >= 12 && rl2 % 4 == 0
 }

@@ -3,8 +3,7 @@
 //! depends on the order blocks are processed in, so it can be applied
 //! later in e2fsck's order whatever thread produced it.
 
-use ext4_layout::bytes::{le_u16, le_u32, le_u8};
-use ext4_layout::dirent::{decode_rec_len, ft, leaf_checksum, DirEntry, DIR_TAIL_SIZE};
+use ext4_layout::dirent::{self, ft, leaf_checksum, DirEntry, DirTail, DIR_TAIL_SIZE};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::group_desc::BG_INODE_UNINIT;
@@ -118,7 +117,7 @@ pub fn tail_status(block: &[u8]) -> TailStatus {
     let top = bs - DIR_TAIL_SIZE;
     let mut pos = 0usize;
     while pos < top {
-        let rl = usize::from(le_u16(block, pos + 4));
+        let rl = dirent::raw_rec_len_at(block, pos);
         if rl < 8 || rl % 4 != 0 {
             return TailStatus::Corrupted;
         }
@@ -141,22 +140,25 @@ pub fn tail_status(block: &[u8]) -> TailStatus {
 /// block's tail, else failure.
 fn block_csum_ok(block: &[u8], seed: u32) -> bool {
     if tail_status(block) == TailStatus::Found {
-        let stored = le_u32(block, block.len() - 4);
-        return stored == leaf_checksum(block, seed);
+        return DirTail::find(block)
+            .is_some_and(|t| t.det_checksum() == leaf_checksum(block, seed));
     }
     let bs = block.len();
-    let rl0 = usize::from(le_u16(block, 4));
-    let entries = if rl0 == bs && le_u16(block, 6) == 0 {
-        DxNode::new(block).map(|n| n.entries())
-    } else if rl0 == 12 {
-        let rl1 = usize::from(le_u16(block, 16));
-        if rl1 != bs - 12 || le_u32(block, 24) != 0 || le_u8(block, 29) != 8 {
+    let rl0 = dirent::raw_rec_len_at(block, 0);
+    let entries =
+        if rl0 == bs && dirent::name_len_at(block, 0) == 0 && dirent::file_type_at(block, 0) == 0 {
+            DxNode::new(block).map(|n| n.entries())
+        } else if rl0 == 12 {
+            let root = DxRoot::new(block);
+            if dirent::raw_rec_len_at(block, 12) != bs - 12
+                || root.is_none_or(|r| r.reserved_zero() != 0 || r.info_length() != 8)
+            {
+                return false;
+            }
+            root.map(|r| r.entries())
+        } else {
             return false;
-        }
-        DxRoot::new(block).map(|r| r.entries())
-    } else {
-        return false;
-    };
+        };
     let Some(e) = entries else {
         return false;
     };
@@ -393,7 +395,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 x if x == SYNTHETIC_DOT + 1 => &b".."[..],
                 off => {
                     let off = off as usize;
-                    let nl = usize::from(le_u8(lay.data, off + 6));
+                    let nl = dirent::name_len_at(lay.data, off);
                     lay.data.get(off + 8..off + 8 + nl).unwrap_or(&[])
                 }
             };
@@ -618,7 +620,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             };
             match dot_state {
                 0 => return Ok(dot(ino, b".")),
-                1 => return Ok(dot(le_u32(lay.data, 0), b"..")),
+                1 => return Ok(dot(dirent::inode_at(lay.data, 0), b"..")),
                 _ => *offset = at.max(4),
             }
         }
@@ -629,9 +631,9 @@ impl<'c> BlockCheck<'c, '_, '_> {
         let rec_len = if lay.region_len.saturating_sub(base) < 8 {
             min_len
         } else {
-            decode_rec_len(le_u16(e, 4), self.cx.fs.block_size())
+            dirent::rec_len_at(e, 0, self.cx.fs.block_size())
         };
-        let name_len = usize::from(le_u8(e, 6));
+        let name_len = dirent::name_len_at(e, 0);
         let min_for_name = (8 + name_len + if extended { 8 } else { 0 } + 3) & !3;
         if base + rec_len > lay.region_len
             || rec_len < min_len
@@ -646,10 +648,10 @@ impl<'c> BlockCheck<'c, '_, '_> {
             return Err(self.stop(format!("directory {ino} block {lblk} is corrupt")));
         }
         Ok(Entry {
-            ino: le_u32(e, 0),
+            ino: dirent::inode_at(e, 0),
             rec_len,
             name_len,
-            ftype: le_u8(e, 7),
+            ftype: dirent::file_type_at(e, 0),
             name: e.get(8..8 + name_len).unwrap_or(&[]),
             off: base,
             abs: lay.region_start + base,
@@ -662,7 +664,8 @@ impl<'c> BlockCheck<'c, '_, '_> {
         let ino = self.ino();
         let name = name_of(e.name);
         // The byte after the name must be NUL in a real entry.
-        let unterminated = |len: usize| !lay.inline && le_u8(lay.region, e.off + 8 + len) != 0;
+        let unterminated =
+            |len: usize| !lay.inline && lay.region.get(e.off + 8 + len).is_some_and(|&b| b != 0);
         match dot_state {
             0 => {
                 let problem = if e.ino == 0 {
@@ -911,8 +914,8 @@ fn entry_hash(
         if dot_state <= 1 {
             return prev;
         }
-        let at = if lay.inline { 0 } else { e.off } + 8 + ((e.name_len + 3) & !3);
-        return le_u32(lay.region, at);
+        let at = if lay.inline { 0 } else { e.off };
+        return dirent::stored_hash_at(lay.region, at, e.name_len);
     }
     let major = |name: &[u8]| dirhash(name, v, &rules.seed).map_or(0, |h| h.major);
     if rules.casefolded && rules.casefold_fs {

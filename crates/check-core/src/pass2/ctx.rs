@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use ext4_layout::bytes::{le_u16, le_u32};
-use ext4_layout::dirent::decode_rec_len;
+use ext4_layout::dirent;
 use ext4_layout::features::CompatFeatures;
 use ext4_layout::inode::{FileType, Inode};
 
@@ -174,11 +173,11 @@ impl<'a> P2Ctx<'a> {
         let bs = data.len();
         let mut pos = 0usize;
         while pos + 8 <= bs {
-            let ino = le_u32(data, pos);
+            let ino = dirent::inode_at(data, pos);
             if ino != 0 && !self.settled(ino) {
                 return false;
             }
-            let rl = decode_rec_len(le_u16(data, pos + 4), bs);
+            let rl = dirent::rec_len_at(data, pos, bs);
             if rl < 8 {
                 break;
             }

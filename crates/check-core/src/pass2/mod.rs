@@ -14,7 +14,6 @@ mod htree;
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU16;
 
-use ext4_layout::bytes::le_u8;
 use ext4_layout::inode::Inode;
 
 pub use badinode::{process_bad_inode, BadInodeOutcome};
@@ -188,8 +187,11 @@ pub fn merge(
 fn link_name(fs: &Fs, io: &mut Io<'_>, l: &DirLink, buf: &mut [u8]) -> String {
     let off = l.off as usize;
     let name_at = |d: &[u8]| -> String {
-        let nl = usize::from(le_u8(d, off + 6));
-        String::from_utf8_lossy(d.get(off + 8..off + 8 + nl).unwrap_or(&[])).into_owned()
+        let name = ext4_layout::dirent::name_at(d, off);
+        if name.len() < ext4_layout::dirent::name_len_at(d, off) {
+            return String::new();
+        }
+        String::from_utf8_lossy(name).into_owned()
     };
     if l.pblk != 0 {
         if io.read_blocks(l.pblk, buf).is_err() {
