@@ -16,6 +16,8 @@ pub const DX_ROOT_COUNT_OFFSET: usize = 0x20;
 pub const DX_NODE_COUNT_OFFSET: usize = 0x08;
 /// Size of one index entry.
 pub const DX_ENTRY_SIZE: usize = 8;
+/// `info_length` of a root's `dx_root_info`.
+pub const DX_ROOT_INFO_LEN: u8 = 8;
 /// Size of the checksum tail after the index entries.
 pub const DX_TAIL_SIZE: usize = 8;
 

@@ -42,6 +42,12 @@ pub const FLAGS_TEST_FILESYS: u32 = 0x0004;
 
 /// `s_creator_os` value for the Hurd, which lays out some inode fields differently.
 pub const OS_HURD: u32 = 1;
+/// `s_errors`: carry on after an error.
+pub const ERRORS_CONTINUE: u16 = 1;
+/// `s_default_mount_opts`: `user_xattr`.
+pub const DEFM_XATTR_USER: u32 = 0x0004;
+/// `s_default_mount_opts`: `acl`.
+pub const DEFM_ACL: u32 = 0x0008;
 
 /// A read-only view of a superblock.
 #[derive(Clone, Copy)]
@@ -421,6 +427,10 @@ on_disk! {
 
 /// Where `s_uuid` lies.
 pub const S_UUID: std::ops::Range<usize> = 0x68..0x78;
+/// Where `s_volume_name` lies.
+pub const S_VOLUME_NAME: std::ops::Range<usize> = 0x78..0x88;
+/// Where `s_hash_seed` lies: four little-endian words.
+pub const S_HASH_SEED: std::ops::Range<usize> = 0xEC..0xFC;
 /// Where `s_journal_uuid` lies.
 pub const S_JOURNAL_UUID: std::ops::Range<usize> = 0xD0..0xE0;
 /// The error record, `s_error_count` to `s_last_error_block` and the

@@ -202,9 +202,18 @@ pub fn walk_extent_tree<V: ExtentVisitor>(
     end: u64,
     place: V::Place,
 ) -> Result<(), V::Break> {
-    let Some(depth) = ExtentNode::new(root).map(|n| n.eh_depth()) else {
+    let Some(node) = ExtentNode::new(root) else {
         return Ok(());
     };
+    let depth = node.eh_depth();
+    if depth == 0 {
+        // Most files: the leaves are in the inode, and nothing is read.
+        let mut place = place;
+        for x in node.leaves() {
+            v.leaf(&mut place, leaf_entry(&x))?;
+        }
+        return v.done(place, None);
+    }
     let mut path = vec![Frame {
         bytes: root.to_vec(),
         blk: None,
@@ -230,14 +239,7 @@ pub fn walk_extent_tree<V: ExtentVisitor>(
         }
         top.next += 1;
         if level == depth {
-            let x = node.leaf(i);
-            let e = WalkEntry {
-                lblk: u64::from(x.ee_block),
-                pblk: x.start,
-                len: u64::from(x.len()),
-                uninit: x.is_uninit(),
-            };
-            v.leaf(&mut top.place, e)?;
+            v.leaf(&mut top.place, leaf_entry(&node.leaf(i)))?;
             continue;
         }
         let ix = node.index(i);
@@ -274,6 +276,15 @@ pub fn walk_extent_tree<V: ExtentVisitor>(
         }
     }
     Ok(())
+}
+
+fn leaf_entry(x: &crate::extent::Extent) -> WalkEntry {
+    WalkEntry {
+        lblk: u64::from(x.ee_block),
+        pblk: x.start,
+        len: u64::from(x.len()),
+        uninit: x.is_uninit(),
+    }
 }
 
 /// What a block map walk does with a map (indirect) block.

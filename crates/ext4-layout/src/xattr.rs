@@ -181,6 +181,39 @@ pub fn put_entry_hash(area: &mut [u8], pos: usize, hash: u32) {
     }
 }
 
+/// Starts an inode's attribute area (the bytes after its extra fields,
+/// which take `extra_isize` bytes) with the magic; the entries follow.
+pub fn start_inode_area(inode: &mut [u8], extra_isize: usize) {
+    let at = crate::inode::GOOD_OLD_INODE_SIZE + extra_isize;
+    if let Some(b) = inode.get_mut(at..at + 4) {
+        b.copy_from_slice(&EA_MAGIC.to_le_bytes());
+    }
+}
+
+/// Writes an entry whose value is stored in place at byte `pos` of an
+/// attribute area: its name (with its prefix index), the value's offset
+/// and size, and a zero hash (which the format allows for in-inode
+/// entries). Returns where the next entry starts.
+pub fn put_entry(
+    area: &mut [u8],
+    pos: usize,
+    name_index: u8,
+    name: &[u8],
+    value_offs: u16,
+    value_size: u32,
+) -> usize {
+    let len = ea_round(EA_ENTRY_HEADER + name.len());
+    if let Some(e) = area.get_mut(pos..pos + len) {
+        e.fill(0);
+        e[0] = name.len() as u8;
+        e[1] = name_index;
+        e[2..4].copy_from_slice(&value_offs.to_le_bytes());
+        e[8..12].copy_from_slice(&value_size.to_le_bytes());
+        e[EA_ENTRY_HEADER..EA_ENTRY_HEADER + name.len()].copy_from_slice(name);
+    }
+    pos + len
+}
+
 /// Why walking entries stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryWalkError {

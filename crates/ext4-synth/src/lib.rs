@@ -31,23 +31,29 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use ext4_layout::bytes::{le_u32, put_le_u16, put_le_u32};
 use ext4_layout::csum::{crc32c_raw, CRC32C_INIT};
-use ext4_layout::dirent::{encode_rec_len, rec_len_for, write_tail};
+use ext4_layout::dirent::{self, rec_len_for, write_tail};
 use ext4_layout::dirhash::{dirhash, version};
 use ext4_layout::edit::{
     set_bitmap_checksum, set_dx_checksum, set_group_desc_checksum, set_inode_checksum,
     set_superblock_checksum,
 };
-use ext4_layout::extent::EXT4_EXT_MAGIC;
+use ext4_layout::extent;
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
-use ext4_layout::group_desc::{BG_INODE_UNINIT, BG_INODE_ZEROED, DESC_SIZE_64};
-use ext4_layout::htree::{DX_ENTRY_SIZE, DX_ROOT_COUNT_OFFSET, DX_ROOT_INFO_OFFSET, DX_TAIL_SIZE};
-use ext4_layout::inode::{
-    flags, inode_csum_seed, EXTRA_ISIZE_FULL, GOOD_OLD_INODE_SIZE, I_BLOCK_OFFSET, S_IFDIR,
-    S_IFLNK, S_IFREG,
+use ext4_layout::group_desc::{self as gd, BG_INODE_UNINIT, BG_INODE_ZEROED, DESC_SIZE_64};
+use ext4_layout::htree::{
+    self, DxRootMut, DX_ENTRY_SIZE, DX_ROOT_COUNT_OFFSET, DX_ROOT_INFO_LEN, DX_TAIL_SIZE,
 };
-use ext4_layout::superblock::{EXT2_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ext4_layout::inode::{
+    self, field as ifield, flags, inode_csum_seed, EXTRA_ISIZE_FULL, GOOD_OLD_INODE_SIZE, I_BLOCK,
+    S_IFDIR, S_IFLNK, S_IFREG, TIMES_WITH_EXTRA,
+};
+use ext4_layout::superblock::{
+    self, field as sbf, CHECKSUM_TYPE_CRC32C, DEFM_ACL, DEFM_XATTR_USER, DYNAMIC_REV,
+    ERRORS_CONTINUE, EXT2_MAGIC, FLAGS_SIGNED_HASH, STATE_VALID, SUPERBLOCK_OFFSET,
+    SUPERBLOCK_SIZE,
+};
+use ext4_layout::xattr;
 
 /// What to write.
 #[derive(Clone, Debug)]
@@ -143,69 +149,6 @@ const FT_SYMLINK: u8 = 7;
 const XATTR_NAME: &[u8] = b"synth";
 const XATTR_USER: u8 = 1;
 const XATTR_VALUE: &[u8] = b"ext4-syn";
-const XATTR_MAGIC: u32 = 0xEA02_0000;
-
-/// Superblock and descriptor fields written here (byte offsets in the
-/// kernel's `struct ext4_super_block` and `struct ext4_group_desc`).
-mod field {
-    pub const S_INODES_COUNT: usize = 0x00;
-    pub const S_BLOCKS_COUNT_LO: usize = 0x04;
-    pub const S_FREE_BLOCKS_LO: usize = 0x0C;
-    pub const S_FREE_INODES: usize = 0x10;
-    pub const S_LOG_BLOCK_SIZE: usize = 0x18;
-    pub const S_LOG_CLUSTER_SIZE: usize = 0x1C;
-    pub const S_BLOCKS_PER_GROUP: usize = 0x20;
-    pub const S_CLUSTERS_PER_GROUP: usize = 0x24;
-    pub const S_INODES_PER_GROUP: usize = 0x28;
-    pub const S_WTIME: usize = 0x30;
-    pub const S_MAX_MNT_COUNT: usize = 0x36;
-    pub const S_MAGIC: usize = 0x38;
-    pub const S_STATE: usize = 0x3A;
-    pub const S_ERRORS: usize = 0x3C;
-    pub const S_LASTCHECK: usize = 0x40;
-    pub const S_REV_LEVEL: usize = 0x4C;
-    pub const S_FIRST_INO: usize = 0x54;
-    pub const S_INODE_SIZE: usize = 0x58;
-    pub const S_BLOCK_GROUP_NR: usize = 0x5A;
-    pub const S_FEATURE_COMPAT: usize = 0x5C;
-    pub const S_FEATURE_INCOMPAT: usize = 0x60;
-    pub const S_FEATURE_RO_COMPAT: usize = 0x64;
-    pub const S_UUID: usize = 0x68;
-    pub const S_VOLUME_NAME: usize = 0x78;
-    pub const S_HASH_SEED: usize = 0xEC;
-    pub const S_DEF_HASH_VERSION: usize = 0xFC;
-    pub const S_DESC_SIZE: usize = 0xFE;
-    pub const S_DEFAULT_MOUNT_OPTS: usize = 0x100;
-    pub const S_MKFS_TIME: usize = 0x108;
-    pub const S_BLOCKS_COUNT_HI: usize = 0x150;
-    pub const S_FREE_BLOCKS_HI: usize = 0x158;
-    pub const S_MIN_EXTRA_ISIZE: usize = 0x15C;
-    pub const S_WANT_EXTRA_ISIZE: usize = 0x15E;
-    pub const S_FLAGS: usize = 0x160;
-    pub const S_LOG_GROUPS_PER_FLEX: usize = 0x174;
-    pub const S_CHECKSUM_TYPE: usize = 0x175;
-
-    pub const BG_BLOCK_BITMAP: (usize, usize) = (0x00, 0x20);
-    pub const BG_INODE_BITMAP: (usize, usize) = (0x04, 0x24);
-    pub const BG_INODE_TABLE: (usize, usize) = (0x08, 0x28);
-    pub const BG_FREE_BLOCKS: (usize, usize) = (0x0C, 0x2C);
-    pub const BG_FREE_INODES: (usize, usize) = (0x0E, 0x2E);
-    pub const BG_USED_DIRS: (usize, usize) = (0x10, 0x30);
-    pub const BG_FLAGS: usize = 0x12;
-    pub const BG_ITABLE_UNUSED: (usize, usize) = (0x1C, 0x32);
-
-    pub const I_MODE: usize = 0x00;
-    pub const I_SIZE_LO: usize = 0x04;
-    pub const I_ATIME: usize = 0x08;
-    pub const I_CTIME: usize = 0x0C;
-    pub const I_MTIME: usize = 0x10;
-    pub const I_LINKS: usize = 0x1A;
-    pub const I_BLOCKS_LO: usize = 0x1C;
-    pub const I_FLAGS: usize = 0x20;
-    pub const I_SIZE_HI: usize = 0x6C;
-    pub const I_EXTRA_ISIZE: usize = 0x80;
-    pub const I_CRTIME: usize = 0x90;
-}
 
 /// The shape of the file system, worked out before anything is written.
 struct Geometry {
@@ -652,8 +595,8 @@ impl Writer<'_> {
         set_size(&mut raw, n * BS, n);
         set_extents(&mut raw, &[(at, n)]);
         if indexed {
-            let f = le_u32(&raw, field::I_FLAGS);
-            put_le_u32(&mut raw, field::I_FLAGS, f | flags::INDEX);
+            let f = ifield::i_flags.get(&raw);
+            ifield::i_flags.set(&mut raw, f | flags::INDEX);
             self.made.indexed_dirs += 1;
         }
         self.put_inode(ino, raw, true)?;
@@ -743,17 +686,14 @@ impl Writer<'_> {
         let mut root = vec![0u8; bs];
         put_dirent(&mut root, 0, ino, b".", FT_DIR, 12);
         put_dirent(&mut root, 12, parent, b"..", FT_DIR, bs - 12);
-        // dx_root_info: reserved, hash version, info length, levels, flags.
-        root[DX_ROOT_INFO_OFFSET + 4] = version::HALF_MD4;
-        root[DX_ROOT_INFO_OFFSET + 5] = 8;
+        // dx_root_info: the hash version and the info's length.
+        let mut info = DxRootMut::new(&mut root);
+        info.set(htree::field::hash_version, version::HALF_MD4);
+        info.set(htree::field::info_length, DX_ROOT_INFO_LEN);
         let c = DX_ROOT_COUNT_OFFSET;
-        put_le_u16(&mut root, c, limit as u16);
-        put_le_u16(&mut root, c + 2, leaves.len() as u16);
-        put_le_u32(&mut root, c + 4, 1);
-        for (k, (h, _)) in leaves.iter().enumerate().skip(1) {
-            let at = c + k * DX_ENTRY_SIZE;
-            put_le_u32(&mut root, at, *h);
-            put_le_u32(&mut root, at + 4, (k + 1) as u32);
+        htree::put_limit_count(&mut root, c, limit as u16, leaves.len() as u16);
+        for (k, (h, _)) in leaves.iter().enumerate() {
+            htree::put_index_entry(&mut root, c, k, *h, (k + 1) as u32);
         }
         set_dx_checksum(&mut root, seed, true);
         let mut out = root;
@@ -770,8 +710,7 @@ impl Writer<'_> {
             Kind::FastLink => {
                 let target = format!("file{}", f.saturating_sub(1).max(FIRST_TREE_INO));
                 let mut raw = new_inode(S_IFLNK | 0o777, 1);
-                raw[I_BLOCK_OFFSET..I_BLOCK_OFFSET + target.len()]
-                    .copy_from_slice(target.as_bytes());
+                raw[I_BLOCK][..target.len()].copy_from_slice(target.as_bytes());
                 set_size(&mut raw, target.len() as u64, 0);
                 raw
             }
@@ -871,18 +810,18 @@ impl Writer<'_> {
             free_inodes += u64::from(fi);
             self.made.blocks_used += used_blocks;
             let d = &mut gdt[(g as usize) * DESC_SIZE_64..(g as usize + 1) * DESC_SIZE_64];
-            put_split_u64(d, field::BG_BLOCK_BITMAP, bb);
-            put_split_u64(d, field::BG_INODE_BITMAP, ib);
-            put_split_u64(d, field::BG_INODE_TABLE, it);
-            put_split_u32(d, field::BG_FREE_BLOCKS, fb as u32);
-            put_split_u32(d, field::BG_FREE_INODES, fi);
-            put_split_u32(d, field::BG_USED_DIRS, self.dirs[g as usize]);
-            put_split_u32(d, field::BG_ITABLE_UNUSED, ipg - used_inodes);
+            gd::BLOCK_BITMAP.set(d, bb);
+            gd::INODE_BITMAP.set(d, ib);
+            gd::INODE_TABLE.set(d, it);
+            gd::FREE_BLOCKS.set(d, fb);
+            gd::FREE_INODES.set(d, u64::from(fi));
+            gd::USED_DIRS.set(d, u64::from(self.dirs[g as usize]));
+            gd::ITABLE_UNUSED.set(d, u64::from(ipg - used_inodes));
             let mut fl = BG_INODE_ZEROED;
             if used_inodes == 0 {
                 fl |= BG_INODE_UNINIT;
             }
-            put_le_u16(d, field::BG_FLAGS, fl);
+            gd::field::bg_flags.set(d, fl);
             set_bitmap_checksum(d, false, geo.fs_seed, &bbm);
             set_bitmap_checksum(d, true, geo.fs_seed, &ibm[..ipg as usize / 8]);
             set_group_desc_checksum(d, g as u32, true, geo.fs_seed, &geo.uuid);
@@ -899,7 +838,7 @@ impl Writer<'_> {
         self.superblock(&mut sb, free_blocks, free_inodes);
         for g in (0..groups).filter(|&g| Geometry::has_backup(g)) {
             let mut copy = sb.clone();
-            put_le_u16(&mut copy, field::S_BLOCK_GROUP_NR, g as u16);
+            sbf::s_block_group_nr.set(&mut copy, g as u16);
             set_superblock_checksum(&mut copy);
             let sb_at = if g == 0 {
                 SUPERBLOCK_OFFSET
@@ -917,30 +856,26 @@ impl Writer<'_> {
     fn superblock(&self, sb: &mut [u8], free_blocks: u64, free_inodes: u64) {
         let geo = &self.geo;
         let blocks = geo.groups * BPG;
-        put_le_u32(
-            sb,
-            field::S_INODES_COUNT,
-            (geo.groups * u64::from(geo.ipg)) as u32,
-        );
-        put_le_u32(sb, field::S_BLOCKS_COUNT_LO, blocks as u32);
-        put_le_u32(sb, field::S_BLOCKS_COUNT_HI, (blocks >> 32) as u32);
-        put_le_u32(sb, field::S_FREE_BLOCKS_LO, free_blocks as u32);
-        put_le_u32(sb, field::S_FREE_BLOCKS_HI, (free_blocks >> 32) as u32);
-        put_le_u32(sb, field::S_FREE_INODES, free_inodes as u32);
-        put_le_u32(sb, field::S_LOG_BLOCK_SIZE, 2);
-        put_le_u32(sb, field::S_LOG_CLUSTER_SIZE, 2);
-        put_le_u32(sb, field::S_BLOCKS_PER_GROUP, BPG as u32);
-        put_le_u32(sb, field::S_CLUSTERS_PER_GROUP, BPG as u32);
-        put_le_u32(sb, field::S_INODES_PER_GROUP, geo.ipg);
-        put_le_u32(sb, field::S_WTIME, TIME);
-        put_le_u16(sb, field::S_MAX_MNT_COUNT, 0xFFFF);
-        put_le_u16(sb, field::S_MAGIC, EXT2_MAGIC);
-        put_le_u16(sb, field::S_STATE, 1);
-        put_le_u16(sb, field::S_ERRORS, 1);
-        put_le_u32(sb, field::S_LASTCHECK, TIME);
-        put_le_u32(sb, field::S_REV_LEVEL, 1);
-        put_le_u32(sb, field::S_FIRST_INO, FIRST_INO);
-        put_le_u16(sb, field::S_INODE_SIZE, INODE_SIZE as u16);
+        sbf::s_inodes_count.set(sb, (geo.groups * u64::from(geo.ipg)) as u32);
+        superblock::BLOCKS_COUNT.set(sb, blocks);
+        superblock::FREE_BLOCKS_COUNT.set(sb, free_blocks);
+        sbf::s_free_inodes_count.set(sb, free_inodes as u32);
+        // 4 KiB blocks and clusters: 1024 << 2.
+        sbf::s_log_block_size.set(sb, 2);
+        sbf::s_log_cluster_size.set(sb, 2);
+        sbf::s_blocks_per_group.set(sb, BPG as u32);
+        sbf::s_clusters_per_group.set(sb, BPG as u32);
+        sbf::s_inodes_per_group.set(sb, geo.ipg);
+        sbf::s_wtime.set(sb, TIME);
+        // No mount-count check (-1).
+        sbf::s_max_mnt_count.set(sb, u16::MAX);
+        sbf::s_magic.set(sb, EXT2_MAGIC);
+        sbf::s_state.set(sb, STATE_VALID);
+        sbf::s_errors.set(sb, ERRORS_CONTINUE);
+        sbf::s_lastcheck.set(sb, TIME);
+        sbf::s_rev_level.set(sb, DYNAMIC_REV);
+        sbf::s_first_ino_raw.set(sb, FIRST_INO);
+        sbf::s_inode_size_raw.set(sb, INODE_SIZE as u16);
         let compat = CompatFeatures::EXT_ATTR.union(CompatFeatures::DIR_INDEX);
         let incompat = IncompatFeatures::FILETYPE
             .union(IncompatFeatures::EXTENTS)
@@ -952,25 +887,25 @@ impl Writer<'_> {
             .union(RoCompatFeatures::DIR_NLINK)
             .union(RoCompatFeatures::EXTRA_ISIZE)
             .union(RoCompatFeatures::METADATA_CSUM);
-        put_le_u32(sb, field::S_FEATURE_COMPAT, compat.0);
-        put_le_u32(sb, field::S_FEATURE_INCOMPAT, incompat.0);
-        put_le_u32(sb, field::S_FEATURE_RO_COMPAT, ro.0);
-        sb[field::S_UUID..field::S_UUID + 16].copy_from_slice(&geo.uuid);
-        sb[field::S_VOLUME_NAME..field::S_VOLUME_NAME + 5].copy_from_slice(b"synth");
+        sbf::s_feature_compat_raw.set(sb, compat.0);
+        sbf::s_feature_incompat_raw.set(sb, incompat.0);
+        sbf::s_feature_ro_compat_raw.set(sb, ro.0);
+        sb[superblock::S_UUID].copy_from_slice(&geo.uuid);
+        sb[superblock::S_VOLUME_NAME][..5].copy_from_slice(b"synth");
         for (k, w) in geo.hash_seed.iter().enumerate() {
-            put_le_u32(sb, field::S_HASH_SEED + 4 * k, *w);
+            sb[superblock::S_HASH_SEED][4 * k..4 * k + 4].copy_from_slice(&w.to_le_bytes());
         }
-        sb[field::S_DEF_HASH_VERSION] = version::HALF_MD4;
-        put_le_u16(sb, field::S_DESC_SIZE, DESC_SIZE_64 as u16);
+        sbf::s_def_hash_version.set(sb, version::HALF_MD4);
+        sbf::s_desc_size_raw.set(sb, DESC_SIZE_64 as u16);
         // user_xattr and acl, as mke2fs sets them.
-        put_le_u32(sb, field::S_DEFAULT_MOUNT_OPTS, 0x000C);
-        put_le_u32(sb, field::S_MKFS_TIME, TIME);
-        put_le_u16(sb, field::S_MIN_EXTRA_ISIZE, EXTRA_ISIZE_FULL);
-        put_le_u16(sb, field::S_WANT_EXTRA_ISIZE, EXTRA_ISIZE_FULL);
+        sbf::s_default_mount_opts.set(sb, DEFM_XATTR_USER | DEFM_ACL);
+        sbf::s_mkfs_time.set(sb, TIME);
+        sbf::s_min_extra_isize.set(sb, EXTRA_ISIZE_FULL);
+        sbf::s_want_extra_isize.set(sb, EXTRA_ISIZE_FULL);
         // Names hash as signed chars (mke2fs on x86); all names here are ASCII.
-        put_le_u32(sb, field::S_FLAGS, 1);
-        sb[field::S_LOG_GROUPS_PER_FLEX] = GROUPS_PER_FLEX.trailing_zeros() as u8;
-        sb[field::S_CHECKSUM_TYPE] = 1;
+        sbf::s_flags.set(sb, FLAGS_SIGNED_HASH);
+        sbf::s_log_groups_per_flex.set(sb, GROUPS_PER_FLEX.trailing_zeros() as u8);
+        sbf::s_checksum_type.set(sb, CHECKSUM_TYPE_CRC32C);
         set_superblock_checksum(sb);
     }
 }
@@ -978,65 +913,60 @@ impl Writer<'_> {
 /// A fresh in-use inode of `mode` with its times set.
 fn new_inode(mode: u16, links: u16) -> Vec<u8> {
     let mut raw = vec![0u8; INODE_SIZE];
-    put_le_u16(&mut raw, field::I_MODE, mode);
-    for t in [
-        field::I_ATIME,
-        field::I_CTIME,
-        field::I_MTIME,
-        field::I_CRTIME,
-    ] {
-        put_le_u32(&mut raw, t, TIME);
+    ifield::i_mode.set(&mut raw, mode);
+    for (t, _) in TIMES_WITH_EXTRA {
+        t.set(&mut raw, TIME);
     }
-    put_le_u16(&mut raw, field::I_LINKS, links);
-    put_le_u16(&mut raw, field::I_EXTRA_ISIZE, EXTRA_ISIZE_FULL);
+    ifield::i_links_count.set(&mut raw, links);
+    ifield::i_extra_isize_raw.set(&mut raw, EXTRA_ISIZE_FULL);
     raw
 }
 
 fn set_size(raw: &mut [u8], size: u64, blocks: u64) {
-    put_le_u32(raw, field::I_SIZE_LO, size as u32);
-    put_le_u32(raw, field::I_SIZE_HI, (size >> 32) as u32);
-    put_le_u32(raw, field::I_BLOCKS_LO, (blocks * BS / 512) as u32);
+    inode::SIZE.set(raw, size);
+    ifield::i_blocks_lo.set(raw, (blocks * BS / 512) as u32);
 }
 
 /// Maps the inode's blocks with in-inode extents (at most four runs).
 fn set_extents(raw: &mut [u8], runs: &[(u64, u64)]) {
-    let f = le_u32(raw, field::I_FLAGS);
-    put_le_u32(raw, field::I_FLAGS, f | flags::EXTENTS);
-    let h = I_BLOCK_OFFSET;
-    put_le_u16(raw, h, EXT4_EXT_MAGIC);
-    put_le_u16(raw, h + 2, runs.len() as u16);
-    put_le_u16(raw, h + 4, 4);
+    let f = ifield::i_flags.get(raw);
+    ifield::i_flags.set(raw, f | flags::EXTENTS);
+    let root = &mut raw[I_BLOCK];
+    extent::put_header(root, runs.len() as u16, 4, 0);
     let mut logical = 0u32;
     for (k, &(start, len)) in runs.iter().enumerate() {
-        let e = h + 12 + 12 * k;
-        put_le_u32(raw, e, logical);
-        put_le_u16(raw, e + 4, len as u16);
-        put_le_u16(raw, e + 6, (start >> 32) as u16);
-        put_le_u32(raw, e + 8, start as u32);
+        extent::put_entry(
+            root,
+            k,
+            &extent::encode_extent(logical, len as u16, false, start),
+        );
         logical += len as u32;
     }
 }
 
 /// An in-inode extended attribute, `user.synth`.
 fn put_xattr(raw: &mut [u8]) {
-    let base = GOOD_OLD_INODE_SIZE + usize::from(EXTRA_ISIZE_FULL);
-    put_le_u32(raw, base, XATTR_MAGIC);
-    let first = base + 4;
+    let extra = usize::from(EXTRA_ISIZE_FULL);
+    xattr::start_inode_area(raw, extra);
+    // Entries, and the offsets of values, count from right after the magic.
+    let first = GOOD_OLD_INODE_SIZE + extra + 4;
     let value_at = INODE_SIZE - XATTR_VALUE.len();
-    raw[first] = XATTR_NAME.len() as u8;
-    raw[first + 1] = XATTR_USER;
-    put_le_u16(raw, first + 2, (value_at - first) as u16);
-    put_le_u32(raw, first + 8, XATTR_VALUE.len() as u32);
-    raw[first + 16..first + 16 + XATTR_NAME.len()].copy_from_slice(XATTR_NAME);
+    let area = &mut raw[first..];
+    let value_offs = (value_at - first) as u16;
+    xattr::put_entry(
+        area,
+        0,
+        XATTR_USER,
+        XATTR_NAME,
+        value_offs,
+        XATTR_VALUE.len() as u32,
+    );
     raw[value_at..].copy_from_slice(XATTR_VALUE);
 }
 
 fn put_dirent(b: &mut [u8], at: usize, ino: u32, name: &[u8], ft: u8, rec_len: usize) {
-    put_le_u32(b, at, ino);
-    put_le_u16(b, at + 4, encode_rec_len(rec_len, b.len()));
-    b[at + 6] = name.len() as u8;
-    b[at + 7] = ft;
-    b[at + 8..at + 8 + name.len()].copy_from_slice(name);
+    let bs = b.len();
+    dirent::put_entry(b, at, bs, ino, rec_len, name, ft);
 }
 
 /// Fills a leaf block with `entries` (the last one's record reaching the
@@ -1044,7 +974,8 @@ fn put_dirent(b: &mut [u8], at: usize, ino: u32, name: &[u8], ft: u8, rec_len: u
 fn fill_leaf(b: &mut [u8], entries: &[Entry], seed: u32) {
     let end = b.len() - DIR_TAIL;
     if entries.is_empty() {
-        put_le_u16(b, 4, encode_rec_len(end, b.len()));
+        let bs = b.len();
+        dirent::set_rec_len(b, 0, bs, end);
     }
     let mut at = 0;
     for (k, e) in entries.iter().enumerate() {
@@ -1065,14 +996,4 @@ fn set_bits(map: &mut [u8], n: usize) {
     if n % 8 != 0 {
         map[full] = (1u8 << (n % 8)) - 1;
     }
-}
-
-fn put_split_u32(d: &mut [u8], (lo, hi): (usize, usize), v: u32) {
-    put_le_u16(d, lo, v as u16);
-    put_le_u16(d, hi, (v >> 16) as u16);
-}
-
-fn put_split_u64(d: &mut [u8], (lo, hi): (usize, usize), v: u64) {
-    put_le_u32(d, lo, v as u32);
-    put_le_u32(d, hi, (v >> 32) as u32);
 }
