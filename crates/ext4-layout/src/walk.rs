@@ -58,7 +58,7 @@
 //! ```
 
 use crate::blockmap::{DIND_BLOCK, IND_BLOCK, NDIR_BLOCKS, TIND_BLOCK};
-use crate::bytes::le_u32;
+use crate::bytes::{le_u32, put_le_u32};
 use crate::extent::ExtentNode;
 
 /// Where the walkers read mapping blocks from: a device, an image, or an
@@ -371,6 +371,111 @@ fn walk_map_block<V: BlockMapVisitor>(
     true
 }
 
+/// What to do at each pointer of a block map being rewritten.
+///
+/// The edit goes in the walk's order. Each pointer that is not zero goes
+/// to [`pointer`](Self::pointer), which says what to put in its place: the
+/// same block, another (a copy), or 0 to clear it (a map block cleared
+/// takes its subtree with it). The walk then goes down the map block the
+/// pointer became, if [`enter`](Self::enter) agrees, edits its entries,
+/// asks [`map_done`](Self::map_done) whether to keep it, and writes it
+/// back through [`write_block`](Self::write_block) when an entry changed.
+pub trait BlockMapEditor: BlockSource {
+    /// Pointer `blk` to a data block (`level` 0) or to a map block at
+    /// `level` whose range starts at logical block `lblk`: what it becomes.
+    fn pointer(&mut self, blk: u64, level: u32, lblk: u64) -> Result<u64, Self::Error>;
+
+    /// Whether to go down map block `blk` (what a pointer became). The
+    /// default goes down any block of the file system.
+    fn enter(&mut self, blk: u64, level: u32) -> Result<bool, Self::Error> {
+        let _ = level;
+        Ok(self.holds(blk))
+    }
+
+    /// After the entries of map block `blk`: what its pointer becomes,
+    /// given whether it still maps anything. The default keeps it.
+    fn map_done(&mut self, blk: u64, level: u32, maps_any: bool) -> u64 {
+        let _ = (level, maps_any);
+        blk
+    }
+
+    /// Writes map block `blk`, whose entries changed.
+    fn write_block(&mut self, blk: u64, bytes: &[u8]) -> Result<(), Self::Error>;
+}
+
+/// Rewrites the block map in `i_block` (an inode's 60 bytes) pointer by
+/// pointer, in the order of [`walk_block_map`]. Returns whether `i_block`
+/// changed; map blocks that changed have been written.
+pub fn edit_block_map<V: BlockMapEditor>(v: &mut V, i_block: &mut [u8]) -> Result<bool, V::Error> {
+    let per = (v.block_size() / 4) as u64;
+    let mut changed = false;
+    for k in 0..NDIR_BLOCKS {
+        let b = u64::from(le_u32(i_block, 4 * k));
+        if b != 0 {
+            let n = v.pointer(b, 0, k as u64)?;
+            if n != b {
+                put_le_u32(i_block, 4 * k, n as u32);
+                changed = true;
+            }
+        }
+    }
+    let mut lblk = NDIR_BLOCKS as u64;
+    for (slot, level) in [(IND_BLOCK, 1u32), (DIND_BLOCK, 2), (TIND_BLOCK, 3)] {
+        let b = u64::from(le_u32(i_block, 4 * slot));
+        if b != 0 {
+            let n = edit_map_block(v, b, level, lblk)?;
+            if n != b {
+                put_le_u32(i_block, 4 * slot, n as u32);
+                changed = true;
+            }
+        }
+        lblk = lblk.saturating_add(per.saturating_pow(level));
+    }
+    Ok(changed)
+}
+
+/// One map block's pointer and, below it, its entries: what the pointer
+/// becomes.
+fn edit_map_block<V: BlockMapEditor>(
+    v: &mut V,
+    blk: u64,
+    level: u32,
+    lblk: u64,
+) -> Result<u64, V::Error> {
+    let me = v.pointer(blk, level, lblk)?;
+    if me == 0 || !v.enter(me, level)? {
+        return Ok(me);
+    }
+    let mut buf = vec![0u8; v.block_size()];
+    v.read_block(me, &mut buf)?;
+    let per = buf.len() / 4;
+    let span = (per as u64).saturating_pow(level - 1);
+    let mut changed = false;
+    let mut maps_any = false;
+    for k in 0..per {
+        let b = u64::from(le_u32(&buf, 4 * k));
+        if b == 0 {
+            continue;
+        }
+        let at = lblk.saturating_add(k as u64 * span);
+        let n = if level == 1 {
+            v.pointer(b, 0, at)?
+        } else {
+            edit_map_block(v, b, level - 1, at)?
+        };
+        if n != b {
+            put_le_u32(&mut buf, 4 * k, n as u32);
+            changed = true;
+        }
+        maps_any |= n != 0;
+    }
+    let kept = v.map_done(me, level, maps_any);
+    if changed && kept != 0 {
+        v.write_block(me, &buf)?;
+    }
+    Ok(kept)
+}
+
 /// Finds the physical block that maps logical block `lblk` of a file
 /// whose mapping is `i_block`, going down the one path that holds it:
 /// `Some(0)` for a hole, `None` when the mapping cannot be followed (a
@@ -604,6 +709,71 @@ mod tests {
         assert_eq!(find_block(&mut src, &i_block, false, 12), Some(0));
         put_le_u32(&mut i_block, 4 * DIND_BLOCK, 999);
         assert_eq!(find_block(&mut src, &i_block, false, lblk), None);
+    }
+
+    /// An image in memory that a block map edit cuts at `keep`.
+    struct Cut {
+        image: Vec<u8>,
+        keep: u64,
+        written: Vec<u64>,
+    }
+
+    impl BlockSource for Cut {
+        type Error = OutsideImage;
+        fn block_size(&self) -> usize {
+            BS
+        }
+        fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> Result<(), OutsideImage> {
+            SliceSource::new(&self.image, BS).read_block(blk, buf)
+        }
+    }
+
+    impl BlockMapEditor for Cut {
+        fn pointer(&mut self, blk: u64, _level: u32, lblk: u64) -> Result<u64, OutsideImage> {
+            Ok(if lblk >= self.keep { 0 } else { blk })
+        }
+        fn map_done(&mut self, blk: u64, _level: u32, maps_any: bool) -> u64 {
+            if maps_any {
+                blk
+            } else {
+                0
+            }
+        }
+        fn write_block(&mut self, blk: u64, bytes: &[u8]) -> Result<(), OutsideImage> {
+            let at = blk as usize * BS;
+            self.image[at..at + BS].copy_from_slice(bytes);
+            self.written.push(blk);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_block_map_edit_rewrites_pointers_and_drops_emptied_map_blocks() {
+        let mut image = vec![0u8; 16 * BS];
+        let mut i_block = [0u8; 60];
+        put_le_u32(&mut i_block, 4 * 11, 7);
+        put_le_u32(&mut i_block, 4 * IND_BLOCK, 8);
+        put_le_u32(&mut i_block, 4 * DIND_BLOCK, 9);
+        // Logical 12 and 13 in the single indirect block.
+        put_le_u32(&mut image, 8 * BS, 11);
+        put_le_u32(&mut image, 8 * BS + 4, 12);
+        put_le_u32(&mut image, 9 * BS, 10);
+        put_le_u32(&mut image, 10 * BS, 13);
+        let mut cut = Cut {
+            image,
+            keep: 13,
+            written: Vec::new(),
+        };
+        assert!(edit_block_map(&mut cut, &mut i_block).unwrap());
+        // Block 7 (logical 11) and block 11 (logical 12) stay; the rest goes.
+        assert_eq!(le_u32(&i_block, 4 * 11), 7);
+        assert_eq!(le_u32(&i_block, 4 * IND_BLOCK), 8);
+        assert_eq!(le_u32(&i_block, 4 * DIND_BLOCK), 0);
+        assert_eq!(cut.written, [8]);
+        assert_eq!(le_u32(&cut.image, 8 * BS), 11);
+        assert_eq!(le_u32(&cut.image, 8 * BS + 4), 0);
+        // Nothing left to cut: the map is unchanged.
+        assert!(!edit_block_map(&mut cut, &mut i_block).unwrap());
     }
 
     #[test]

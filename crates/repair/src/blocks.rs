@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use ext4_layout::blockmap;
 use ext4_layout::features::IncompatFeatures;
-use ext4_layout::inode::i_block_word;
-use ext4_layout::inode::{flags, Inode};
+use ext4_layout::inode::{flags, Inode, I_BLOCK};
+use ext4_layout::walk::{self, BlockMapEditor};
 
+use super::map::staged_editor;
 use super::stage::{Kind, Staging};
 use super::tree::{write_extent_tree, MAX_UNINIT_LEN};
 use check_core::engine::CheckState;
@@ -66,65 +66,50 @@ pub fn fix_inode_blocks<'f>(
     })
 }
 
-/// Walks an inode's block map (direct, then single, double and triple
-/// indirect), letting `decide` keep, clear or clone each pointer; a
-/// cleared map block takes its subtree with it.
-fn walk_block_map(
-    stage: &mut Staging<'_>,
-    io: &mut Io<'_>,
+/// Rewrites an inode's block map (direct, then single, double and triple
+/// indirect), letting `decide` keep, clear or clone each pointer (map
+/// blocks are judged with e2fsck's negative block counts); a cleared map
+/// block takes its subtree with it.
+fn walk_block_map<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
     ino: u32,
     decide: &mut dyn FnMut(u64, i64) -> Decision,
 ) -> io::Result<()> {
     let raw = stage.inode_copy(io, ino)?;
-    let mut ib = [0u32; 15];
-    for (k, v) in ib.iter_mut().enumerate() {
-        *v = i_block_word(k).get(&raw);
-    }
-    let per = (stage.fs().block_size() / 4) as i64;
-    let mut changed = false;
-    let mut cnt: i64 = 0;
-    for v in ib.iter_mut().take(12) {
-        if *v != 0 {
-            if let Some(n) = apply(stage, io, u64::from(*v), cnt, decide)? {
-                *v = n as u32;
-                changed = true;
-            }
-        }
-        cnt += 1;
-    }
-    for level in 1..=3u32 {
-        let span = per.pow(level);
-        let v = ib[11 + level as usize];
-        if v != 0 {
-            let (newp, _) = walk_ind(stage, io, u64::from(v), level, cnt, decide)?;
-            if newp != u64::from(v) {
-                ib[11 + level as usize] = newp as u32;
-                changed = true;
-            }
-        }
-        cnt += span;
-    }
-    if changed {
-        let r = stage.inode(io, ino)?;
-        for (k, v) in ib.iter().enumerate() {
-            i_block_word(k).set(r, *v);
-        }
+    let mut i_block = raw[I_BLOCK].to_vec();
+    let mut ed = Decide { stage, io, decide };
+    if walk::edit_block_map(&mut ed, &mut i_block)? {
+        stage.inode(io, ino)?[I_BLOCK].copy_from_slice(&i_block);
     }
     Ok(())
 }
 
-/// Applies a decision to one data pointer: the new pointer, if it changes.
-fn apply(
-    stage: &mut Staging<'_>,
-    io: &mut Io<'_>,
-    blk: u64,
-    cnt: i64,
-    decide: &mut dyn FnMut(u64, i64) -> Decision,
-) -> io::Result<Option<u64>> {
-    match decide(blk, cnt) {
-        Decision::Keep => Ok(None),
-        Decision::Zero => Ok(Some(0)),
-        Decision::Clone => clone_block(stage, io, blk).map(Some),
+/// A block map rewrite by a decision per pointer.
+struct Decide<'s, 'f, 'i, 'd> {
+    stage: &'s mut Staging<'f>,
+    io: &'i mut Io<'f>,
+    decide: &'d mut dyn FnMut(u64, i64) -> Decision,
+}
+
+staged_editor!(Decide<'_, '_, '_, '_>);
+
+impl BlockMapEditor for Decide<'_, '_, '_, '_> {
+    fn pointer(&mut self, blk: u64, level: u32, lblk: u64) -> io::Result<u64> {
+        let cnt = if level == 0 {
+            lblk as i64
+        } else {
+            -i64::from(level)
+        };
+        match (self.decide)(blk, cnt) {
+            Decision::Keep => Ok(blk),
+            Decision::Zero => Ok(0),
+            Decision::Clone => clone_block(self.stage, self.io, blk),
+        }
+    }
+
+    fn write_block(&mut self, blk: u64, bytes: &[u8]) -> io::Result<()> {
+        self.write_staged(blk, bytes)
     }
 }
 
@@ -137,57 +122,6 @@ fn clone_block(stage: &mut Staging<'_>, io: &mut Io<'_>, blk: u64) -> io::Result
     stage.read(io, blk, &mut b)?;
     stage.fresh_block(new, Kind::Plain).copy_from_slice(&b);
     Ok(new)
-}
-
-/// One map block at `level`; returns its (possibly new) number and the
-/// blockcount after it.
-fn walk_ind(
-    stage: &mut Staging<'_>,
-    io: &mut Io<'_>,
-    blk: u64,
-    level: u32,
-    start: i64,
-    decide: &mut dyn FnMut(u64, i64) -> Decision,
-) -> io::Result<(u64, i64)> {
-    let per = (stage.fs().block_size() / 4) as i64;
-    let span = per.pow(level);
-    let me = match apply(stage, io, blk, -(level as i64), decide)? {
-        Some(0) => return Ok((0, start + span)),
-        Some(n) => n,
-        None => blk,
-    };
-    if !stage.fs().geo.block_in_range(me) {
-        return Ok((me, start + span));
-    }
-    let mut entries = vec![0u8; stage.fs().block_size()];
-    stage.read(io, me, &mut entries)?;
-    let mut changed = false;
-    let mut cnt = start;
-    for k in 0..per as usize {
-        let v = u64::from(blockmap::pointer(&entries, k));
-        if level == 1 {
-            if v != 0 {
-                if let Some(n) = apply(stage, io, v, cnt, decide)? {
-                    blockmap::put_pointer(&mut entries, k, n as u32);
-                    changed = true;
-                }
-            }
-            cnt += 1;
-        } else if v == 0 {
-            cnt += span / per;
-        } else {
-            let (n, next) = walk_ind(stage, io, v, level - 1, cnt, decide)?;
-            if n != v {
-                blockmap::put_pointer(&mut entries, k, n as u32);
-                changed = true;
-            }
-            cnt = next;
-        }
-    }
-    if changed {
-        stage.block(io, me, Kind::Plain)?.copy_from_slice(&entries);
-    }
-    Ok((me, start + span))
 }
 
 /// Passes 1B-1D: every inode that shares blocks, in inode order, gets its

@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ext4_layout::blockmap;
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::flags;
-use ext4_layout::inode::{field, i_block_word, I_BLOCK};
+use ext4_layout::inode::{field, I_BLOCK};
+use ext4_layout::walk::{self, BlockMapEditor, BlockSource};
 
 use super::blocks;
+use super::map::staged_editor;
 use super::raw::{
     clear_feature, clear_inode, clear_uninit, now, sbf, set_feature, set_flags, set_i_blocks,
     set_size,
@@ -38,54 +39,50 @@ fn named_in_superblock(fs: &check_core::fs::Fs, ino: u32) -> bool {
 /// Clears from the bad blocks inode every block number `drop` picks: its
 /// own pointers, and the entries of the indirect blocks they lead to
 /// (out-of-range pointers are always dropped: nothing can be read there).
-fn clear_bad_block_entries(
-    stage: &mut Staging<'_>,
-    io: &mut Io<'_>,
+fn clear_bad_block_entries<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
     drop: impl Fn(u64) -> bool,
 ) -> std::io::Result<()> {
-    let fs = stage.fs();
-    let bs = fs.block_size();
-    let in_range = |b: u64| fs.geo.block_in_range(b);
-    let mut indirect = Vec::new();
-    {
-        let r = stage.inode(io, 1)?;
-        for i in 0..15 {
-            let b = u64::from(i_block_word(i).get(r));
-            if b == 0 {
-                continue;
-            }
-            if !in_range(b) || (i < 12 && drop(b)) {
-                i_block_word(i).set(r, 0);
-            } else if i >= 12 {
-                indirect.push((b, i - 11));
-            }
-        }
-    }
-    let mut buf = vec![0u8; bs];
-    let mut seen = BTreeSet::new();
-    while let Some((b, level)) = indirect.pop() {
-        if !seen.insert(b) {
-            continue;
-        }
-        stage.read(io, b, &mut buf)?;
-        let mut changed = false;
-        for k in 0..bs / 4 {
-            let e = u64::from(blockmap::pointer(&buf, k));
-            if e == 0 {
-                continue;
-            }
-            if !in_range(e) || (level == 1 && drop(e)) {
-                blockmap::put_pointer(&mut buf, k, 0);
-                changed = true;
-            } else if level > 1 {
-                indirect.push((e, level - 1));
-            }
-        }
-        if changed {
-            stage.block(io, b, Kind::Plain)?.copy_from_slice(&buf);
-        }
+    let raw = stage.inode_copy(io, 1)?;
+    let mut i_block = raw[I_BLOCK].to_vec();
+    let mut ed = BadBlockList {
+        stage,
+        io,
+        drop: &drop,
+        seen: BTreeSet::new(),
+    };
+    if walk::edit_block_map(&mut ed, &mut i_block)? {
+        stage.inode(io, 1)?[I_BLOCK].copy_from_slice(&i_block);
     }
     Ok(())
+}
+
+/// The edit of the bad blocks inode's map: data pointers that `drop`
+/// picks or that lie outside the file system are cleared, and map
+/// blocks outside it too; each map block is edited once.
+struct BadBlockList<'s, 'f, 'i, 'd> {
+    stage: &'s mut Staging<'f>,
+    io: &'i mut Io<'f>,
+    drop: &'d dyn Fn(u64) -> bool,
+    seen: BTreeSet<u64>,
+}
+
+staged_editor!(BadBlockList<'_, '_, '_, '_>);
+
+impl BlockMapEditor for BadBlockList<'_, '_, '_, '_> {
+    fn pointer(&mut self, blk: u64, level: u32, _lblk: u64) -> std::io::Result<u64> {
+        let gone = !self.holds(blk) || (level == 0 && (self.drop)(blk));
+        Ok(if gone { 0 } else { blk })
+    }
+
+    fn enter(&mut self, blk: u64, _level: u32) -> std::io::Result<bool> {
+        Ok(self.seen.insert(blk))
+    }
+
+    fn write_block(&mut self, blk: u64, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_staged(blk, bytes)
+    }
 }
 
 /// Applies an inode-local fix (the problem table's

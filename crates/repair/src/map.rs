@@ -7,7 +7,9 @@ use std::io;
 use ext4_layout::blockmap;
 use ext4_layout::inode::{flags, Inode};
 use ext4_layout::inode::{i_block_word, I_BLOCK};
-use ext4_layout::walk::{self, BlockMapVisitor, BlockSource, ExtentVisitor, MapStep, WalkEntry};
+use ext4_layout::walk::{
+    self, BlockMapEditor, BlockMapVisitor, BlockSource, ExtentVisitor, MapStep, WalkEntry,
+};
 
 use super::stage::{Kind, Staging};
 use check_core::io::Io;
@@ -15,6 +17,75 @@ use check_core::pass1::LeafExtent;
 
 fn bad(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// An editor of block maps reads map blocks through the overlay, and
+/// writes the ones it changes into it. The type has `stage` and `io`
+/// fields.
+macro_rules! staged_editor {
+    ($editor:ty) => {
+        impl ext4_layout::walk::BlockSource for $editor {
+            type Error = std::io::Error;
+
+            fn block_size(&self) -> usize {
+                self.stage.fs().block_size()
+            }
+
+            fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> std::io::Result<()> {
+                self.stage.read(self.io, blk, buf)
+            }
+
+            fn holds(&self, blk: u64) -> bool {
+                self.stage.fs().geo.block_in_range(blk)
+            }
+        }
+
+        impl $editor {
+            /// Writes a changed map block into the overlay.
+            fn write_staged(&mut self, blk: u64, bytes: &[u8]) -> std::io::Result<()> {
+                let b = self.stage.block(self.io, blk, super::stage::Kind::Plain)?;
+                b.copy_from_slice(bytes);
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use staged_editor;
+
+/// Cuts a block map at logical block `keep`: pointers from there on are
+/// cleared, and map blocks left mapping nothing are dropped.
+struct Truncate<'s, 'f, 'i> {
+    stage: &'s mut Staging<'f>,
+    io: &'i mut Io<'f>,
+    keep: u64,
+}
+
+staged_editor!(Truncate<'_, '_, '_>);
+
+impl BlockMapEditor for Truncate<'_, '_, '_> {
+    fn pointer(&mut self, blk: u64, _level: u32, lblk: u64) -> io::Result<u64> {
+        Ok(if lblk >= self.keep { 0 } else { blk })
+    }
+
+    fn enter(&mut self, blk: u64, _level: u32) -> io::Result<bool> {
+        if self.holds(blk) {
+            Ok(true)
+        } else {
+            Err(bad("indirect block out of range"))
+        }
+    }
+
+    fn map_done(&mut self, blk: u64, _level: u32, maps_any: bool) -> u64 {
+        if maps_any {
+            blk
+        } else {
+            0
+        }
+    }
+
+    fn write_block(&mut self, blk: u64, bytes: &[u8]) -> io::Result<()> {
+        self.write_staged(blk, bytes)
+    }
 }
 
 /// A walk of an inode's mapping as this round leaves it: every mapping
@@ -221,72 +292,15 @@ pub fn truncate_map<'f>(
         }
         super::tree::write_extent_tree(stage, io, ino, &kept)?;
     } else {
-        let per = (stage.fs().block_size() / 4) as u64;
-        for k in keep.min(12)..12 {
-            let r = stage.inode(io, ino)?;
-            i_block_word(k as usize).set(r, 0);
-        }
-        let mut start = 12u64;
-        for level in 1..=3u32 {
-            let slot = i_block_word(11 + level as usize);
-            let b = u64::from(slot.get(&stage.inode_copy(io, ino)?));
-            if b != 0 && cut_ind(stage, io, b, level, start, keep, per)? {
-                let r = stage.inode(io, ino)?;
-                slot.set(r, 0);
-            }
-            start += per.pow(level);
+        let mut i_block = raw[I_BLOCK].to_vec();
+        let mut cut = Truncate { stage, io, keep };
+        if walk::edit_block_map(&mut cut, &mut i_block)? {
+            stage.inode(io, ino)?[I_BLOCK].copy_from_slice(&i_block);
         }
     }
     let after: std::collections::BTreeSet<u64> =
         all_blocks_of(stage, io, ino)?.into_iter().collect();
     Ok(before.into_iter().filter(|b| !after.contains(b)).collect())
-}
-
-/// Clears the entries of indirect block `blk` (of `level`, mapping from
-/// logical `start`) at or past `keep`; returns whether it maps nothing
-/// any more (then the caller drops its pointer).
-fn cut_ind<'f>(
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    blk: u64,
-    level: u32,
-    start: u64,
-    keep: u64,
-    per: u64,
-) -> io::Result<bool> {
-    if start >= keep {
-        return Ok(true);
-    }
-    if !stage.fs().geo.block_in_range(blk) {
-        return Err(bad("indirect block out of range"));
-    }
-    let span = per.pow(level - 1);
-    let mut buf = vec![0u8; stage.fs().block_size()];
-    stage.read(io, blk, &mut buf)?;
-    let mut any = false;
-    let mut changed = false;
-    for k in 0..per {
-        let child = u64::from(blockmap::pointer(&buf, k as usize));
-        if child == 0 {
-            continue;
-        }
-        let cstart = start + k * span;
-        let drop = if level == 1 {
-            cstart >= keep
-        } else {
-            cut_ind(stage, io, child, level - 1, cstart, keep, per)?
-        };
-        if drop {
-            blockmap::put_pointer(&mut buf, k as usize, 0);
-            changed = true;
-        } else {
-            any = true;
-        }
-    }
-    if changed && any {
-        stage.block(io, blk, Kind::Plain)?.copy_from_slice(&buf);
-    }
-    Ok(!any)
 }
 
 /// Sets an inode's `i_blocks` to what its staged mapping and extended
