@@ -5,9 +5,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Bits per shard: 2^15, one block group's worth with 4 KiB blocks.
-pub const SHARD_BITS_LOG2: u32 = 15;
+pub(crate) const SHARD_BITS_LOG2: u32 = 15;
 const SHARD_BITS: u64 = 1 << SHARD_BITS_LOG2;
-const WORDS_PER_SHARD: usize = (SHARD_BITS / 64) as usize;
 
 /// A fixed-size bitmap of atomic words with per-shard set-bit counters.
 pub struct AtomicBitmap {
@@ -58,7 +57,7 @@ impl AtomicBitmap {
     /// before is visible to a thread that sees the bit with
     /// [`AtomicBitmap::get_acquire`]. Returns the previous value.
     #[inline]
-    pub fn set_release(&self, i: u64) -> bool {
+    pub(crate) fn set_release(&self, i: u64) -> bool {
         if i >= self.len {
             return true;
         }
@@ -73,7 +72,7 @@ impl AtomicBitmap {
 
     /// Reads bit `i` with acquire ordering (see [`AtomicBitmap::set_release`]).
     #[inline]
-    pub fn get_acquire(&self, i: u64) -> bool {
+    pub(crate) fn get_acquire(&self, i: u64) -> bool {
         if i >= self.len {
             return false;
         }
@@ -107,7 +106,7 @@ impl AtomicBitmap {
     /// Sets bits `[start, start + count)` a word at a time and calls
     /// `already(i)` for each bit that was set before. Out-of-range bits
     /// count as already set.
-    pub fn test_and_set_range(&self, start: u64, count: u64, mut already: impl FnMut(u64)) {
+    pub(crate) fn test_and_set_range(&self, start: u64, count: u64, mut already: impl FnMut(u64)) {
         let end = start.saturating_add(count);
         let stop = end.min(self.len);
         let mut i = start;
@@ -139,19 +138,8 @@ impl AtomicBitmap {
         }
     }
 
-    /// Sets a range of bits, returning how many were already set.
-    pub fn set_range(&self, start: u64, count: u64) -> u64 {
-        let mut already = 0;
-        for i in start..start.saturating_add(count).min(self.len) {
-            if self.test_and_set(i) {
-                already += 1;
-            }
-        }
-        already
-    }
-
     /// Total set bits.
-    pub fn count_ones(&self) -> u64 {
+    pub(crate) fn count_ones(&self) -> u64 {
         self.counts
             .iter()
             .map(|c| u64::from(c.load(Ordering::Relaxed)))
@@ -159,7 +147,7 @@ impl AtomicBitmap {
     }
 
     /// Set bits in `[start, start + count)`.
-    pub fn count_range(&self, start: u64, count: u64) -> u64 {
+    pub(crate) fn count_range(&self, start: u64, count: u64) -> u64 {
         let end = start.saturating_add(count).min(self.len);
         if start >= end {
             return 0;
@@ -215,14 +203,6 @@ impl AtomicBitmap {
             .map(|w| w.load(Ordering::Relaxed))
             .collect()
     }
-
-    /// The number of shards.
-    pub fn shards(&self) -> usize {
-        self.counts.len()
-    }
-
-    /// Words per shard (for tests and sizing).
-    pub const WORDS_PER_SHARD: usize = WORDS_PER_SHARD;
 }
 
 #[cfg(test)]

@@ -113,6 +113,6 @@ pub fn bmap(io: &mut Io<'_>, inode: &Inode<'_>, lblk: u64) -> Option<u64> {
 }
 
 /// Whether an extent-mapped inode's root header is valid.
-pub fn journal_extent_ok(inode: &Inode<'_>) -> bool {
+pub(crate) fn journal_extent_ok(inode: &Inode<'_>) -> bool {
     ExtentNode::new(inode.i_block()).is_some_and(|n| n.validate(true).is_ok())
 }

@@ -195,7 +195,7 @@ impl Maps {
 
     /// Records the link count of an inode.
     #[inline]
-    pub fn set_links(&self, ino: u32, n: u16) {
+    pub(crate) fn set_links(&self, ino: u32, n: u16) {
         if let Some(a) = ino
             .checked_sub(1)
             .and_then(|i| self.link_info.get(i as usize))
@@ -214,7 +214,7 @@ impl Maps {
 
     /// Records the file type code of an inode.
     #[inline]
-    pub fn set_ftype(&self, ino: u32, t: u8) {
+    pub(crate) fn set_ftype(&self, ino: u32, t: u8) {
         if let Some(a) = ino.checked_sub(1).and_then(|i| self.ftype.get(i as usize)) {
             a.store(t, Ordering::Relaxed);
         }
@@ -257,7 +257,7 @@ impl AbortAt {
     }
 
     /// Whether a finding comes after this abort point.
-    pub fn is_after(&self, f: &Finding) -> bool {
+    pub(crate) fn is_after(&self, f: &Finding) -> bool {
         let p = f.code.pass();
         if p != self.pass {
             return p > self.pass;

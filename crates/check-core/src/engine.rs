@@ -28,12 +28,8 @@ pub struct CheckState {
     pub maps: Maps,
     /// Blocks listed in the bad blocks inode.
     pub bad_blocks: Vec<u64>,
-    /// Pass 2's results (absent if the check stopped before them).
-    pub p2: Option<pass2::P2Out>,
     /// Indexed directories.
     pub dx_dirs: Vec<(u32, pass1::DxInfo)>,
-    /// EA block references.
-    pub ea_refs: Vec<pass1::EaRef>,
     /// EA inodes referenced by attributes.
     pub ea_inode_refs: Vec<u32>,
     /// Where the check stopped, if it did.
@@ -140,9 +136,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         fs,
         maps,
         bad_blocks: pre.bad_blocks,
-        p2: p2out,
         dx_dirs: std::mem::take(&mut p1.dx_dirs),
-        ea_refs: std::mem::take(&mut p1.ea_refs),
         ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
         abort,
         quota: std::mem::take(&mut p1.quota),

@@ -3,7 +3,7 @@
 
 /// An inode that cannot be read well enough to decide on it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InodeReadError {
+pub(crate) enum InodeReadError {
     /// The read failed.
     #[error("cannot read inode {0}")]
     Unreadable(u32),
@@ -14,7 +14,7 @@ pub enum InodeReadError {
 
 /// Why the walk of an extent tree stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExtentWalkError {
+pub(crate) enum ExtentWalkError {
     /// A tree block was met twice.
     #[error("extent tree cycle at block {0}")]
     Cycle(u64),
@@ -32,7 +32,7 @@ pub enum ExtentWalkError {
 /// A bitmap block that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{why} while reading the {which} bitmap of group {group}")]
-pub struct BitmapReadError {
+pub(crate) struct BitmapReadError {
     /// What the read said.
     pub why: String,
     /// "block" or "inode".
@@ -43,7 +43,7 @@ pub struct BitmapReadError {
 
 /// Why the journal inode cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JournalInodeError {
+pub(crate) enum JournalInodeError {
     /// Not a regular file with links, or encrypted.
     #[error("the journal inode is not a regular file in use")]
     NotInUse,

@@ -9,7 +9,7 @@ use crate::xattr_read;
 
 /// Whether a device, FIFO or socket inode is valid: no index or extents
 /// flag, and an immutable or append-only one must not use `i_block[4..]`.
-pub fn device_ok(inode: &Inode<'_>) -> bool {
+pub(crate) fn device_ok(inode: &Inode<'_>) -> bool {
     if inode.has_flag(flags::INDEX) || inode.has_flag(flags::EXTENTS) {
         return false;
     }
@@ -23,7 +23,7 @@ pub fn device_ok(inode: &Inode<'_>) -> bool {
 /// is NUL-terminated within it, and is exactly `i_size` bytes.
 /// `csum_ok` says whether the inode's own checksum is good (the library
 /// re-reads the inode to size inline data, which fails otherwise).
-pub fn symlink_ok(io: &mut Io<'_>, inode: &Inode<'_>, csum_ok: bool) -> bool {
+pub(crate) fn symlink_ok(io: &mut Io<'_>, inode: &Inode<'_>, csum_ok: bool) -> bool {
     let fs = io.fs;
     let size = inode.size();
     if inode.i_size_high() != 0 || size == 0 || inode.has_flag(flags::INDEX) {

@@ -55,7 +55,7 @@ impl<'f> Io<'f> {
 
     /// Reads one block, returning false on any error (which is noted for
     /// the report: the check goes on without the block).
-    pub fn read_block_ok(&mut self, blk: u64, buf: &mut [u8]) -> bool {
+    pub(crate) fn read_block_ok(&mut self, blk: u64, buf: &mut [u8]) -> bool {
         match self.read_blocks(blk, buf) {
             Ok(()) => true,
             Err(e) => {
@@ -87,7 +87,7 @@ impl<'f> Io<'f> {
     }
 
     /// Reads inode `ino` (`inode_size` bytes) into `buf`.
-    pub fn read_inode(&mut self, ino: u32, buf: &mut [u8]) -> io::Result<()> {
+    pub(crate) fn read_inode(&mut self, ino: u32, buf: &mut [u8]) -> io::Result<()> {
         let off = Self::inode_offset(self.fs, ino).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,

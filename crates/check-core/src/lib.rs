@@ -31,7 +31,7 @@ pub mod blockiter;
 pub mod ctx;
 pub mod due;
 pub mod engine;
-pub mod error;
+pub(crate) mod error;
 pub mod fs;
 pub(crate) mod inode_checks;
 pub mod io;

@@ -9,7 +9,7 @@ use crate::pass2::P2Out;
 use crate::problem::{Code, Finding, Pass};
 
 /// What pass 3 produced.
-pub struct P3Out {
+pub(crate) struct P3Out {
     /// Findings.
     pub findings: Vec<Finding>,
     /// A fatal problem (no usable root).

@@ -12,7 +12,7 @@ use crate::pass2::{process_bad_inode, BadInodeOutcome, P2Ctx};
 use crate::problem::{Code, Finding, Pass};
 
 /// What pass 4 produced.
-pub struct P4Out {
+pub(crate) struct P4Out {
     /// Findings.
     pub findings: Vec<Finding>,
     /// A fatal problem.

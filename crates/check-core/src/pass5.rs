@@ -23,7 +23,7 @@ pub struct DiskBitmaps {
     pub inode_tail_problem: bool,
     /// The first bitmap block that could not be read (taken as all
     /// zeros), and why.
-    pub read_error: Option<BitmapReadError>,
+    pub(crate) read_error: Option<BitmapReadError>,
 }
 
 /// Loads the bitmaps: groups flagged uninit (with a good descriptor
@@ -163,7 +163,7 @@ fn add_range(v: &mut Vec<(u64, u64)>, x: u64, step: u64) {
 /// Runs pass 5. A bitmap block that cannot be read stops a read-only
 /// check, as e2fsck -n stops; a repair takes it as zeros and rewrites it
 /// (e2fsck -y ignores the error and rewrites the block).
-pub fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, BitmapReadError> {
+pub(crate) fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, BitmapReadError> {
     let mut out = Vec::new();
     let mut io = Io::new(fs);
     let disk = read_bitmaps(fs, &mut io);

@@ -47,7 +47,7 @@ fn read_file(io: &mut Io<'_>, inode: &Inode<'_>) -> Option<Vec<u8>> {
 }
 
 /// The orphan file checks.
-pub fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
+pub(crate) fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
     let geo = &fs.geo;
     let sb = fs.sb();
     let mut out = Vec::new();
@@ -139,7 +139,7 @@ pub fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
 }
 
 /// Compares the usage pass 1 computed with each quota file.
-pub fn check_quota(
+pub(crate) fn check_quota(
     fs: &Fs,
     io: &mut Io<'_>,
     usage: &std::collections::HashMap<(u8, u32), QuotaUse>,

@@ -111,7 +111,7 @@ pub struct FixPolicy {
 
 impl FixPolicy {
     /// No column set.
-    pub const NONE: FixPolicy = FixPolicy {
+    pub(crate) const NONE: FixPolicy = FixPolicy {
         preen: false,
         fix_notice: false,
         rebuilt_by_pass5: false,
@@ -201,7 +201,8 @@ macro_rules! codes {
 
         impl Code {
             /// Every code, in table order.
-            pub const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
+            #[cfg(test)]
+            pub(crate) const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
 
             /// The stable kebab-case name.
             pub fn name(self) -> &'static str {
@@ -224,7 +225,7 @@ macro_rules! codes {
             }
 
             /// The message template.
-            pub fn template(self) -> &'static str {
+            pub(crate) fn template(self) -> &'static str {
                 match self { $( Code::$variant => $msg, )* }
             }
 
@@ -988,7 +989,7 @@ impl Code {
     /// descriptor fields while it reads the descriptors, without marking
     /// the file system changed, so a repair that does nothing else exits
     /// 0; ext4chk reports them fixed and exits as e2fsck does.
-    pub fn counts_as_fix(self) -> bool {
+    pub(crate) fn counts_as_fix(self) -> bool {
         !matches!(
             self,
             Code::GroupDescChecksum
@@ -1135,7 +1136,7 @@ impl Finding {
 
     /// The key findings are sorted by, so reports are the same however
     /// many threads made them.
-    pub fn sort_key(&self) -> impl Ord + '_ {
+    pub(crate) fn sort_key(&self) -> impl Ord + '_ {
         (
             self.code.pass(),
             self.group.unwrap_or(0),

@@ -10,7 +10,7 @@ pub mod exit {
     /// Errors were corrected.
     pub const CORRECTED: i32 = 1;
     /// Errors were corrected and the system should be rebooted.
-    pub const REBOOT: i32 = 2;
+    pub(crate) const REBOOT: i32 = 2;
     /// Errors were left uncorrected.
     pub const UNCORRECTED: i32 = 4;
     /// Operational error.
@@ -18,7 +18,7 @@ pub mod exit {
     /// Usage or syntax error.
     pub const USAGE: i32 = 16;
     /// Cancelled by the user.
-    pub const CANCELLED: i32 = 32;
+    pub(crate) const CANCELLED: i32 = 32;
 }
 
 /// The counts in the closing summary line.

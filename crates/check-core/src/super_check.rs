@@ -15,8 +15,7 @@ use crate::problem::{Code, Finding};
 /// magic. e2fsck stops when it may not fix it (and a fix of the block
 /// number alone leaves the file system unusable to the library), so
 /// both stop the check.
-pub fn check_mmp(fs: &Fs, io: &mut Io<'_>) -> Option<(Finding, Fatal)> {
-    const MMP_MAGIC: u32 = 0x004D_4D50;
+pub(crate) fn check_mmp(fs: &Fs, io: &mut Io<'_>) -> Option<(Finding, Fatal)> {
     if !fs
         .geo
         .incompat
@@ -31,7 +30,7 @@ pub fn check_mmp(fs: &Fs, io: &mut Io<'_>) -> Option<(Finding, Fatal)> {
         let mut b = vec![0u8; fs.block_size()];
         match io.read_blocks(blk, &mut b) {
             Err(e) => Some(format!("block {blk} cannot be read: {e}")),
-            Ok(()) if ext4_layout::bytes::le_u32(&b, 0) != MMP_MAGIC => {
+            Ok(()) if !ext4_layout::superblock::is_mmp_block(&b) => {
                 Some(format!("block {blk} has a bad magic number"))
             }
             Ok(()) => None,
@@ -48,7 +47,7 @@ pub fn check_mmp(fs: &Fs, io: &mut Io<'_>) -> Option<(Finding, Fatal)> {
 
 /// Why the check cannot go on.
 #[derive(Debug)]
-pub struct Fatal {
+pub(crate) struct Fatal {
     /// The message.
     pub reason: String,
     /// Whether e2fsck would also count errors left (exit 12 rather than 8).
@@ -57,7 +56,7 @@ pub struct Fatal {
 
 /// What the superblock check found, and which groups have a missing
 /// bitmap or inode table.
-pub struct SuperCheck {
+pub(crate) struct SuperCheck {
     /// Findings (all notices).
     pub findings: Vec<Finding>,
     /// Groups whose block bitmap location is 0.
@@ -69,7 +68,7 @@ pub struct SuperCheck {
 }
 
 /// e2fsck's check_super_block.
-pub fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
+pub(crate) fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
     let geo = &fs.geo;
     let mut out = SuperCheck {
         findings: Vec::new(),
@@ -315,7 +314,7 @@ fn check_descriptor(fs: &Fs, g: ext4_layout::Group, out: &mut SuperCheck) {
 }
 
 /// e2fsck's check_resize_inode, as notices.
-pub fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
+pub(crate) fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
     let geo = &fs.geo;
     let sb = fs.sb();
     let mut out = Vec::new();
@@ -396,7 +395,7 @@ pub fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
 /// Whether the resize inode cannot be read at all (its checksum fails) on
 /// a file system with resize_inode: e2fsck then tries to recreate it at
 /// the end of pass 1, which a read-only check cannot do.
-pub fn resize_inode_unreadable(fs: &Fs, io: &mut Io<'_>) -> bool {
+pub(crate) fn resize_inode_unreadable(fs: &Fs, io: &mut Io<'_>) -> bool {
     if !fs.geo.compat.contains(CompatFeatures::RESIZE_INODE) || !fs.metadata_csum() {
         return false;
     }

@@ -14,7 +14,7 @@ use crate::io::Io;
 
 /// One attribute.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
+pub(crate) struct Attr {
     /// Name prefix index.
     pub index: u8,
     /// Name without the prefix.
@@ -29,7 +29,7 @@ pub struct Attr {
 
 /// Why the attributes could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum XattrError {
+pub(crate) enum XattrError {
     /// `i_extra_isize` is misaligned: the inode itself looks corrupt.
     InodeCorrupted,
     /// An entry's name runs past the area.
@@ -229,7 +229,7 @@ pub fn read_all(
 }
 
 /// The "system.data" attribute, `None` if there is no such attribute.
-pub fn system_data(
+pub(crate) fn system_data(
     io: &mut Io<'_>,
     inode: &Inode<'_>,
     ino: u32,
@@ -245,7 +245,7 @@ pub fn system_data(
 /// the "system.data" value (none counts as empty). Like the library, this
 /// re-reads the inode, so an inode whose checksum fails (`csum_ok` false)
 /// cannot be sized.
-pub fn inline_data_size(io: &mut Io<'_>, inode: &Inode<'_>, csum_ok: bool) -> Option<u64> {
+pub(crate) fn inline_data_size(io: &mut Io<'_>, inode: &Inode<'_>, csum_ok: bool) -> Option<u64> {
     if !csum_ok || !inode.has_flag(flags::INLINE_DATA) {
         return None;
     }

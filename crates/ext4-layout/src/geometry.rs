@@ -117,6 +117,75 @@ pub struct Geometry {
     pub backup_bgs: [u32; 2],
 }
 
+/// The cluster size as (blocks per cluster, log2 of it): one block
+/// without bigalloc.
+fn cluster_shape(sb: &Superblock<'_>) -> Result<(u32, u32), GeometryError> {
+    if !sb.ro_compat().contains(RoCompatFeatures::BIGALLOC) {
+        return Ok((1, 0));
+    }
+    let log = sb.s_log_block_size();
+    let clog = sb.s_log_cluster_size();
+    if clog < log || clog > log + 16 {
+        return Err(GeometryError::BadClusterSize(clog));
+    }
+    Ok((1u32 << (clog - log), clog - log))
+}
+
+/// Blocks and clusters per group, checked against what one bitmap block
+/// can describe.
+fn group_blocks(
+    sb: &Superblock<'_>,
+    block_size: u32,
+    cluster_ratio: u32,
+) -> Result<(u32, u32), GeometryError> {
+    let bits_per_bitmap = u64::from(block_size) * 8;
+    let blocks_per_group = sb.s_blocks_per_group();
+    let clusters_per_group = if cluster_ratio > 1 {
+        sb.s_clusters_per_group()
+    } else {
+        blocks_per_group
+    };
+    if clusters_per_group == 0 || u64::from(clusters_per_group) > bits_per_bitmap {
+        return Err(GeometryError::BadPerGroup {
+            what: "clusters per group",
+            value: clusters_per_group.into(),
+            max: bits_per_bitmap,
+        });
+    }
+    let bpg_expected = u64::from(clusters_per_group) * u64::from(cluster_ratio);
+    if blocks_per_group == 0 || u64::from(blocks_per_group) != bpg_expected {
+        return Err(GeometryError::BadPerGroup {
+            what: "blocks per group",
+            value: blocks_per_group.into(),
+            max: bpg_expected,
+        });
+    }
+    Ok((blocks_per_group, clusters_per_group))
+}
+
+/// Inodes per group, checked against what one bitmap block can describe
+/// and the inodes of one table block.
+fn group_inodes(
+    sb: &Superblock<'_>,
+    block_size: u32,
+    inodes_per_block: u32,
+) -> Result<u32, GeometryError> {
+    let bits_per_bitmap = u64::from(block_size) * 8;
+    let inodes_per_group = sb.s_inodes_per_group();
+    let ipg_max = bits_per_bitmap.min(u64::from(u32::MAX));
+    if inodes_per_group == 0
+        || u64::from(inodes_per_group) > ipg_max
+        || inodes_per_group < inodes_per_block
+    {
+        return Err(GeometryError::BadPerGroup {
+            what: "inodes per group",
+            value: inodes_per_group.into(),
+            max: ipg_max,
+        });
+    }
+    Ok(inodes_per_group)
+}
+
 impl Geometry {
     /// Derives the geometry, rejecting values that make the layout
     /// impossible to walk.
@@ -131,54 +200,14 @@ impl Geometry {
         let block_size = sb.block_size().ok_or(GeometryError::BadBlockSize(log))?;
         let block_size_bits = 10 + log;
         let ro_compat = sb.ro_compat();
-        let (cluster_ratio, cluster_bits) = if ro_compat.contains(RoCompatFeatures::BIGALLOC) {
-            let clog = sb.s_log_cluster_size();
-            if clog < log || clog > log + 16 {
-                return Err(GeometryError::BadClusterSize(clog));
-            }
-            (1u32 << (clog - log), clog - log)
-        } else {
-            (1, 0)
-        };
-        let bits_per_bitmap = u64::from(block_size) * 8;
-        let blocks_per_group = sb.s_blocks_per_group();
-        let clusters_per_group = if cluster_ratio > 1 {
-            sb.s_clusters_per_group()
-        } else {
-            blocks_per_group
-        };
-        if clusters_per_group == 0 || u64::from(clusters_per_group) > bits_per_bitmap {
-            return Err(GeometryError::BadPerGroup {
-                what: "clusters per group",
-                value: clusters_per_group.into(),
-                max: bits_per_bitmap,
-            });
-        }
-        let bpg_expected = u64::from(clusters_per_group) * u64::from(cluster_ratio);
-        if blocks_per_group == 0 || u64::from(blocks_per_group) != bpg_expected {
-            return Err(GeometryError::BadPerGroup {
-                what: "blocks per group",
-                value: blocks_per_group.into(),
-                max: bpg_expected,
-            });
-        }
+        let (cluster_ratio, cluster_bits) = cluster_shape(sb)?;
+        let (blocks_per_group, clusters_per_group) = group_blocks(sb, block_size, cluster_ratio)?;
         let inode_size = sb.inode_size();
         if inode_size < 128 || !inode_size.is_power_of_two() || u32::from(inode_size) > block_size {
             return Err(GeometryError::BadInodeSize(inode_size));
         }
         let inodes_per_block = block_size / u32::from(inode_size);
-        let inodes_per_group = sb.s_inodes_per_group();
-        let ipg_max = bits_per_bitmap.min(u64::from(u32::MAX));
-        if inodes_per_group == 0
-            || u64::from(inodes_per_group) > ipg_max
-            || inodes_per_group < inodes_per_block
-        {
-            return Err(GeometryError::BadPerGroup {
-                what: "inodes per group",
-                value: inodes_per_group.into(),
-                max: ipg_max,
-            });
-        }
+        let inodes_per_group = group_inodes(sb, block_size, inodes_per_block)?;
         let blocks_count = sb.blocks_count();
         let first_data_block = u64::from(sb.s_first_data_block());
         if first_data_block >= blocks_count {

@@ -16,6 +16,12 @@ pub const DX_ROOT_COUNT_OFFSET: usize = 0x20;
 pub const DX_NODE_COUNT_OFFSET: usize = 0x08;
 /// Size of one index entry.
 pub const DX_ENTRY_SIZE: usize = 8;
+/// The logical block an index entry's block field leads to: its top
+/// four bits are not part of the number.
+pub fn entry_block(raw: u32) -> u64 {
+    u64::from(raw & 0x0FFF_FFFF)
+}
+
 /// `info_length` of a root's `dx_root_info`.
 pub const DX_ROOT_INFO_LEN: u8 = 8;
 /// Size of the checksum tail after the index entries.

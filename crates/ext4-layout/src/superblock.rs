@@ -42,6 +42,15 @@ pub const FLAGS_TEST_FILESYS: u32 = 0x0004;
 
 /// `s_creator_os` value for the Hurd, which lays out some inode fields differently.
 pub const OS_HURD: u32 = 1;
+/// `mmp_magic`, the first word of the multiple-mount protection block
+/// that `s_mmp_block` names.
+pub const MMP_MAGIC: u32 = 0x004D_4D50;
+
+/// Whether a block holds a multiple-mount protection record.
+pub fn is_mmp_block(block: &[u8]) -> bool {
+    crate::bytes::le_u32(block, 0) == MMP_MAGIC
+}
+
 /// `s_errors`: carry on after an error.
 pub const ERRORS_CONTINUE: u16 = 1;
 /// `s_default_mount_opts`: `user_xattr`.

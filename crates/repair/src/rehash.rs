@@ -470,7 +470,7 @@ fn write_linear(
     leaves: &[Vec<usize>],
     phys: &[u64],
 ) {
-    let ft_dir = 2;
+    let ft_dir = ext4_layout::dirent::ft::DIR;
     for (i, leaf) in leaves.iter().enumerate() {
         let b = stage.fresh_block(phys[i], Kind::DirLeaf(dir));
         let mut start = 0;

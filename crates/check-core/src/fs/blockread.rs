@@ -5,7 +5,7 @@ use std::io;
 /// A read that failed, and the first block of it that cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[error("error reading block {block} ({source})")]
-pub struct BlockReadError {
+pub(crate) struct BlockReadError {
     /// The block.
     pub block: u64,
     /// What the device said.
@@ -13,7 +13,7 @@ pub struct BlockReadError {
 }
 
 /// The block a read error names, if it came from a block read.
-pub fn failed_block(e: &io::Error) -> Option<u64> {
+pub(crate) fn failed_block(e: &io::Error) -> Option<u64> {
     e.get_ref()?
         .downcast_ref::<BlockReadError>()
         .map(|b| b.block)

@@ -10,7 +10,7 @@ use super::Fs;
 /// (old-style table plus reserved GDT blocks, or the meta_bg block) of group
 /// `g`, clipped to the file system. Block 0 of a 1 KiB bigalloc file system
 /// is reported with group 0.
-pub fn for_each_super_and_bgd(geo: &Geometry, g: Group, mut f: impl FnMut(u64, u64)) {
+pub(crate) fn for_each_super_and_bgd(geo: &Geometry, g: Group, mut f: impl FnMut(u64, u64)) {
     let l = geo.super_and_bgd_loc(g);
     let end = geo.blocks_count;
     if let Some(sb) = l.super_block {
@@ -100,25 +100,25 @@ impl BitSet {
 
 /// Why `check_desc` rejected the descriptors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DescError {
+pub(crate) enum DescError {
     /// The descriptor size is not a power of two.
-    BadDescSize,
+    DescSize,
     /// A block bitmap is out of range or overlaps other metadata.
-    BadBlockMap(u32),
+    BlockMap(u32),
     /// An inode bitmap is out of range or overlaps other metadata.
-    BadInodeMap(u32),
+    InodeMap(u32),
     /// An inode table is out of range or overlaps other metadata.
-    BadInodeTable(u32),
+    InodeTable(u32),
 }
 
 impl DescError {
     /// A short description.
     pub fn describe(&self) -> String {
         match self {
-            DescError::BadDescSize => "the group descriptor size is invalid".into(),
-            DescError::BadBlockMap(g) => format!("bad block bitmap location in group {g}"),
-            DescError::BadInodeMap(g) => format!("bad inode bitmap location in group {g}"),
-            DescError::BadInodeTable(g) => format!("bad inode table location in group {g}"),
+            DescError::DescSize => "the group descriptor size is invalid".into(),
+            DescError::BlockMap(g) => format!("bad block bitmap location in group {g}"),
+            DescError::InodeMap(g) => format!("bad inode bitmap location in group {g}"),
+            DescError::InodeTable(g) => format!("bad inode table location in group {g}"),
         }
     }
 }
@@ -126,10 +126,10 @@ impl DescError {
 /// Validates every group's bitmap and inode table locations: inside the
 /// allowed range and not on top of other metadata (the library's
 /// check_desc rules). Descriptor checksums are not looked at here.
-pub fn check_desc(fs: &Fs) -> Result<(), DescError> {
+pub(crate) fn check_desc(fs: &Fs) -> Result<(), DescError> {
     let geo = &fs.geo;
     if !geo.desc_size.is_power_of_two() {
-        return Err(DescError::BadDescSize);
+        return Err(DescError::DescSize);
     }
     let mut used = BitSet::new(geo.blocks_count);
     for g in fs.groups() {
@@ -144,20 +144,20 @@ pub fn check_desc(fs: &Fs) -> Result<(), DescError> {
         let (first, last) = allowed_range(geo, g);
         let bb = gd.block_bitmap();
         if bb < first || bb > last || used.test_and_set(bb) {
-            return Err(DescError::BadBlockMap(g.0));
+            return Err(DescError::BlockMap(g.0));
         }
         let ib = gd.inode_bitmap();
         if ib < first || ib > last || used.test_and_set(ib) {
-            return Err(DescError::BadInodeMap(g.0));
+            return Err(DescError::InodeMap(g.0));
         }
         let it = gd.inode_table();
         let n = u64::from(geo.inode_blocks_per_group);
         if it < first || it.saturating_add(n).saturating_sub(1) > last {
-            return Err(DescError::BadInodeTable(g.0));
+            return Err(DescError::InodeTable(g.0));
         }
         for b in it..it + n {
             if used.test_and_set(b) {
-                return Err(DescError::BadInodeTable(g.0));
+                return Err(DescError::InodeTable(g.0));
             }
         }
     }

@@ -6,15 +6,16 @@ mod layout;
 mod open;
 
 pub(crate) use blockread::read_locating;
-pub use blockread::{failed_block, BlockReadError};
-pub use layout::{allowed_range, check_desc, for_each_super_and_bgd, BitSet, DescError};
+pub(crate) use blockread::{failed_block, BlockReadError};
+pub(crate) use layout::for_each_super_and_bgd;
+pub use layout::{allowed_range, BitSet};
 
-pub use open::{open_fs, OpenFailure, OpenOptions, Opened, SbLoc};
+pub use open::Opened;
+pub use open::{open_fs, OpenFailure, OpenOptions, SbLoc};
 
 use std::io;
 use std::sync::Arc;
 
-use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::group_desc::GroupDesc;
 use ext4_layout::superblock::Superblock;
 use ext4_layout::{Geometry, Group};
@@ -55,7 +56,7 @@ impl Fs {
     }
 
     /// Notes a read that failed where the check goes on.
-    pub fn note_read_error(&self, e: &io::Error) {
+    pub(crate) fn note_read_error(&self, e: &io::Error) {
         if let Ok(mut v) = self.read_errors.lock() {
             let m = e.to_string();
             if v.len() < 64 && !v.contains(&m) {
@@ -79,18 +80,8 @@ impl Fs {
         self.geo.metadata_csum()
     }
 
-    /// Whether an incompat feature is on.
-    pub fn has_incompat(&self, f: IncompatFeatures) -> bool {
-        self.geo.incompat.contains(f)
-    }
-
-    /// Whether a ro_compat feature is on.
-    pub fn has_ro_compat(&self, f: RoCompatFeatures) -> bool {
-        self.geo.ro_compat.contains(f)
-    }
-
     /// Whether a group's descriptor checksum matches.
-    pub fn gd_csum_ok(&self, g: u32) -> bool {
+    pub(crate) fn gd_csum_ok(&self, g: u32) -> bool {
         if !self.has_gdt_csum() {
             return true;
         }

@@ -12,7 +12,7 @@ use crate::problem::{Code, Finding};
 /// Reads the list of bad blocks from inode 1, ignoring out-of-range
 /// entries as e2fsck does. Returns the sorted list and a note if the list
 /// could not be read completely.
-pub fn read_bad_blocks_list(fs: &Fs, io: &mut Io<'_>) -> (Vec<u64>, Option<String>) {
+pub(crate) fn read_bad_blocks_list(fs: &Fs, io: &mut Io<'_>) -> (Vec<u64>, Option<String>) {
     let mut ib = vec![0u8; fs.geo.inode_size as usize];
     if io.read_inode(1, &mut ib).is_err() {
         return (Vec::new(), Some("cannot read the bad blocks inode".into()));

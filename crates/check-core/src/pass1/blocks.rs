@@ -1109,7 +1109,7 @@ impl ExtentVisitor for ForeignCheck<'_, '_, '_, '_> {
 }
 
 /// The deepest extent tree e2fsck accepts for a block size.
-pub fn max_extent_depth(block_size: u32) -> u16 {
+pub(crate) fn max_extent_depth(block_size: u32) -> u16 {
     let cap = (block_size - 12) / 12;
     let lg = 31 - cap.leading_zeros();
     (1 + 29 / lg) as u16
@@ -1132,7 +1132,7 @@ fn describe_blockcnt(blockcnt: i64) -> String {
 
 /// Maps logical block `lblk` of an inode to its physical block (0 for a
 /// hole). `None` if the map is unreadable.
-pub fn map_logical(
+pub(crate) fn map_logical(
     w: &mut Worker<'_, '_, '_>,
     inode: &Inode<'_>,
     _ino: u32,

@@ -20,7 +20,7 @@ use crate::problem::{Code, Finding};
 
 /// A set of disjoint byte ranges inside `[0, max)`, for catching overlapping
 /// attribute entries and values.
-pub struct Region {
+pub(crate) struct Region {
     max: u64,
     used: Vec<(u64, u64)>,
 }
@@ -52,7 +52,7 @@ impl Region {
 }
 
 /// What checking the EA block of an inode gave.
-pub struct EaBlockResult {
+pub(crate) struct EaBlockResult {
     /// Whether the block counts towards the inode's blocks.
     pub counted: bool,
     /// Extra blocks charged for values in EA inodes.

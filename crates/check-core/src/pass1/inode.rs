@@ -61,7 +61,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
     }
 
     /// Checks one inode; a directory's blocks are then queued for pass 2.
-    pub fn check_inode(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
+    pub(crate) fn check_inode(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
         let mark = self.out.findings.len();
         self.check_inode_inner(ino, raw, status, csum_bad);
         if self.p.sink.is_some() && self.out.findings.len() > mark {
@@ -284,7 +284,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
 
     /// The checksum recheck every inode ends with: under a read-only check
     /// nothing was rewritten, so a bad checksum is still bad.
-    pub fn finish_inode(&mut self, cur: &Cur<'_>) {
+    pub(crate) fn finish_inode(&mut self, cur: &Cur<'_>) {
         if cur.csum_bad {
             self.report(Finding::new(Code::InodeOnlyCsumInvalid).ino(cur.ino));
         }

@@ -19,21 +19,20 @@ use crate::fs::Fs;
 use crate::io::Io;
 use crate::problem::Finding;
 
-pub use badblocks::read_bad_blocks_list;
+pub(crate) use badblocks::read_bad_blocks_list;
 pub use blocks::collect_extents;
 pub use meta::mark_table_blocks;
 pub use types::has_valid_blocks as inode_has_valid_blocks;
 pub(crate) use types::Worker;
-pub use types::{
-    chunk_extent, chunks, BlockKey, Chunk, DirMeta, DirWork, DxInfo, EaRef, LeafExtent, P1Out,
-    Pass1, Policy, QuotaUse, Stats, CHUNK_INODES, EXTENT_DEPTH_SLOTS,
-};
+pub(crate) use types::{chunk_extent, DirMeta, Policy, Stats, CHUNK_INODES};
+pub use types::{chunks, Chunk, LeafExtent, Pass1, QuotaUse};
+pub use types::{BlockKey, DirWork, DxInfo, P1Out};
 
 impl<'a> Pass1<'a> {
     /// Whether a block claimed twice is accepted: the shared_blocks
     /// feature says files may share blocks, unless they are to be
     /// unshared.
-    pub fn blocks_may_be_shared(&self) -> bool {
+    pub(crate) fn blocks_may_be_shared(&self) -> bool {
         self.fs
             .geo
             .ro_compat
@@ -72,7 +71,7 @@ impl<'a> Pass1<'a> {
 
     /// Checks the bad blocks inode, before any other: what it lists is
     /// judged against the metadata alone, as in e2fsck's inode order.
-    pub fn check_bad_blocks_inode(&self, io: &mut Io<'a>) -> P1Out {
+    pub(crate) fn check_bad_blocks_inode(&self, io: &mut Io<'a>) -> P1Out {
         let mut w = Worker::new(self, io);
         if self.fs.inodes_to_scan(0) > 0 {
             let chunk = Chunk {
@@ -87,7 +86,7 @@ impl<'a> Pass1<'a> {
 
     /// A group whose inode table lies outside the file system stops the
     /// scan when it is reached: the first such inode, if any.
-    pub fn table_abort(&self) -> Option<AbortAt> {
+    pub(crate) fn table_abort(&self) -> Option<AbortAt> {
         let fs = self.fs;
         for g in 0..fs.geo.group_count {
             let it = fs.gd(g).inode_table();

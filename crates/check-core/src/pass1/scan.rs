@@ -49,7 +49,7 @@ pub enum Only {
 }
 
 /// Reads one chunk of an inode table and checks each inode in it.
-pub fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only) {
+pub(crate) fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only) {
     let fs = w.p.fs;
     let geo = &fs.geo;
     let bs = geo.block_size as usize;

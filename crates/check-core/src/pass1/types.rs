@@ -12,7 +12,7 @@ use crate::sink::FixSink;
 
 /// What pass 2 needs to know about a directory; sent with each of its blocks.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DirMeta {
+pub(crate) struct DirMeta {
     /// Inode number.
     pub ino: u32,
     /// `i_generation` (seeds its block checksums).
@@ -42,7 +42,7 @@ pub struct DxInfo {
 
 /// An encryption policy: the context without its nonce.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Policy {
+pub(crate) enum Policy {
     /// A version this checker does not know.
     Unrecognized,
     /// The policy bytes.
@@ -53,7 +53,7 @@ pub enum Policy {
 #[derive(Clone, Debug)]
 pub struct DirWork {
     /// The directory.
-    pub meta: DirMeta,
+    pub(crate) meta: DirMeta,
     /// Physical block (0 for a hole or inline data).
     pub pblk: u64,
     /// Logical block within the directory.
@@ -112,7 +112,7 @@ pub struct LeafExtent {
 
 /// A reference from an inode to an EA block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct EaRef {
+pub(crate) struct EaRef {
     /// The EA block.
     pub blk: u64,
     /// The inode.
@@ -123,7 +123,7 @@ pub struct EaRef {
 
 /// Counts gathered in pass 1.
 #[derive(Clone, Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Regular files.
     pub regular: u64,
     /// Directories.
@@ -159,7 +159,7 @@ pub struct Stats {
 }
 
 /// Depths in the extent depth histogram, as e2fsck's.
-pub const EXTENT_DEPTH_SLOTS: usize = 5;
+pub(crate) const EXTENT_DEPTH_SLOTS: usize = 5;
 
 impl Stats {
     fn add(&mut self, o: &Stats) {
@@ -209,13 +209,13 @@ pub struct P1Out {
     /// Indexed directories.
     pub dx_dirs: Vec<(u32, DxInfo)>,
     /// References to EA blocks.
-    pub ea_refs: Vec<EaRef>,
+    pub(crate) ea_refs: Vec<EaRef>,
     /// EA inodes referenced by attributes (one entry per reference).
     pub ea_inode_refs: Vec<u32>,
     /// Encrypted inodes and their policies.
-    pub policies: Vec<(u32, Policy)>,
+    pub(crate) policies: Vec<(u32, Policy)>,
     /// Counts.
-    pub stats: Stats,
+    pub(crate) stats: Stats,
     /// Where a fatal problem stopped the pass.
     pub abort: Option<AbortAt>,
     /// Quota usage by (type, id): type 0 user, 1 group, 2 project.
@@ -257,7 +257,7 @@ pub struct Chunk {
 }
 
 /// Inodes per chunk: enough to amortise a read, small enough to balance.
-pub const CHUNK_INODES: u32 = 2048;
+pub(crate) const CHUNK_INODES: u32 = 2048;
 
 /// Cuts the inode tables into chunks of whole inode-table blocks.
 pub fn chunks(fs: &Fs) -> Vec<Chunk> {
@@ -281,7 +281,7 @@ pub fn chunks(fs: &Fs) -> Vec<Chunk> {
 }
 
 /// Where a chunk's part of the inode table lies: byte offset and length.
-pub fn chunk_extent(fs: &Fs, chunk: &Chunk) -> (u64, u64) {
+pub(crate) fn chunk_extent(fs: &Fs, chunk: &Chunk) -> (u64, u64) {
     let ipb = u64::from(fs.geo.inodes_per_block.max(1));
     let bs = u64::from(fs.geo.block_size);
     let first = fs.gd(chunk.group).inode_table() + u64::from(chunk.first) / ipb;
@@ -337,7 +337,7 @@ pub struct Worker<'p, 'f, 'io> {
 }
 
 /// Facts about the inode being checked, passed between the checks.
-pub struct Cur<'b> {
+pub(crate) struct Cur<'b> {
     /// Inode number.
     pub ino: u32,
     /// The inode.
@@ -352,7 +352,7 @@ pub struct Cur<'b> {
 
 /// How the scan hands an inode over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScanStatus {
+pub(crate) enum ScanStatus {
     /// Read fine.
     Ok,
     /// Its checksum does not match.

@@ -11,7 +11,7 @@ use crate::io::Io;
 use crate::problem::{Code, Finding};
 
 /// What re-checking a bad inode gave.
-pub enum BadInodeOutcome {
+pub(crate) enum BadInodeOutcome {
     /// Problems to report; `still_bad` unless only a problem whose
     /// refusal clears the mark was found.
     Reported {
@@ -27,7 +27,7 @@ pub enum BadInodeOutcome {
 }
 
 /// Re-checks an inode pass 1 marked bad.
-pub fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> BadInodeOutcome {
+pub(crate) fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> BadInodeOutcome {
     let fs = cx.fs;
     let geo = &fs.geo;
     let mut buf = vec![0u8; geo.inode_size as usize];

@@ -20,7 +20,7 @@ use crate::problem::{Code, Finding};
 
 /// What kind of htree block this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DxKind {
+pub(crate) enum DxKind {
     /// The root (logical block 0).
     Root,
     /// An interior index node.
@@ -33,7 +33,7 @@ pub enum DxKind {
 #[derive(Clone, Debug)]
 pub struct DxBlock {
     /// Root, node or leaf.
-    pub kind: DxKind,
+    pub(crate) kind: DxKind,
     /// Lowest name hash in a leaf (u32::MAX when empty).
     pub min_hash: u32,
     /// Highest name hash in a leaf.
@@ -244,7 +244,7 @@ impl P2Acc {
 /// Checks one directory block. `data` is the block (or, for an inline
 /// directory, `i_block` and the system.data value); `None` if it could
 /// not be read.
-pub fn check_block(
+pub(crate) fn check_block(
     cx: &P2Ctx<'_>,
     io: &mut Io<'_>,
     acc: &mut P2Acc,

@@ -32,7 +32,7 @@ pub enum TailStatus {
 /// Encryption policies of encrypted inodes, filled in by pass 1 (they are
 /// rare, so a lock is cheap here).
 #[derive(Default)]
-pub struct Policies {
+pub(crate) struct Policies {
     inner: Mutex<BTreeMap<u32, Policy>>,
 }
 
@@ -47,7 +47,7 @@ impl Policies {
     }
 
     /// The policies of two inodes.
-    pub fn pair(&self, a: u32, b: u32) -> (Option<Policy>, Option<Policy>) {
+    pub(crate) fn pair(&self, a: u32, b: u32) -> (Option<Policy>, Option<Policy>) {
         let m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         (m.get(&a).cloned(), m.get(&b).cloned())
     }
@@ -64,7 +64,7 @@ pub struct P2Ctx<'a> {
     /// Pass-1 maps.
     pub maps: &'a Maps,
     /// Encryption policies.
-    pub policies: Policies,
+    pub(crate) policies: Policies,
     /// References found per inode (index `ino - 1`), '.' and '..' included:
     /// two bytes an inode, and the rare counts past 65,535 in `over`.
     pub(crate) counted: Vec<AtomicU16>,
@@ -110,7 +110,7 @@ impl<'a> P2Ctx<'a> {
     }
 
     /// Records how many reads of a batch came from the page cache.
-    pub fn note_reads(&self, cached: usize, total: usize) {
+    pub(crate) fn note_reads(&self, cached: usize, total: usize) {
         if total == 0 {
             return;
         }
@@ -123,13 +123,13 @@ impl<'a> P2Ctx<'a> {
 
     /// Whether directory blocks should be fetched ahead as they are found:
     /// only while reads keep missing the page cache.
-    pub fn wants_prefetch(&self) -> bool {
+    pub(crate) fn wants_prefetch(&self) -> bool {
         self.miss_permille.load(Ordering::Relaxed) > 200
     }
 
     /// Counts a reference to `ino`.
     #[inline]
-    pub fn count_ref(&self, ino: u32) {
+    pub(crate) fn count_ref(&self, ino: u32) {
         let Some(i) = ino.checked_sub(1) else {
             return;
         };
@@ -188,7 +188,7 @@ impl<'a> P2Ctx<'a> {
 
     /// Reads an inode the way e2fsck's "read or die" does: a checksum
     /// failure stops the check.
-    pub fn read_inode_checked(
+    pub(crate) fn read_inode_checked(
         &self,
         io: &mut Io<'_>,
         ino: u32,
@@ -210,7 +210,7 @@ impl<'a> P2Ctx<'a> {
     }
 
     /// The directory entry type an inode's mode calls for (reads the inode).
-    pub fn mode_type(&self, io: &mut Io<'_>, ino: u32) -> Result<u8, InodeReadError> {
+    pub(crate) fn mode_type(&self, io: &mut Io<'_>, ino: u32) -> Result<u8, InodeReadError> {
         if self.maps.used(ino) && !self.maps.inode_csum_bad.get(u64::from(ino - 1)) {
             let t = self.maps.ftype(ino);
             if t != 0 {
@@ -260,7 +260,7 @@ impl Overflow {
 
 /// References pass 2 found per inode (index `ino - 1`).
 #[derive(Default)]
-pub struct RefCounts {
+pub(crate) struct RefCounts {
     pub(crate) low: Vec<u16>,
     /// Counts past 65,535: what `low` could not hold.
     pub(crate) over: HashMap<u32, u32>,
@@ -283,7 +283,7 @@ impl RefCounts {
 }
 
 #[derive(Default)]
-pub struct P2Out {
+pub(crate) struct P2Out {
     /// Findings.
     pub findings: Vec<Finding>,
     /// References found per inode (index `ino - 1`), '.' and '..' included.

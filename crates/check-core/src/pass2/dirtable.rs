@@ -61,7 +61,7 @@ impl Rank {
 
 /// Each directory's '..' and parent, 0 where there is none.
 #[derive(Default)]
-pub struct DirTable {
+pub(crate) struct DirTable {
     rank: Rank,
     dotdot: Vec<u32>,
     parent: Vec<u32>,

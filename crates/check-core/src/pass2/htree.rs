@@ -36,7 +36,7 @@ struct DxDir {
 }
 
 /// Htree records of every indexed directory.
-pub struct DxState {
+pub(crate) struct DxState {
     dirs: BTreeMap<u32, DxDir>,
     block_size: usize,
     metadata_csum: bool,
@@ -122,7 +122,7 @@ impl DxState {
         for i in 0..n {
             prev_hash = hash;
             hash = if i == 0 { 0 } else { d.entries[i].0 & !1 };
-            let blk = u64::from(d.entries[i].1 & 0x0FFF_FFFF);
+            let blk = ext4_layout::htree::entry_block(d.entries[i].1);
             if blk >= dir.numblocks {
                 findings.push(Finding::new(Code::HtreeBadBlk).dir(ino).num(blk));
                 continue;
@@ -131,7 +131,7 @@ impl DxState {
                 findings.push(Finding::new(Code::HtreeHashOrder).dir(ino).blk(lblk));
             }
             let previous = if i > 0 {
-                u64::from(d.entries[i - 1].1 & 0x0FFF_FFFF)
+                ext4_layout::htree::entry_block(d.entries[i - 1].1)
             } else {
                 0
             };
@@ -168,7 +168,7 @@ impl DxState {
     }
 
     /// The final check of every indexed directory not scheduled for rebuild.
-    pub fn verify(&mut self, findings: &mut Vec<Finding>, rehash: &BTreeSet<u32>) {
+    pub(crate) fn verify(&mut self, findings: &mut Vec<Finding>, rehash: &BTreeSet<u32>) {
         for (&ino, dir) in self.dirs.iter_mut() {
             if rehash.contains(&ino) || dir.numblocks == 0 {
                 continue;

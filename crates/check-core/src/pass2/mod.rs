@@ -16,11 +16,14 @@ use std::sync::atomic::AtomicU16;
 
 use ext4_layout::inode::Inode;
 
-pub use badinode::{process_bad_inode, BadInodeOutcome};
-pub use block::{casefold, check_block, tail_status, DirLink, DxBlock, DxKind, P2Acc, Special};
-pub use ctx::{P2Ctx, P2Out, Policies, RefCounts, TailStatus};
+pub(crate) use badinode::{process_bad_inode, BadInodeOutcome};
+pub(crate) use block::check_block;
+pub use block::{casefold, tail_status, P2Acc, Special};
+pub use block::{DirLink, DxBlock};
+pub use ctx::{P2Ctx, TailStatus};
+pub(crate) use ctx::{P2Out, RefCounts};
 use dirtable::Claim;
-pub use dirtable::DirTable;
+pub(crate) use dirtable::DirTable;
 
 use crate::ctx::AbortAt;
 use crate::fs::Fs;
@@ -104,7 +107,7 @@ pub fn check_batch(
 /// problem stops the pass, which link to a directory comes first (its
 /// parent; later ones are extra links), duplicate names, and the htree
 /// records, which are then verified.
-pub fn merge(
+pub(crate) fn merge(
     cx: &mut P2Ctx<'_>,
     io: &mut Io<'_>,
     accs: Vec<P2Acc>,
