@@ -1,9 +1,10 @@
 //! State shared by the passes: per-inode and per-block maps that workers
 //! update without locks, and the results merged at pass boundaries.
 
-use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::bitmap::AtomicBitmap;
+use crate::counts::Counts;
 use crate::fs::{BitSet, Fs};
 use crate::problem::{Finding, Pass};
 
@@ -110,8 +111,9 @@ pub struct Maps {
     /// Inodes whose pass-1 check has finished (set with release ordering,
     /// after everything the check wrote about the inode).
     pub inode_done: AtomicBitmap,
-    /// `i_links_count` of in-use inodes.
-    pub link_info: Vec<AtomicU16>,
+    /// `i_links_count` of in-use inodes (half a byte each, the rare
+    /// count of 15 or more kept aside).
+    pub(crate) link_info: Counts,
     /// Directory entry file type of each in-use inode, from its mode.
     pub ftype: Vec<AtomicU8>,
     /// Clusters found in use.
@@ -144,7 +146,7 @@ impl Maps {
             inode_casefold: AtomicBitmap::new(ni),
             inode_scanned: AtomicBitmap::new(ni),
             inode_done: AtomicBitmap::new(ni),
-            link_info: (0..ni).map(|_| AtomicU16::new(0)).collect(),
+            link_info: Counts::new(ni),
             ftype: (0..ni).map(|_| AtomicU8::new(0)).collect(),
             block_found: AtomicBitmap::new(clusters),
             block_dup: AtomicBitmap::new(clusters),
@@ -189,18 +191,14 @@ impl Maps {
     #[inline]
     pub fn links(&self, ino: u32) -> u16 {
         ino.checked_sub(1)
-            .and_then(|i| self.link_info.get(i as usize))
-            .map_or(0, |a| a.load(Ordering::Relaxed))
+            .map_or(0, |i| self.link_info.get(i) as u16)
     }
 
     /// Records the link count of an inode.
     #[inline]
     pub(crate) fn set_links(&self, ino: u32, n: u16) {
-        if let Some(a) = ino
-            .checked_sub(1)
-            .and_then(|i| self.link_info.get(i as usize))
-        {
-            a.store(n, Ordering::Relaxed);
+        if let Some(i) = ino.checked_sub(1) {
+            self.link_info.set(i, u32::from(n));
         }
     }
 

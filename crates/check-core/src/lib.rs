@@ -28,6 +28,7 @@
 
 pub mod bitmap;
 pub mod blockiter;
+pub(crate) mod counts;
 pub mod ctx;
 pub mod due;
 pub mod engine;

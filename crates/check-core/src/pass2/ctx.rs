@@ -1,14 +1,15 @@
 //! The state pass 2's modules share: the context every directory block
 //! is checked in, and the counts the pass builds.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use ext4_layout::dirent;
 use ext4_layout::features::CompatFeatures;
 use ext4_layout::inode::{FileType, Inode};
 
+use crate::counts::Counts;
 use crate::ctx::{AbortAt, Maps};
 use crate::error::InodeReadError;
 use crate::fs::Fs;
@@ -66,10 +67,8 @@ pub struct P2Ctx<'a> {
     /// Encryption policies.
     pub(crate) policies: Policies,
     /// References found per inode (index `ino - 1`), '.' and '..' included:
-    /// two bytes an inode, and the rare counts past 65,535 in `over`.
-    pub(crate) counted: Vec<AtomicU16>,
-    /// What `counted` could not hold, by inode index.
-    pub(crate) over: Overflow,
+    /// half a byte an inode, the rare count of 15 or more kept aside.
+    pub(crate) counted: Counts,
     /// Inodes pass 1 scans in each group (the rest are never checked).
     scan_limit: Vec<u32>,
     /// Whether blocks are taken in dir_index order.
@@ -92,8 +91,7 @@ impl<'a> P2Ctx<'a> {
             check_encoding: false,
             maps,
             policies: Policies::default(),
-            counted: (0..n).map(|_| AtomicU16::new(0)).collect(),
-            over: Overflow::default(),
+            counted: Counts::new(n as u64),
             scan_limit: (0..fs.geo.group_count)
                 .map(|g| fs.inodes_to_scan(g))
                 .collect(),
@@ -130,15 +128,8 @@ impl<'a> P2Ctx<'a> {
     /// Counts a reference to `ino`.
     #[inline]
     pub(crate) fn count_ref(&self, ino: u32) {
-        let Some(i) = ino.checked_sub(1) else {
-            return;
-        };
-        if let Some(c) = self.counted.get(i as usize) {
-            if c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1))
-                .is_err()
-            {
-                self.over.add(i, 1);
-            }
+        if let Some(i) = ino.checked_sub(1) {
+            self.counted.add_one(i);
         }
     }
 
@@ -226,59 +217,21 @@ impl<'a> P2Ctx<'a> {
     }
 }
 
-/// Everything pass 2 hands on.
-/// Counts past what two bytes hold, by inode index, added to by many
-/// workers at once: sharded maps, as such counts are rare.
-pub(crate) struct Overflow {
-    shards: Vec<Mutex<HashMap<u32, u32>>>,
-}
-
-impl Default for Overflow {
-    fn default() -> Overflow {
-        Overflow {
-            shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
-    }
-}
-
-impl Overflow {
-    fn add(&self, key: u32, n: u32) {
-        let shard = &self.shards[key as usize % self.shards.len()];
-        let mut m = shard.lock().unwrap_or_else(|e| e.into_inner());
-        let v = m.entry(key).or_insert(0);
-        *v = v.saturating_add(n);
-    }
-
-    pub(crate) fn into_map(self) -> HashMap<u32, u32> {
-        let mut all = HashMap::new();
-        for s in self.shards {
-            all.extend(s.into_inner().unwrap_or_else(|e| e.into_inner()));
-        }
-        all
-    }
-}
-
 /// References pass 2 found per inode (index `ino - 1`).
 #[derive(Default)]
 pub(crate) struct RefCounts {
-    pub(crate) low: Vec<u16>,
-    /// Counts past 65,535: what `low` could not hold.
-    pub(crate) over: HashMap<u32, u32>,
+    pub(crate) counts: Counts,
 }
 
 impl RefCounts {
     /// The references to the inode of index `idx` (`ino - 1`).
     pub fn get(&self, idx: usize) -> u32 {
-        let low = self.low.get(idx).copied().map_or(0, u32::from);
-        match self.over.get(&(idx as u32)) {
-            Some(&o) => low.saturating_add(o),
-            None => low,
-        }
+        u32::try_from(idx).map_or(0, |i| self.counts.get(i))
     }
 
     /// Every count, in inode order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.low.len()).map(|i| self.get(i))
+        (0..self.counts.len()).map(|i| self.counts.get(i as u32))
     }
 }
 
@@ -301,37 +254,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reference_counts_past_two_bytes_are_kept_whole() {
-        let over = Overflow::default();
-        over.add(0, 7);
-        over.add(0, 3);
-        over.add(5, 1);
-        let counts = RefCounts {
-            low: vec![u16::MAX, 3, 0, 0, 0, 9],
-            over: over.into_map(),
-        };
+    fn reference_counts_past_any_small_width_are_kept_whole() {
+        let counts = Counts::new(6);
+        for _ in 0..65_545 {
+            counts.add_one(0);
+        }
+        for _ in 0..3 {
+            counts.add_one(1);
+        }
+        counts.set(5, 9);
+        counts.add_one(5);
+        let counts = RefCounts { counts };
         assert_eq!(counts.get(0), 65_545);
         assert_eq!(counts.get(1), 3);
         assert_eq!(counts.get(5), 10);
         assert_eq!(counts.get(99), 0, "past the end: no references");
         assert_eq!(counts.iter().map(u64::from).sum::<u64>(), 65_545 + 3 + 10);
-    }
-
-    #[test]
-    fn overflow_adds_from_many_workers_are_all_kept() {
-        let m = Overflow::default();
-        std::thread::scope(|s| {
-            for t in 0..4u32 {
-                let m = &m;
-                s.spawn(move || {
-                    for d in 0..1000u32 {
-                        m.add(d % 100, t + 1);
-                    }
-                });
-            }
-        });
-        let all = m.into_map();
-        assert_eq!(all.len(), 100);
-        assert!(all.values().all(|&v| v == 10 * (1 + 2 + 3 + 4)));
     }
 }

@@ -12,7 +12,6 @@ mod dirtable;
 mod htree;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU16;
 
 use ext4_layout::inode::Inode;
 
@@ -176,11 +175,7 @@ pub(crate) fn merge(
     }
     out.dirs = dirs;
     out.counted = RefCounts {
-        low: std::mem::take(&mut cx.counted)
-            .into_iter()
-            .map(AtomicU16::into_inner)
-            .collect(),
-        over: std::mem::take(&mut cx.over).into_map(),
+        counts: std::mem::take(&mut cx.counted),
     };
     out.dup_dirs = dup_set.into_iter().collect();
     out
