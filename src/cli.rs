@@ -350,7 +350,9 @@ enum Event<'a> {
     Removed(char),
 }
 
-/// Parses and validates `argv` (including argv[0]).
+/// Parses and validates `argv` (including argv[0]), in e2fsck's order:
+/// the options as read, -V, the device, the options that need a writable
+/// device, the extended options, then ext4chk's own.
 pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
     let argv0 = argv.first().map_or("ext4chk", String::as_str);
     let personality = Personality::from_argv0(argv0);
@@ -363,211 +365,26 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         Ok(a) => a,
         Err(e) => return Err(clap_error(&prog, &e)),
     };
-    // 1. What e2fsck checks as it reads each option, in order.
-    let mut events: Vec<(usize, Event<'_>)> = Vec::new();
-    // Indices of what the command line gave (a count's default has one too).
-    let given = |id: &str| {
-        (matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
-            .then(|| matches.indices_of(id))
-            .flatten()
-    };
-    for (id, c) in [("preen", 'p'), ("read_only", 'n'), ("repair", 'y')] {
-        if let Some(ix) = given(id) {
-            events.extend(ix.map(|i| (i, Event::Mode(c))));
-        }
+    let InOrder {
+        mode,
+        progress,
+        superblock,
+    } = read_in_order(&prog, &option_events(&matches, &args))?;
+    if let Some(early) = version_request(&args, personality) {
+        return Err(early);
     }
-    for (id, c, vals) in [
-        ("progress", 'C', &args.progress),
-        ("superblock", 'b', &args.superblock),
-        ("inode_buffer_blocks", 'I', &args.inode_buffer_blocks),
-        ("process_inode_size", 'P', &args.process_inode_size),
-    ] {
-        if let Some(ix) = given(id) {
-            events.extend(ix.zip(vals.iter()).map(|(i, v)| (i, Event::Numeric(c, v))));
-        }
-    }
-    for (id, c) in [("swap", 's'), ("swap_all", 'S'), ("mtrace", 'M')] {
-        if let Some(ix) = given(id) {
-            events.extend(ix.map(|i| (i, Event::Removed(c))));
-        }
-    }
-    events.sort_by_key(|e| e.0);
-    let mut mode: Option<Mode> = None;
-    let mut progress: Option<ProgressTo> = None;
-    let mut superblock: Option<u64> = None;
-    for (_, ev) in &events {
-        match *ev {
-            Event::Mode(c) => {
-                let m = match c {
-                    'p' => Mode::Preen,
-                    'n' => Mode::Check,
-                    _ => Mode::Repair,
-                };
-                if mode.is_some_and(|old| old != m) {
-                    return Err(Early::err(
-                        exit::OPERATIONAL,
-                        format!("{prog}: only one of the options -p/-a, -n or -y may be given"),
-                    ));
-                }
-                mode = Some(m);
-            }
-            Event::Numeric(c, v) => {
-                let Some(n) = scan_int(v) else {
-                    // e2fsck exits 1 here, not with its usage code.
-                    return Err(Early::err(
-                        exit::CORRECTED,
-                        format!("{prog}: invalid non-numeric argument to -{c} (\"{v}\")"),
-                    ));
-                };
-                match c {
-                    'C' => progress = Some(progress_to(&prog, n)?),
-                    // %llu: a minus sign wraps, as in e2fsck.
-                    'b' => superblock = Some(n as u64),
-                    _ => {}
-                }
-            }
-            Event::Removed(c) => {
-                return Err(Early::err(
-                    exit::USAGE,
-                    format!(
-                        "{prog}: -{c} is not supported (e2fsck removed byte swapping); see {prog} --help"
-                    ),
-                ));
-            }
-        }
-    }
-    // 2. -V wins over everything but the conflicts above.
-    if args.version > 0 {
-        return Err(Early {
-            code: exit::OK,
-            stdout: match personality {
-                Personality::Ext4chk => format!("{}\n", version_line()),
-                Personality::E2fsck => String::new(),
-            },
-            stderr: match personality {
-                Personality::Ext4chk => String::new(),
-                Personality::E2fsck => format!("{} (e2fsck 1.47 compatible)\n", version_line()),
-            },
-        });
-    }
-    // 3. Exactly one device.
-    if args.devices.len() != 1 {
-        return Err(Early::err(
-            exit::USAGE,
-            format!(
-                "{prog}: {} (usage: {prog} [OPTIONS] DEVICE; see {prog} --help)",
-                if args.devices.is_empty() {
-                    "no device given".to_string()
-                } else {
-                    format!("one device expected, {} given", args.devices.len())
-                }
-            ),
-        ));
-    }
+    one_device(&prog, &args)?;
     let read_only = mode == Some(Mode::Check);
     let bad_file = args
         .set_badblocks
         .last()
         .or(args.add_badblocks.last())
         .map(|f| (PathBuf::from(f), !args.set_badblocks.is_empty()));
-    // 4. Options that need a writable device.
-    for (given, what) in [
-        (args.optimize_dirs > 0, "-D"),
-        (args.check_blocks > 0, "-c"),
-        (bad_file.is_some(), "-l/-L"),
-    ] {
-        if read_only && given {
-            return Err(Early::err(
-                exit::OPERATIONAL,
-                format!("{prog}: the -n and {what} options are incompatible"),
-            ));
-        }
-    }
-    // 5. Extended options (only the last -E, as e2fsck).
-    let mut ext = match args.extended.last() {
-        Some(list) => extended::parse(list).map_err(|why| {
-            Early::err(
-                exit::CORRECTED,
-                format!("{prog}: {why} (valid: {})", extended::VALID.join(", ")),
-            )
-        })?,
-        None => Extended::default(),
-    };
-    if read_only {
-        ext.discard = false;
-    }
-    if args.optimize_dirs > 0 && ext.fixes_only {
-        return Err(Early::err(
-            exit::OPERATIONAL,
-            format!("{prog}: the -D and -E fixes_only options are incompatible"),
-        ));
-    }
-    if ext.bmap2extent && ext.fixes_only {
-        return Err(Early::err(
-            exit::OPERATIONAL,
-            format!("{prog}: the -E bmap2extent and fixes_only options are incompatible"),
-        ));
-    }
-    if args.check_blocks > 0 && bad_file.is_some() {
-        return Err(Early::err(
-            exit::USAGE,
-            format!("{prog}: the -c and the -l/-L options may not be used together"),
-        ));
-    }
-    // ext4chk's own options.
-    let threads = parse_threads(&args.threads).map_err(|why| {
-        Early::err(
-            exit::USAGE,
-            format!("{prog}: invalid --threads value: {why}"),
-        )
-    })?;
-    let partition = match &args.partition {
-        None => None,
-        Some(s) => match s.parse::<u32>() {
-            Ok(n) if n >= 1 => Some(n),
-            _ => {
-                return Err(Early::err(
-                    exit::USAGE,
-                    format!(
-                    "{prog}: invalid --partition value '{s}': expected a partition number from 1"
-                ),
-                ))
-            }
-        },
-    };
-    let mode = match mode {
-        Some(m) => m,
-        None => match personality {
-            Personality::Ext4chk => Mode::Check,
-            Personality::E2fsck => {
-                // e2fsck would ask its questions on a terminal; ext4chk
-                // does not ask, so a mode must be chosen.
-                return Err(Early::err(
-                    exit::OPERATIONAL,
-                    format!(
-                        "{prog}: interactive repair is not supported; give -n (check only), -p (safe repairs) or -y (repair everything)"
-                    ),
-                ));
-            }
-        },
-    };
-    if args.dry_run > 0 {
-        let why = if mode != Mode::Preen && mode != Mode::Repair {
-            Some("--dry-run shows what a repair would do: give it with --repair (-y) or --preen (-p)")
-        } else if !args.undo.is_empty() {
-            Some("--dry-run writes nothing, so it keeps no undo file (-z)")
-        } else if args.check_blocks > 1 {
-            Some("--dry-run cannot run the read-write bad-block test (-cc)")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(Early::err(exit::USAGE, format!("{prog}: {why}")));
-        }
-    }
-    if mode == Mode::Check && !args.undo.is_empty() {
-        // e2fsck accepts -z with -n and writes nothing; so does ext4chk.
-    }
+    writable_options(&prog, &args, read_only, bad_file.is_some())?;
+    let ext = extended_options(&prog, &args, read_only, bad_file.is_some())?;
+    let (threads, partition) = own_options(&prog, &args)?;
+    let mode = chosen_mode(&prog, mode, personality)?;
+    dry_run_fits(&prog, &args, mode)?;
     Ok(Invocation {
         prog,
         personality,
@@ -605,6 +422,258 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         partition,
         dry_run: args.dry_run > 0,
     })
+}
+
+/// Step 1: What e2fsck checks as it reads each option, in argument order.
+fn option_events<'a>(matches: &clap::ArgMatches, args: &'a Args) -> Vec<(usize, Event<'a>)> {
+    let mut events: Vec<(usize, Event<'_>)> = Vec::new();
+    // Indices of what the command line gave (a count's default has one too).
+    let given = |id: &str| {
+        (matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+            .then(|| matches.indices_of(id))
+            .flatten()
+    };
+    for (id, c) in [("preen", 'p'), ("read_only", 'n'), ("repair", 'y')] {
+        if let Some(ix) = given(id) {
+            events.extend(ix.map(|i| (i, Event::Mode(c))));
+        }
+    }
+    for (id, c, vals) in [
+        ("progress", 'C', &args.progress),
+        ("superblock", 'b', &args.superblock),
+        ("inode_buffer_blocks", 'I', &args.inode_buffer_blocks),
+        ("process_inode_size", 'P', &args.process_inode_size),
+    ] {
+        if let Some(ix) = given(id) {
+            events.extend(ix.zip(vals.iter()).map(|(i, v)| (i, Event::Numeric(c, v))));
+        }
+    }
+    for (id, c) in [("swap", 's'), ("swap_all", 'S'), ("mtrace", 'M')] {
+        if let Some(ix) = given(id) {
+            events.extend(ix.map(|i| (i, Event::Removed(c))));
+        }
+    }
+    events.sort_by_key(|e| e.0);
+    events
+}
+
+/// What the options read in order give.
+struct InOrder {
+    mode: Option<Mode>,
+    progress: Option<ProgressTo>,
+    superblock: Option<u64>,
+}
+
+/// The mode, progress descriptor and superblock the options give, read
+/// in order so that the first conflict is the one reported.
+fn read_in_order(prog: &str, events: &[(usize, Event<'_>)]) -> Result<InOrder, Early> {
+    let mut mode: Option<Mode> = None;
+    let mut progress: Option<ProgressTo> = None;
+    let mut superblock: Option<u64> = None;
+    for (_, ev) in events {
+        match *ev {
+            Event::Mode(c) => {
+                let m = match c {
+                    'p' => Mode::Preen,
+                    'n' => Mode::Check,
+                    _ => Mode::Repair,
+                };
+                if mode.is_some_and(|old| old != m) {
+                    return Err(Early::err(
+                        exit::OPERATIONAL,
+                        format!("{prog}: only one of the options -p/-a, -n or -y may be given"),
+                    ));
+                }
+                mode = Some(m);
+            }
+            Event::Numeric(c, v) => {
+                let Some(n) = scan_int(v) else {
+                    // e2fsck exits 1 here, not with its usage code.
+                    return Err(Early::err(
+                        exit::CORRECTED,
+                        format!("{prog}: invalid non-numeric argument to -{c} (\"{v}\")"),
+                    ));
+                };
+                match c {
+                    'C' => progress = Some(progress_to(prog, n)?),
+                    // %llu: a minus sign wraps, as in e2fsck.
+                    'b' => superblock = Some(n as u64),
+                    _ => {}
+                }
+            }
+            Event::Removed(c) => {
+                return Err(Early::err(
+                    exit::USAGE,
+                    format!(
+                        "{prog}: -{c} is not supported (e2fsck removed byte swapping); see {prog} --help"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(InOrder {
+        mode,
+        progress,
+        superblock,
+    })
+}
+
+/// Step 2: -V wins over everything but the conflicts above.
+fn version_request(args: &Args, personality: Personality) -> Option<Early> {
+    if args.version > 0 {
+        return Some(Early {
+            code: exit::OK,
+            stdout: match personality {
+                Personality::Ext4chk => format!("{}\n", version_line()),
+                Personality::E2fsck => String::new(),
+            },
+            stderr: match personality {
+                Personality::Ext4chk => String::new(),
+                Personality::E2fsck => format!("{} (e2fsck 1.47 compatible)\n", version_line()),
+            },
+        });
+    }
+    None
+}
+
+/// Step 3: Exactly one device.
+fn one_device(prog: &str, args: &Args) -> Result<(), Early> {
+    if args.devices.len() != 1 {
+        return Err(Early::err(
+            exit::USAGE,
+            format!(
+                "{prog}: {} (usage: {prog} [OPTIONS] DEVICE; see {prog} --help)",
+                if args.devices.is_empty() {
+                    "no device given".to_string()
+                } else {
+                    format!("one device expected, {} given", args.devices.len())
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Step 4: Options that need a writable device.
+fn writable_options(prog: &str, args: &Args, read_only: bool, bad_file: bool) -> Result<(), Early> {
+    for (given, what) in [
+        (args.optimize_dirs > 0, "-D"),
+        (args.check_blocks > 0, "-c"),
+        (bad_file, "-l/-L"),
+    ] {
+        if read_only && given {
+            return Err(Early::err(
+                exit::OPERATIONAL,
+                format!("{prog}: the -n and {what} options are incompatible"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Step 5: Extended options (only the last -E, as e2fsck), and the options
+/// that cannot go with them.
+fn extended_options(
+    prog: &str,
+    args: &Args,
+    read_only: bool,
+    bad_file: bool,
+) -> Result<Extended, Early> {
+    let mut ext = match args.extended.last() {
+        Some(list) => extended::parse(list).map_err(|why| {
+            Early::err(
+                exit::CORRECTED,
+                format!("{prog}: {why} (valid: {})", extended::VALID.join(", ")),
+            )
+        })?,
+        None => Extended::default(),
+    };
+    if read_only {
+        ext.discard = false;
+    }
+    if args.optimize_dirs > 0 && ext.fixes_only {
+        return Err(Early::err(
+            exit::OPERATIONAL,
+            format!("{prog}: the -D and -E fixes_only options are incompatible"),
+        ));
+    }
+    if ext.bmap2extent && ext.fixes_only {
+        return Err(Early::err(
+            exit::OPERATIONAL,
+            format!("{prog}: the -E bmap2extent and fixes_only options are incompatible"),
+        ));
+    }
+    if args.check_blocks > 0 && bad_file {
+        return Err(Early::err(
+            exit::USAGE,
+            format!("{prog}: the -c and the -l/-L options may not be used together"),
+        ));
+    }
+    Ok(ext)
+}
+
+/// ext4chk's own options: the thread count and the partition.
+fn own_options(prog: &str, args: &Args) -> Result<((usize, bool), Option<u32>), Early> {
+    let threads = parse_threads(&args.threads).map_err(|why| {
+        Early::err(
+            exit::USAGE,
+            format!("{prog}: invalid --threads value: {why}"),
+        )
+    })?;
+    let partition = match &args.partition {
+        None => None,
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                return Err(Early::err(
+                    exit::USAGE,
+                    format!(
+                    "{prog}: invalid --partition value '{s}': expected a partition number from 1"
+                ),
+                ))
+            }
+        },
+    };
+    Ok((threads, partition))
+}
+
+/// The mode: as given, or what the name the program runs under implies.
+fn chosen_mode(prog: &str, mode: Option<Mode>, personality: Personality) -> Result<Mode, Early> {
+    Ok(match mode {
+        Some(m) => m,
+        None => match personality {
+            Personality::Ext4chk => Mode::Check,
+            Personality::E2fsck => {
+                // e2fsck would ask its questions on a terminal; ext4chk
+                // does not ask, so a mode must be chosen.
+                return Err(Early::err(
+                    exit::OPERATIONAL,
+                    format!(
+                        "{prog}: interactive repair is not supported; give -n (check only), -p (safe repairs) or -y (repair everything)"
+                    ),
+                ));
+            }
+        },
+    })
+}
+
+/// --dry-run goes with a repair that writes nothing but the device.
+fn dry_run_fits(prog: &str, args: &Args, mode: Mode) -> Result<(), Early> {
+    if args.dry_run > 0 {
+        let why = if mode != Mode::Preen && mode != Mode::Repair {
+            Some("--dry-run shows what a repair would do: give it with --repair (-y) or --preen (-p)")
+        } else if !args.undo.is_empty() {
+            Some("--dry-run writes nothing, so it keeps no undo file (-z)")
+        } else if args.check_blocks > 1 {
+            Some("--dry-run cannot run the read-write bad-block test (-cc)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Early::err(exit::USAGE, format!("{prog}: {why}")));
+        }
+    }
+    Ok(())
 }
 
 /// One line for a clap error, with e2fsck's usage exit code (help is 0).
