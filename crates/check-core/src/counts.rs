@@ -1,10 +1,11 @@
-//! Per-inode counts that are small for almost every inode (link counts,
-//! references found): four bits an inode, and the rare count of 15 or
-//! more in a sharded map, as e2fsck's icount keeps only its exceptions.
-//! Any number of threads may count at once.
+//! Per-inode counts that are small for almost every inode, as e2fsck's
+//! icount keeps only its exceptions: [`Counts`] (references found, which
+//! many threads add to) takes four bits an inode, [`ByteCounts`] (link
+//! counts, set once and read later) a byte; the rare larger counts go to
+//! a sharded map.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// Bits of one inline count.
@@ -38,13 +39,8 @@ impl Counts {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             len,
-            large: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            large: shards(),
         }
-    }
-
-    /// How many counts there are.
-    pub(crate) fn len(&self) -> u64 {
-        self.len
     }
 
     /// The word holding count `i` and the count's shift in it.
@@ -75,24 +71,21 @@ impl Counts {
         }
     }
 
-    /// Sets count `i` (one thread at a time per index).
-    pub(crate) fn set(&self, i: u32, n: u32) {
-        let Some((w, shift)) = self.slot(i) else {
-            return;
-        };
-        let inline = u64::from(n).min(SPILLED);
-        if inline == SPILLED {
-            // The map first, so that a reader sent there finds the count.
-            self.large(i).insert(i, n);
-        }
-        let old = w
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
-                Some(cur & !(SPILLED << shift) | inline << shift)
+    /// Every count, in index order: the inline ones straight from their
+    /// words.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(move |(k, w)| {
+            let word = w.load(Ordering::Relaxed);
+            let first = k as u64 * PER_WORD;
+            (0..PER_WORD.min(self.len - first)).map(move |j| {
+                let v = (word >> (j * BITS)) & SPILLED;
+                if v == SPILLED {
+                    self.get((first + j) as u32)
+                } else {
+                    v as u32
+                }
             })
-            .unwrap_or_else(|cur| cur);
-        if (old >> shift) & SPILLED == SPILLED && inline != SPILLED {
-            self.large(i).remove(&i);
-        }
+        })
     }
 
     /// Adds one to count `i` (saturating).
@@ -145,6 +138,68 @@ impl Counts {
     }
 }
 
+/// The map of large counts, in shards.
+fn shards() -> Vec<Mutex<HashMap<u32, u32>>> {
+    (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect()
+}
+
+/// Counts set once each and read later: a byte an inode, so that setting
+/// one is a plain store; 255 and more in a sharded map.
+pub(crate) struct ByteCounts {
+    bytes: Vec<AtomicU8>,
+    large: Vec<Mutex<HashMap<u32, u32>>>,
+}
+
+impl ByteCounts {
+    /// The inline value that sends a reader to the map.
+    const SPILLED: u8 = u8::MAX;
+
+    /// `len` counts of zero.
+    pub(crate) fn new(len: u64) -> ByteCounts {
+        ByteCounts {
+            bytes: (0..len).map(|_| AtomicU8::new(0)).collect(),
+            large: shards(),
+        }
+    }
+
+    fn large(&self, i: u32) -> MutexGuard<'_, HashMap<u32, u32>> {
+        let shard = &self.large[i as usize % SHARDS];
+        shard.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Count `i` (0 past the end).
+    pub(crate) fn get(&self, i: u32) -> u32 {
+        match self
+            .bytes
+            .get(i as usize)
+            .map(|b| b.load(Ordering::Relaxed))
+        {
+            None => 0,
+            Some(Self::SPILLED) => self.large(i).get(&i).copied().unwrap_or(0),
+            Some(v) => u32::from(v),
+        }
+    }
+
+    /// Sets count `i` (one thread at a time per index).
+    pub(crate) fn set(&self, i: u32, n: u32) {
+        let Some(b) = self.bytes.get(i as usize) else {
+            return;
+        };
+        match u8::try_from(n) {
+            Ok(v) if v != Self::SPILLED => {
+                if b.load(Ordering::Relaxed) == Self::SPILLED {
+                    self.large(i).remove(&i);
+                }
+                b.store(v, Ordering::Relaxed);
+            }
+            _ => {
+                self.large(i).insert(i, n);
+                b.store(Self::SPILLED, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,22 +208,37 @@ mod tests {
 
     proptest! {
         #[test]
-        fn counts_match_a_map(ops in prop::collection::vec((0u32..200, 0u32..40, any::<bool>()), 0..400)) {
+        fn counts_match_a_map(ops in prop::collection::vec((0u32..200, 1u32..40), 0..100)) {
             let c = Counts::new(200);
             let mut model: HashMap<u32, u32> = HashMap::new();
-            for (i, n, add) in ops {
-                if add {
+            for (i, n) in ops {
+                for _ in 0..n {
                     c.add_one(i);
-                    *model.entry(i).or_insert(0) += 1;
-                } else {
-                    c.set(i, n);
-                    model.insert(i, n);
                 }
+                *model.entry(i).or_insert(0) += n;
             }
             for i in 0..200 {
                 prop_assert_eq!(c.get(i), model.get(&i).copied().unwrap_or(0));
             }
             prop_assert_eq!(c.get(200), 0);
+            let all: Vec<u32> = (0..200).map(|i| c.get(i)).collect();
+            prop_assert_eq!(c.iter().collect::<Vec<_>>(), all);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn byte_counts_match_a_map(ops in prop::collection::vec((0u32..100, 0u32..700), 0..300)) {
+            let c = ByteCounts::new(100);
+            let mut model: HashMap<u32, u32> = HashMap::new();
+            for (i, n) in ops {
+                c.set(i, n);
+                model.insert(i, n);
+            }
+            for i in 0..100 {
+                prop_assert_eq!(c.get(i), model.get(&i).copied().unwrap_or(0));
+            }
+            prop_assert_eq!(c.get(100), 0);
         }
     }
 

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::bitmap::AtomicBitmap;
-use crate::counts::Counts;
+use crate::counts::ByteCounts;
 use crate::fs::{BitSet, Fs};
 use crate::problem::{Finding, Pass};
 
@@ -111,9 +111,9 @@ pub struct Maps {
     /// Inodes whose pass-1 check has finished (set with release ordering,
     /// after everything the check wrote about the inode).
     pub inode_done: AtomicBitmap,
-    /// `i_links_count` of in-use inodes (half a byte each, the rare
-    /// count of 15 or more kept aside).
-    pub(crate) link_info: Counts,
+    /// `i_links_count` of in-use inodes (a byte each, the rare count of
+    /// 255 or more kept aside).
+    pub(crate) link_info: ByteCounts,
     /// Directory entry file type of each in-use inode, from its mode.
     pub ftype: Vec<AtomicU8>,
     /// Clusters found in use.
@@ -146,7 +146,7 @@ impl Maps {
             inode_casefold: AtomicBitmap::new(ni),
             inode_scanned: AtomicBitmap::new(ni),
             inode_done: AtomicBitmap::new(ni),
-            link_info: Counts::new(ni),
+            link_info: ByteCounts::new(ni),
             ftype: (0..ni).map(|_| AtomicU8::new(0)).collect(),
             block_found: AtomicBitmap::new(clusters),
             block_dup: AtomicBitmap::new(clusters),

@@ -421,6 +421,9 @@ impl<'a> LaterPasses<'_, 'a> {
 
 /// The summary of a check that ran to the end.
 fn summary(fs: &Fs, st: &pass1::Stats, counted: &pass2::RefCounts, bad_blocks: usize) -> Summary {
+    let (links, extra_links) = counted.iter().fold((0u64, 0u64), |(all, extra), c| {
+        (all + u64::from(c), extra + u64::from(c.saturating_sub(1)))
+    });
     let sb = fs.sb();
     let inodes_used = sb.s_inodes_count().wrapping_sub(sb.s_free_inodes_count());
     let blocks_used = sb.blocks_count().wrapping_sub(sb.free_blocks_count());
@@ -443,8 +446,8 @@ fn summary(fs: &Fs, st: &pass1::Stats, counted: &pass2::RefCounts, bad_blocks: u
         sockets: st.sockets,
         symlinks: st.symlinks,
         fast_symlinks: st.fast_symlinks,
-        links: counted.iter().map(u64::from).sum(),
-        extra_links: counted.iter().map(|c| u64::from(c.saturating_sub(1))).sum(),
+        links,
+        extra_links,
         fragmented_files: st.fragmented,
         fragmented_dirs: st.fragmented_dir,
         ind_dind_tind: [st.ind, st.dind, st.tind],
