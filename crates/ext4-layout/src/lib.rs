@@ -10,7 +10,9 @@
 //! Each structure's fields are defined once (see [`field`]): the read view
 //! (`Inode`, `Superblock`, `GroupDesc`, ...) gets a getter per field and the
 //! write view (`InodeMut`, `SuperblockMut`, ...) a setter for any of them;
-//! [`edit`] recomputes the checksums a write invalidates.
+//! [`edit`] recomputes the checksums a write invalidates. [`walk`] walks a
+//! file's block mapping (extent tree or block map) over any
+//! [`walk::BlockSource`], and rewrites a block map pointer by pointer.
 //!
 //! Reading an inode of an image and writing it back, with nothing but this
 //! crate and the standard library:
