@@ -1,12 +1,15 @@
 //! Per-inode counts that are small for almost every inode, as e2fsck's
 //! icount keeps only its exceptions: [`Counts`] (references found, which
-//! many threads add to) takes four bits an inode, [`ByteCounts`] (link
-//! counts, set once and read later) a byte; the rare larger counts go to
-//! a sharded map.
+//! many threads add to) takes four bits an inode, and [`TypeAndLinks`]
+//! keeps the link count (set once and read later) in five bits of a byte
+//! it shares with the file type; the rare larger counts go to a sharded
+//! map. Tables come from zeroed memory ([`crate::zeroed`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+use crate::zeroed;
 
 /// Bits of one inline count.
 const BITS: u64 = 4;
@@ -20,7 +23,7 @@ const SHARDS: usize = 64;
 
 /// Counts for indexes `0..len`, all zero to begin with.
 pub(crate) struct Counts {
-    words: Vec<AtomicU64>,
+    words: Box<[AtomicU64]>,
     len: u64,
     large: Vec<Mutex<HashMap<u32, u32>>>,
 }
@@ -34,10 +37,9 @@ impl Default for Counts {
 impl Counts {
     /// `len` counts of zero.
     pub(crate) fn new(len: u64) -> Counts {
+        let words = usize::try_from(len.div_ceil(PER_WORD)).unwrap_or(usize::MAX);
         Counts {
-            words: (0..len.div_ceil(PER_WORD))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            words: zeroed::table(words),
             len,
             large: shards(),
         }
@@ -74,10 +76,11 @@ impl Counts {
     /// Every count, in index order: the inline ones straight from their
     /// words.
     pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        let len = self.len;
         self.words.iter().enumerate().flat_map(move |(k, w)| {
             let word = w.load(Ordering::Relaxed);
             let first = k as u64 * PER_WORD;
-            (0..PER_WORD.min(self.len - first)).map(move |j| {
+            (0..PER_WORD.min(len - first)).map(move |j| {
                 let v = (word >> (j * BITS)) & SPILLED;
                 if v == SPILLED {
                     self.get((first + j) as u32)
@@ -143,21 +146,27 @@ fn shards() -> Vec<Mutex<HashMap<u32, u32>>> {
     (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect()
 }
 
-/// Counts set once each and read later: a byte an inode, so that setting
-/// one is a plain store; 255 and more in a sharded map.
-pub(crate) struct ByteCounts {
-    bytes: Vec<AtomicU8>,
+/// What pass 1 records of each inode for later passes, in one byte: the
+/// directory-entry file type (3 bits) and the link count (5 bits), so
+/// that recording either is a plain store. Link counts of 31 and more,
+/// rare, go to a sharded map. Each index has one writer at a time.
+pub(crate) struct TypeAndLinks {
+    bytes: Box<[AtomicU8]>,
     large: Vec<Mutex<HashMap<u32, u32>>>,
 }
 
-impl ByteCounts {
-    /// The inline value that sends a reader to the map.
-    const SPILLED: u8 = u8::MAX;
+impl TypeAndLinks {
+    /// Bits of the file type, the low ones.
+    const TYPE: u8 = 0b111;
+    /// Where the link count starts.
+    const LINKS_SHIFT: u32 = 3;
+    /// The inline link count that sends a reader to the map.
+    const SPILLED: u32 = (1 << (8 - Self::LINKS_SHIFT)) - 1;
 
-    /// `len` counts of zero.
-    pub(crate) fn new(len: u64) -> ByteCounts {
-        ByteCounts {
-            bytes: (0..len).map(|_| AtomicU8::new(0)).collect(),
+    /// `len` entries of type 0 and no links.
+    pub(crate) fn new(len: u64) -> TypeAndLinks {
+        TypeAndLinks {
+            bytes: zeroed::table(usize::try_from(len).unwrap_or(usize::MAX)),
             large: shards(),
         }
     }
@@ -167,36 +176,53 @@ impl ByteCounts {
         shard.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Count `i` (0 past the end).
-    pub(crate) fn get(&self, i: u32) -> u32 {
-        match self
-            .bytes
+    /// File type `i` (0 past the end).
+    pub(crate) fn file_type(&self, i: u32) -> u8 {
+        self.bytes
             .get(i as usize)
-            .map(|b| b.load(Ordering::Relaxed))
-        {
-            None => 0,
-            Some(Self::SPILLED) => self.large(i).get(&i).copied().unwrap_or(0),
-            Some(v) => u32::from(v),
+            .map_or(0, |b| b.load(Ordering::Relaxed) & Self::TYPE)
+    }
+
+    /// Sets file type `i` to the low three bits of `t`.
+    pub(crate) fn set_file_type(&self, i: u32, t: u8) {
+        if let Some(b) = self.bytes.get(i as usize) {
+            let cur = b.load(Ordering::Relaxed);
+            b.store(cur & !Self::TYPE | t & Self::TYPE, Ordering::Relaxed);
         }
     }
 
-    /// Sets count `i` (one thread at a time per index).
-    pub(crate) fn set(&self, i: u32, n: u32) {
+    /// Link count `i` (0 past the end).
+    pub(crate) fn links(&self, i: u32) -> u32 {
+        match self
+            .bytes
+            .get(i as usize)
+            .map(|b| u32::from(b.load(Ordering::Relaxed) >> Self::LINKS_SHIFT))
+        {
+            None => 0,
+            Some(Self::SPILLED) => self.large(i).get(&i).copied().unwrap_or(0),
+            Some(v) => v,
+        }
+    }
+
+    /// Sets link count `i`.
+    pub(crate) fn set_links(&self, i: u32, n: u32) {
         let Some(b) = self.bytes.get(i as usize) else {
             return;
         };
-        match u8::try_from(n) {
-            Ok(v) if v != Self::SPILLED => {
-                if b.load(Ordering::Relaxed) == Self::SPILLED {
-                    self.large(i).remove(&i);
-                }
-                b.store(v, Ordering::Relaxed);
+        let cur = b.load(Ordering::Relaxed);
+        let was_spilled = u32::from(cur >> Self::LINKS_SHIFT) == Self::SPILLED;
+        let inline = if n >= Self::SPILLED {
+            self.large(i).insert(i, n);
+            Self::SPILLED
+        } else {
+            if was_spilled {
+                self.large(i).remove(&i);
             }
-            _ => {
-                self.large(i).insert(i, n);
-                b.store(Self::SPILLED, Ordering::Relaxed);
-            }
-        }
+            n
+        };
+        // `inline` is at most SPILLED, which fits the byte's high bits.
+        let high = (inline as u8) << Self::LINKS_SHIFT;
+        b.store(cur & Self::TYPE | high, Ordering::Relaxed);
     }
 }
 
@@ -228,17 +254,25 @@ mod tests {
 
     proptest! {
         #[test]
-        fn byte_counts_match_a_map(ops in prop::collection::vec((0u32..100, 0u32..700), 0..300)) {
-            let c = ByteCounts::new(100);
-            let mut model: HashMap<u32, u32> = HashMap::new();
-            for (i, n) in ops {
-                c.set(i, n);
-                model.insert(i, n);
+        fn types_and_links_match_a_map(ops in prop::collection::vec((0u32..100, 0u32..700, any::<u8>(), any::<bool>()), 0..300)) {
+            let c = TypeAndLinks::new(100);
+            let mut links: HashMap<u32, u32> = HashMap::new();
+            let mut types: HashMap<u32, u8> = HashMap::new();
+            for (i, n, t, set_type) in ops {
+                if set_type {
+                    c.set_file_type(i, t);
+                    types.insert(i, t & 7);
+                } else {
+                    c.set_links(i, n);
+                    links.insert(i, n);
+                }
             }
             for i in 0..100 {
-                prop_assert_eq!(c.get(i), model.get(&i).copied().unwrap_or(0));
+                prop_assert_eq!(c.links(i), links.get(&i).copied().unwrap_or(0));
+                prop_assert_eq!(c.file_type(i), types.get(&i).copied().unwrap_or(0));
             }
-            prop_assert_eq!(c.get(100), 0);
+            prop_assert_eq!(c.links(100), 0);
+            prop_assert_eq!(c.file_type(100), 0);
         }
     }
 

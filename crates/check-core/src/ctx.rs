@@ -1,10 +1,8 @@
 //! State shared by the passes: per-inode and per-block maps that workers
 //! update without locks, and the results merged at pass boundaries.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
 use crate::bitmap::AtomicBitmap;
-use crate::counts::ByteCounts;
+use crate::counts::TypeAndLinks;
 use crate::fs::{BitSet, Fs};
 use crate::problem::{Finding, Pass};
 
@@ -111,11 +109,10 @@ pub struct Maps {
     /// Inodes whose pass-1 check has finished (set with release ordering,
     /// after everything the check wrote about the inode).
     pub inode_done: AtomicBitmap,
-    /// `i_links_count` of in-use inodes (a byte each, the rare count of
-    /// 255 or more kept aside).
-    pub(crate) link_info: ByteCounts,
-    /// Directory entry file type of each in-use inode, from its mode.
-    pub ftype: Vec<AtomicU8>,
+    /// `i_links_count` of in-use inodes and the directory-entry file type
+    /// their mode gives: a byte an inode (link counts of 31 and more kept
+    /// aside).
+    pub(crate) type_links: TypeAndLinks,
     /// Clusters found in use.
     pub block_found: AtomicBitmap,
     /// Clusters claimed more than once.
@@ -146,8 +143,7 @@ impl Maps {
             inode_casefold: AtomicBitmap::new(ni),
             inode_scanned: AtomicBitmap::new(ni),
             inode_done: AtomicBitmap::new(ni),
-            link_info: ByteCounts::new(ni),
-            ftype: (0..ni).map(|_| AtomicU8::new(0)).collect(),
+            type_links: TypeAndLinks::new(ni),
             block_found: AtomicBitmap::new(clusters),
             block_dup: AtomicBitmap::new(clusters),
             metadata: BitSet::new(fs.geo.blocks_count),
@@ -191,14 +187,14 @@ impl Maps {
     #[inline]
     pub fn links(&self, ino: u32) -> u16 {
         ino.checked_sub(1)
-            .map_or(0, |i| self.link_info.get(i) as u16)
+            .map_or(0, |i| self.type_links.links(i) as u16)
     }
 
     /// Records the link count of an inode.
     #[inline]
     pub(crate) fn set_links(&self, ino: u32, n: u16) {
         if let Some(i) = ino.checked_sub(1) {
-            self.link_info.set(i, u32::from(n));
+            self.type_links.set_links(i, u32::from(n));
         }
     }
 
@@ -206,15 +202,14 @@ impl Maps {
     #[inline]
     pub fn ftype(&self, ino: u32) -> u8 {
         ino.checked_sub(1)
-            .and_then(|i| self.ftype.get(i as usize))
-            .map_or(0, |a| a.load(Ordering::Relaxed))
+            .map_or(0, |i| self.type_links.file_type(i))
     }
 
     /// Records the file type code of an inode.
     #[inline]
     pub(crate) fn set_ftype(&self, ino: u32, t: u8) {
-        if let Some(a) = ino.checked_sub(1).and_then(|i| self.ftype.get(i as usize)) {
-            a.store(t, Ordering::Relaxed);
+        if let Some(i) = ino.checked_sub(1) {
+            self.type_links.set_file_type(i, t);
         }
     }
 }

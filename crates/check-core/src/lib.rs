@@ -50,6 +50,7 @@ pub mod report;
 pub mod sink;
 pub(crate) mod super_check;
 pub(crate) mod xattr_read;
+pub(crate) mod zeroed;
 
 pub use ctx::{CheckOptions, Choices, Maps};
 pub use problem::{Code, Finding, Pass, Severity};
