@@ -365,11 +365,12 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
     }
     let mut report = check_core::check(dev.clone(), &opts);
     report.forced = forced_by;
-    if let Some((fetched, taken)) = dev.read_ahead_counts() {
+    if let Some((fetched, taken, waited_ns)) = dev.read_ahead_counts() {
         report.diagnostics.push(format!(
-            "direct reads: {} MiB read ahead, {} MiB of it used",
+            "direct reads: {} MiB read ahead, {} MiB of it used; readers waited {:.3} s for reads in flight",
             fetched >> 20,
-            taken >> 20
+            taken >> 20,
+            waited_ns as f64 / 1e9
         ));
     }
     report

@@ -230,9 +230,10 @@ impl Device {
         self.direct.is_some()
     }
 
-    /// Bytes read ahead on the direct path, and of those, bytes a reader
-    /// took; `None` on the buffered path.
-    pub fn read_ahead_counts(&self) -> Option<(u64, u64)> {
+    /// Bytes read ahead on the direct path, bytes of those a reader took,
+    /// and the nanoseconds readers waited for reads in flight; `None` on
+    /// the buffered path.
+    pub fn read_ahead_counts(&self) -> Option<(u64, u64, u64)> {
         self.direct.as_ref().map(|(_, a)| a.counts())
     }
 

@@ -298,6 +298,8 @@ pub(crate) struct Ahead {
     /// all (for `-v`).
     hits: AtomicU64,
     fetched: AtomicU64,
+    /// Time readers spent waiting for a read in flight, nanoseconds.
+    waited_ns: AtomicU64,
 }
 
 impl Ahead {
@@ -311,6 +313,7 @@ impl Ahead {
             threads: Mutex::new(Vec::new()),
             hits: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
+            waited_ns: AtomicU64::new(0),
         });
         let arena = Arc::new(Arena::new(STORE_BYTES as usize));
         let mut threads = Vec::new();
@@ -396,8 +399,13 @@ impl Ahead {
         let Some(slot) = slot else { return false };
         let served = {
             let mut g = lock(&slot.state);
-            while matches!(*g, State::Pending) {
-                g = slot.ready.wait(g).unwrap_or_else(|e| e.into_inner());
+            if matches!(*g, State::Pending) {
+                let since = std::time::Instant::now();
+                while matches!(*g, State::Pending) {
+                    g = slot.ready.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+                let waited = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.waited_ns.fetch_add(waited, Ordering::Relaxed);
             }
             match &*g {
                 State::Ready { mem, valid } => {
@@ -424,11 +432,14 @@ impl Ahead {
         served
     }
 
-    /// Bytes read ahead, and of those, bytes a reader took.
-    pub(crate) fn counts(&self) -> (u64, u64) {
+    /// Bytes read ahead, bytes of those a reader took, and the time
+    /// readers spent waiting for reads in flight (nanoseconds, summed
+    /// over readers).
+    pub(crate) fn counts(&self) -> (u64, u64, u64) {
         (
             self.fetched.load(Ordering::Relaxed),
             self.hits.load(Ordering::Relaxed),
+            self.waited_ns.load(Ordering::Relaxed),
         )
     }
 }
@@ -838,7 +849,8 @@ mod tests {
         assert_eq!(&b[..], &data[ALIGN..2 * ALIGN]);
         assert!(ahead.take(0, &mut b));
         assert!(!ahead.take(0, &mut b), "taken in full, the range is gone");
-        assert_eq!(ahead.counts(), (2 * ALIGN64, 2 * ALIGN64));
+        let (fetched, taken, _) = ahead.counts();
+        assert_eq!((fetched, taken), (2 * ALIGN64, 2 * ALIGN64));
         drop(ahead);
         let _ = std::fs::remove_file(&p);
     }
