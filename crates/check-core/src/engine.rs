@@ -616,18 +616,5 @@ fn prefetch_dir_blocks(fs: &crate::fs::Fs, work: &[pass1::DirWork], blks: &mut V
             .filter(|w| w.pblk != 0 && w.inline.is_none())
             .map(|w| w.pblk),
     );
-    blks.sort_unstable();
-    let bs = u64::from(fs.geo.block_size);
-    let mut i = 0;
-    while i < blks.len() {
-        let start = blks[i];
-        let mut end = start + 1;
-        i += 1;
-        while i < blks.len() && blks[i] <= end {
-            end = end.max(blks[i] + 1);
-            i += 1;
-        }
-        fs.dev
-            .prefetch(start.saturating_mul(bs), (end - start).saturating_mul(bs));
-    }
+    fs.prefetch_blocks(blks);
 }

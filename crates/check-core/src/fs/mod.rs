@@ -65,6 +65,26 @@ impl Fs {
         }
     }
 
+    /// Starts reading `blocks` ahead of the reads that will want them (a
+    /// hint): sorted, each block once, a run of adjacent blocks as one
+    /// request.
+    pub(crate) fn prefetch_blocks(&self, blocks: &mut [u64]) {
+        blocks.sort_unstable();
+        let bs = u64::from(self.geo.block_size);
+        let mut i = 0;
+        while i < blocks.len() {
+            let start = blocks[i];
+            let mut end = start.saturating_add(1);
+            i += 1;
+            while i < blocks.len() && blocks[i] <= end {
+                end = end.max(blocks[i].saturating_add(1));
+                i += 1;
+            }
+            self.dev
+                .prefetch(start.saturating_mul(bs), (end - start).saturating_mul(bs));
+        }
+    }
+
     /// Block size in bytes.
     pub fn block_size(&self) -> usize {
         self.geo.block_size as usize
