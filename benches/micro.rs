@@ -69,7 +69,7 @@ fn inode_check(c: &mut Criterion) {
                 let p1 = Pass1::new(&fs, &maps, &[]);
                 let mut io = Io::new(&fs);
                 for ch in &chunks {
-                    black_box(p1.check_chunk(&mut io, *ch));
+                    black_box(p1.check_chunk(&mut io, *ch, false));
                 }
             },
             BatchSize::LargeInput,
@@ -85,7 +85,7 @@ fn dir_block_check(c: &mut Criterion) {
     let mut io = Io::new(&fs);
     let mut work = Vec::new();
     for ch in pass1::chunks(&fs) {
-        work.append(&mut p1.check_chunk(&mut io, ch).dir_work);
+        work.append(&mut p1.check_chunk(&mut io, ch, false).dir_work);
     }
     let mut rd = fs.dev.reader();
     let mut g = c.benchmark_group("pass2");

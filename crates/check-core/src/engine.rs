@@ -564,8 +564,9 @@ impl<'a> pipeline::stages::Job for CheckJob<'a> {
             let (off, len) = pass1::chunk_extent(self.fs, ahead);
             self.fs.dev.prefetch(off, len);
         }
-        let mut out = self.p1.check_chunk(&mut ctx.io, *chunk);
-        if self.prefetch > 0 && self.p2.wants_prefetch() {
+        let read_ahead = self.prefetch > 0 && self.p2.wants_prefetch();
+        let mut out = self.p1.check_chunk(&mut ctx.io, *chunk, read_ahead);
+        if read_ahead {
             prefetch_dir_blocks(self.fs, &out.dir_work, &mut ctx.ranges);
         }
         if let Some(p) = self.progress {

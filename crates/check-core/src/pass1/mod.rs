@@ -62,10 +62,12 @@ impl<'a> Pass1<'a> {
     }
 
     /// Checks one chunk of inodes with a worker's reader. Inode 1 is
-    /// skipped: [`Pass1::check_bad_blocks_inode`] checks it first.
-    pub fn check_chunk(&self, io: &mut Io<'a>, chunk: Chunk) -> P1Out {
+    /// skipped: [`Pass1::check_bad_blocks_inode`] checks it first. With
+    /// `read_ahead` (reads are missing the cache), the blocks the inodes'
+    /// checks read one at a time are asked for together first.
+    pub fn check_chunk(&self, io: &mut Io<'a>, chunk: Chunk, read_ahead: bool) -> P1Out {
         let mut w = Worker::new(self, io);
-        scan::scan_chunk(&mut w, chunk, scan::Only::AllButBadBlocksInode);
+        scan::scan_chunk(&mut w, chunk, scan::Only::AllButBadBlocksInode, read_ahead);
         w.finish()
     }
 
@@ -79,7 +81,7 @@ impl<'a> Pass1<'a> {
                 first: 0,
                 count: self.fs.geo.inodes_per_block.min(self.fs.inodes_to_scan(0)),
             };
-            scan::scan_chunk(&mut w, chunk, scan::Only::BadBlocksInode);
+            scan::scan_chunk(&mut w, chunk, scan::Only::BadBlocksInode, false);
         }
         w.finish()
     }

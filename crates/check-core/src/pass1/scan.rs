@@ -49,8 +49,10 @@ pub enum Only {
     BadBlocksInode,
 }
 
-/// Reads one chunk of an inode table and checks each inode in it.
-pub(crate) fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only) {
+/// Reads one chunk of an inode table and checks each inode in it, first
+/// asking for the blocks the checks will read on their own when
+/// `read_ahead` says reads are missing the cache.
+pub(crate) fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only, read_ahead: bool) {
     let fs = w.p.fs;
     let geo = &fs.geo;
     let bs = geo.block_size as usize;
@@ -108,7 +110,7 @@ pub(crate) fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only) {
             }
         }
     }
-    if w.p.choices.readahead_kb != Some(0) {
+    if read_ahead {
         prefetch_side_blocks(w, &buf, &csum_bad, &bad_blk);
     }
     for (b, &block_bad) in bad_blk.iter().enumerate() {

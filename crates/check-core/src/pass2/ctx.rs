@@ -119,8 +119,9 @@ impl<'a> P2Ctx<'a> {
             .store((old * 3 + now) / 4, Ordering::Relaxed);
     }
 
-    /// Whether directory blocks should be fetched ahead as they are found:
-    /// only while reads keep missing the page cache.
+    /// Whether blocks should be fetched ahead as they are found (directory
+    /// blocks, and the blocks pass 1's checks read one at a time): only
+    /// while reads keep missing the page cache.
     pub(crate) fn wants_prefetch(&self) -> bool {
         self.miss_permille.load(Ordering::Relaxed) > 200
     }
