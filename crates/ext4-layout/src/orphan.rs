@@ -77,6 +77,14 @@ impl<'a> OrphanBlock<'a> {
         self.data[..self.tail()].iter().all(|&b| b == 0)
     }
 
+    /// Every slot with its index, free ones (0) included.
+    pub fn slots(&self) -> impl Iterator<Item = (usize, u32)> + 'a {
+        self.data[..self.tail()]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .enumerate()
+    }
+
     /// The inode numbers the block lists, free slots skipped.
     pub fn entries(&self) -> impl Iterator<Item = u32> + 'a {
         self.data[..self.tail()]
@@ -94,6 +102,25 @@ pub fn write_empty(data: &mut [u8], key: Option<CsumKey>) {
     put_le_u32(data, tail, MAGIC);
     let c = key.map_or(0, |k| block_csum(k, data));
     put_le_u32(data, tail + 4, c);
+}
+
+/// Frees slot `slot` of an orphan block (the checksum is left to
+/// [`set_checksum`]).
+pub fn clear_slot(data: &mut [u8], slot: usize) {
+    let tail = data.len().saturating_sub(TAIL);
+    if let Some(at) = slot.checked_mul(4).filter(|&a| a + 4 <= tail) {
+        put_le_u32(data, at, 0);
+    }
+}
+
+/// Recomputes an orphan block's checksum after its slots changed; without
+/// a key (no `metadata_csum`) the tail is left as it is.
+pub fn set_checksum(data: &mut [u8], key: Option<CsumKey>) {
+    if let Some(k) = key {
+        let tail = data.len().saturating_sub(TAIL);
+        let c = block_csum(k, data);
+        put_le_u32(data, tail + 4, c);
+    }
 }
 
 #[cfg(test)]
@@ -120,5 +147,10 @@ mod tests {
         assert!(v.is_valid(None));
         assert!(!v.is_valid(Some(key)));
         assert_eq!(v.entries().collect::<Vec<_>>(), vec![33]);
+        assert_eq!(v.slots().nth(2), Some((2, 33)));
+        clear_slot(&mut b, 2);
+        set_checksum(&mut b, Some(key));
+        let v = OrphanBlock::new(&b);
+        assert!(v.is_valid(Some(key)) && v.is_empty());
     }
 }

@@ -121,3 +121,34 @@ pub(crate) fn account<'f>(
         }
     }
 }
+
+/// Whether cluster `c` is marked in use in its group's block bitmap as
+/// this round leaves it. A group whose bitmap is not initialised has
+/// nothing in use but its own metadata, which no orphan holds.
+pub(crate) fn block_in_use<'f>(fs: &'f Fs, st: &mut Staging<'f>, io: &mut Io<'f>, c: u64) -> bool {
+    let geo = &fs.geo;
+    let first = geo.first_data_block >> geo.cluster_bits;
+    let cpg = u64::from(geo.clusters_per_group);
+    let Some(rel) = c.checked_sub(first) else {
+        return false;
+    };
+    let Ok(g) = u32::try_from(rel / cpg) else {
+        return false;
+    };
+    if g >= geo.group_count {
+        return false;
+    }
+    let bit = (rel % cpg) as usize;
+    let (bb, flags) = {
+        let d = st.gd(g);
+        (
+            ext4_layout::group_desc::GroupDesc::over(d).block_bitmap(),
+            gd::field::bg_flags.get(d),
+        )
+    };
+    if flags & ext4_layout::group_desc::BG_BLOCK_UNINIT != 0 || bb == 0 {
+        return false;
+    }
+    st.block(io, bb, Kind::Plain)
+        .is_ok_and(|b| b.get(bit / 8).is_some_and(|&x| x & (1 << (bit % 8)) != 0))
+}

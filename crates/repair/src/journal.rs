@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use ext4_layout::bytes::put_be_u32;
 use ext4_layout::csum::crc32c_raw;
-use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
+use ext4_layout::features::{CompatFeatures, IncompatFeatures};
 use ext4_layout::inode::Inode;
-use ext4_layout::inode::{field, i_block_word, I_BLOCK};
+use ext4_layout::inode::{field, I_BLOCK};
 use ext4_layout::journal::descriptor::{BlockTag, DescriptorBlock, TagFlags};
 use ext4_layout::journal::revoke::RevokeBlock;
 use ext4_layout::journal::superblock as jsbl;
@@ -48,7 +48,7 @@ pub struct PrePass {
 
 const STATE_VALID: u16 = 1;
 
-fn open(dev: &Arc<Device>) -> Result<Fs, Error> {
+pub(crate) fn open(dev: &Arc<Device>) -> Result<Fs, Error> {
     open_fs(
         dev.clone(),
         OpenOptions {
@@ -60,7 +60,7 @@ fn open(dev: &Arc<Device>) -> Result<Fs, Error> {
     .map_err(Error::from)
 }
 
-fn commit(
+pub(crate) fn commit(
     fx: &fixer::Fixer,
     st: Staging<'_>,
     io: &mut Io<'_>,
@@ -79,7 +79,7 @@ fn clear_bits(sb: &mut [u8], word: ext4_layout::field::Field<u32>, bits: u32) {
     word.set(sb, v);
 }
 
-fn clear_valid(sb: &mut [u8]) {
+pub(crate) fn clear_valid(sb: &mut [u8]) {
     let s = sbl::field::s_state.get(sb) & !STATE_VALID;
     sbl::field::s_state.set(sb, s);
 }
@@ -186,7 +186,7 @@ pub fn before_passes(
             break;
         }
     }
-    orphans(dev, fx, &mut pre)?;
+    super::release::orphans(dev, fx, &mut pre)?;
     backup_journal_map(dev, fx, &mut pre)?;
     move_visible_journal(dev, fx, &mut pre)?;
     Ok(pre)
@@ -938,155 +938,4 @@ enum LogBlock<'b> {
     Descriptor { id: u32, tags: Vec<(BlockTag, u64)> },
     /// A revoke block of transaction `id`.
     Revoke { id: u32, block: &'b [u8] },
-}
-
-/// Releases the orphans: those on the orphan list, then those the orphan
-/// file lists. A deleted one is cleared, any other truncated to its size.
-/// The list head is emptied; the orphan file is cleaned after the passes.
-/// Nothing is released when the file system has errors recorded (neither
-/// list can be trusted then), as e2fsck does.
-fn orphans(dev: &Arc<Device>, fx: &fixer::Fixer, pre: &mut PrePass) -> Result<(), Error> {
-    let fs = open(dev)?;
-    let sb = fs.sb();
-    let head = sb.s_last_orphan();
-    let present = fs.geo.ro_compat.contains(RoCompatFeatures::ORPHAN_PRESENT);
-    if head == 0 && !present {
-        return Ok(());
-    }
-    let mut io = Io::new(&fs);
-    let maps = check_core::ctx::Maps::new(&fs);
-    let mut st = Staging::new(&fs, &maps, false);
-    sbl::field::s_last_orphan.set(st.sb_mut(), 0);
-    let errors = fs.sb().s_state() & ext4_layout::superblock::STATE_ERROR != 0;
-    let first_ino = fs.geo.first_ino;
-    let icount = sb.s_inodes_count();
-    let mut n = 0;
-    let mut ok = !errors && (head == 0 || (head >= first_ino && head <= icount));
-    if ok {
-        let mut seen = std::collections::BTreeSet::new();
-        let mut ino = head;
-        while ino != 0 && seen.insert(ino) {
-            match release(&fs, &maps, &mut st, &mut io, ino) {
-                Some(next) => ino = next,
-                None => {
-                    ok = false;
-                    break;
-                }
-            }
-            n += 1;
-        }
-    }
-    if ok && fs.geo.compat.contains(CompatFeatures::ORPHAN_FILE) {
-        for ino in super::orphan::listed(&fs, &st, &mut io) {
-            if ino < first_ino
-                || ino > icount
-                || release(&fs, &maps, &mut st, &mut io, ino).is_none()
-            {
-                break;
-            }
-            n += 1;
-        }
-    }
-    pre.notes.push(format!("{n} orphaned inode(s) released."));
-    commit(fx, st, &mut io, pre)
-}
-
-/// Releases one orphan: a deleted inode (no links) gets its deletion
-/// time, any other is truncated to its size. Returns the next inode on
-/// the orphan list (0 at its end), or `None` when the list is broken.
-fn release<'f>(
-    fs: &'f Fs,
-    maps: &'f check_core::ctx::Maps,
-    st: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-) -> Option<u32> {
-    let raw = st.inode_copy(io, ino).ok()?;
-    let inode = Inode::new(&raw)?;
-    let next = inode.i_dtime();
-    if next != 0 && (next < fs.geo.first_ino || next > fs.sb().s_inodes_count()) {
-        return None;
-    }
-    let bits = fs.geo.cluster_bits;
-    let clusters = |st: &Staging<'f>, io: &mut Io<'f>| -> std::collections::BTreeSet<u64> {
-        super::map::all_blocks_of(st, io, ino)
-            .map(|v| v.into_iter().map(|b| b >> bits).collect())
-            .unwrap_or_default()
-    };
-    let before = clusters(st, io);
-    if inode.i_links_count() == 0 {
-        // Deleted: its blocks and the inode itself are free from now on,
-        // in the bitmaps and counts too, as e2fsck releases them.
-        let dir = inode.file_type() == Some(ext4_layout::inode::FileType::Directory);
-        let r = st.inode(io, ino).ok()?;
-        field::i_dtime.set(r, now());
-        ext4_layout::inode::BLOCKS.set(r, 0);
-        let freed: Vec<u64> = before.into_iter().collect();
-        account(fs, st, io, &freed, &[], Some((ino, dir, true)));
-    } else {
-        truncate(fs, maps, st, io, ino, inode.size()).ok()?;
-        let r = st.inode(io, ino).ok()?;
-        field::i_dtime.set(r, 0);
-        let after = clusters(st, io);
-        let freed: Vec<u64> = before.difference(&after).copied().collect();
-        let taken: Vec<u64> = after.difference(&before).copied().collect();
-        account(fs, st, io, &freed, &taken, None);
-        let _ = super::map::recount_i_blocks(st, io, ino);
-    }
-    Some(next)
-}
-
-/// Drops every block of an inode past its size.
-fn truncate<'f>(
-    fs: &'f Fs,
-    maps: &'f check_core::ctx::Maps,
-    st: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-    size: u64,
-) -> std::io::Result<()> {
-    let bs = fs.geo.block_size as u64;
-    let keep = size.div_ceil(bs);
-    let raw = st.inode_copy(io, ino)?;
-    let inode = Inode::new(&raw).ok_or_else(|| std::io::Error::other("bad inode"))?;
-    if inode.has_flag(ext4_layout::inode::flags::EXTENTS) {
-        let p1 = check_core::pass1::Pass1::new(fs, maps, &[]);
-        let (leaves, _) = check_core::pass1::collect_extents(&p1, io, ino, &raw);
-        let mut out = Vec::new();
-        let mut changed = false;
-        for mut l in leaves {
-            if l.lblk >= keep {
-                changed = true;
-                continue;
-            }
-            if l.lblk + l.len > keep {
-                l.len = keep - l.lblk;
-                changed = true;
-            }
-            out.push(l);
-        }
-        if changed {
-            super::tree::write_extent_tree(st, io, ino, &out)?;
-        }
-        return Ok(());
-    }
-    if !check_core::pass1::inode_has_valid_blocks(fs, &inode) {
-        return Ok(());
-    }
-    // Block map: direct pointers past the end are cleared, and so are
-    // whole indirect trees that lie past it.
-    let per = bs / 4;
-    let r = st.inode(io, ino)?;
-    for k in 0..12u64 {
-        if k >= keep {
-            i_block_word(k as usize).set(r, 0);
-        }
-    }
-    let starts = [12u64, 12 + per, 12 + per + per * per];
-    for (i, &s) in starts.iter().enumerate() {
-        if s >= keep {
-            i_block_word(12 + i).set(r, 0);
-        }
-    }
-    Ok(())
 }

@@ -55,6 +55,7 @@ mod quota;
 mod raw;
 mod rebuild;
 mod rehash;
+mod release;
 mod round;
 mod run;
 mod skip;

@@ -7,7 +7,7 @@
 use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
-use ext4_layout::orphan::{self, CsumKey, OrphanBlock};
+use ext4_layout::orphan::{self, CsumKey};
 
 use super::raw::{clear_feature, now, sbf, set_size};
 use super::stage::{Kind, Round, Staging};
@@ -48,33 +48,6 @@ fn layout<'f>(fs: &Fs, stage: &Staging<'f>, io: &mut Io<'f>) -> Option<(u32, u32
             .enumerate()
             .all(|(i, &(l, _))| l >= n || l == i as u64);
     whole.then(|| (ino, inode.i_generation(), blocks))
-}
-
-/// The inodes the orphan file lists, from its blocks in order up to the
-/// first one that is not a valid orphan block (e2fsck stops there too).
-pub fn listed<'f>(fs: &Fs, stage: &Staging<'f>, io: &mut Io<'f>) -> Vec<u32> {
-    let mut out = Vec::new();
-    if !fs.geo.compat.contains(CompatFeatures::ORPHAN_FILE) {
-        return out;
-    }
-    let Some((ino, gen, blocks)) = layout(fs, stage, io) else {
-        return out;
-    };
-    let bs = fs.block_size();
-    let mut buf = vec![0u8; bs];
-    for b in blocks {
-        let key = fs.metadata_csum().then_some(CsumKey {
-            seed: fs.geo.csum_seed,
-            ino,
-            generation: gen,
-            block: b,
-        });
-        if stage.read(io, b, &mut buf).is_err() || !OrphanBlock::new(&buf).is_valid(key) {
-            break;
-        }
-        out.extend(OrphanBlock::new(&buf).entries());
-    }
-    out
 }
 
 /// Writes block `blk` as an empty orphan block of inode `ino`.

@@ -15,24 +15,24 @@ use check_core::io::Io;
 use check_core::pass1::QuotaUse;
 use check_core::problem::Finding;
 
-use ext4_layout::quota::{read_tree, write_tree};
+use ext4_layout::quota::{read_tree, write_tree, QuotaTree};
 
 /// Quota files larger than this are not read back (their limits are lost).
 const MAX_OLD: u64 = 64 << 20;
 
-/// Rewrites quota file `ino` of type `qtype` (0 user, 1 group, 2 project)
-/// with the usage the check found. The file keeps its blocks where it
-/// can and gets more when it grows; blocks it no longer needs are zeroed
-/// and stay in the file.
-pub fn rewrite<'f>(
-    st: &'f CheckState,
-    stage: &mut Staging<'f>,
+/// A quota file as it stands: its mapped (logical, physical) blocks, its
+/// size, and the tree it holds (`None` when too large or not a v2 quota
+/// file).
+type OldFile = (Vec<(u64, u64)>, u64, Option<QuotaTree>);
+
+/// Reads quota file `ino`.
+fn read_old<'f>(
+    stage: &Staging<'f>,
     io: &mut Io<'f>,
     qtype: usize,
     ino: u32,
-) -> io::Result<()> {
-    let fs = &st.fs;
-    let bs = fs.block_size();
+) -> io::Result<OldFile> {
+    let bs = stage.fs().block_size();
     let raw = stage.inode_copy(io, ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad quota inode"))?;
     let old_size = inode.size();
@@ -53,13 +53,21 @@ pub fn rewrite<'f>(
     } else {
         None
     };
-    let usage: BTreeMap<u32, QuotaUse> = st
-        .quota
-        .iter()
-        .filter(|(&(t, _), _)| usize::from(t) == qtype)
-        .map(|(&(_, id), &u)| (id, u))
-        .collect();
-    let content = write_tree(qtype, old.as_ref(), &usage);
+    Ok((mapped, old_size, old))
+}
+
+/// Writes `content` as quota file `ino`: the file keeps its blocks where
+/// it can and gets more when it grows; blocks it no longer needs are
+/// zeroed and stay in the file.
+fn write_content<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    ino: u32,
+    mapped: &[(u64, u64)],
+    old_size: u64,
+    content: &[u8],
+) -> io::Result<()> {
+    let bs = stage.fs().block_size();
     let need = content.len().div_ceil(bs) as u64;
     let by_logical: BTreeMap<u64, u64> = mapped.iter().copied().collect();
     let mut goal = mapped.last().map_or(0, |&(_, p)| p);
@@ -89,6 +97,52 @@ pub fn rewrite<'f>(
     let r = stage.inode(io, ino)?;
     super::raw::set_size(r, size);
     Ok(())
+}
+
+/// Rewrites quota file `ino` of type `qtype` (0 user, 1 group, 2 project)
+/// with the usage the check found.
+pub fn rewrite<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    qtype: usize,
+    ino: u32,
+) -> io::Result<()> {
+    let (mapped, old_size, old) = read_old(stage, io, qtype, ino)?;
+    let usage: BTreeMap<u32, QuotaUse> = st
+        .quota
+        .iter()
+        .filter(|(&(t, _), _)| usize::from(t) == qtype)
+        .map(|(&(_, id), &u)| (id, u))
+        .collect();
+    let content = write_tree(qtype, old.as_ref(), &usage);
+    write_content(stage, io, ino, &mapped, old_size, &content)
+}
+
+/// Takes space (bytes) and inodes released from the usage quota file
+/// `ino` records, per id, as e2fsck does for the orphans it releases.
+/// A file that cannot be read as a quota file is an error: its usage
+/// cannot be brought up to date.
+pub fn release_usage<'f>(
+    stage: &mut Staging<'f>,
+    io: &mut Io<'f>,
+    qtype: usize,
+    ino: u32,
+    released: &BTreeMap<u32, (u64, u64)>,
+) -> io::Result<()> {
+    let (mapped, old_size, old) = read_old(stage, io, qtype, ino)?;
+    let old = old
+        .filter(|t| !t.corrupt)
+        .ok_or_else(|| io::Error::other("not a readable quota file"))?;
+    let mut usage: BTreeMap<u32, QuotaUse> =
+        old.entries.iter().map(|(&id, &(u, _))| (id, u)).collect();
+    for (&id, &(space, inodes)) in released {
+        let u = usage.entry(id).or_default();
+        u.space = u.space.saturating_sub(space);
+        u.inodes = u.inodes.saturating_sub(inodes);
+    }
+    let content = write_tree(qtype, Some(&old), &usage);
+    write_content(stage, io, ino, &mapped, old_size, &content)
 }
 
 /// Fixes a quota-mismatch finding: the file named by its inode, of the
