@@ -664,3 +664,68 @@ fn the_boot_after_a_power_cut_leaves_what_e2fsck_leaves() {
         failures.join("\n\n")
     );
 }
+
+/// A directory that once had more than 65,000 subdirectories keeps the
+/// kernel's overflow link count (1) after most are removed: a repair
+/// sets the exact count back, as `e2fsck -fy` does ("ref count set to
+/// overflow but could be exact value"), and a read-only check, as
+/// `e2fsck -fn`, does not call it an error.
+#[test]
+fn a_directory_link_count_left_at_overflow_gets_its_exact_value() {
+    let scratch = Scratch::new("nlink");
+    if !can_mount(&scratch) {
+        return;
+    }
+    let img = scratch.path("n.img");
+    let f = std::fs::File::create(&img).expect("image");
+    f.set_len(512 << 20).expect("size");
+    drop(f);
+    let p = img.to_str().expect("path");
+    common::mke2fs(&["-I", "256", "-N", "80000", "-O", EXT4, "-b", "4096", p]);
+    let mnt = scratch.path("mnt");
+    std::fs::create_dir_all(&mnt).expect("mount point");
+    let out = Command::new(find_tool("mount").expect("mount"))
+        .args(["-t", "ext4", "-o", "loop", p])
+        .arg(&mnt)
+        .output()
+        .expect("mount runs");
+    assert!(
+        out.status.success(),
+        "mount: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let big = mnt.join("big");
+    std::fs::create_dir(&big).expect("mkdir");
+    for i in 0..65_010 {
+        std::fs::create_dir(big.join(i.to_string())).expect("mkdir");
+    }
+    for i in 100..65_010 {
+        std::fs::remove_dir(big.join(i.to_string())).expect("rmdir");
+    }
+    let out = Command::new(find_tool("umount").expect("umount"))
+        .arg(&mnt)
+        .output()
+        .expect("umount runs");
+    assert!(
+        out.status.success(),
+        "umount: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(e2fsck(&["-fn"], &img).0, 0);
+    assert_eq!(code(&common::run(&["-n", p])), 0);
+    let theirs = scratch.path("theirs.img");
+    std::fs::copy(&img, &theirs).expect("copy");
+    let (ya, ya_out) = e2fsck(&["-fy"], &theirs);
+    assert!(ya_out.contains("could be exact value 102"), "{ya_out}");
+    let out = common::run(&["-y", p]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), ya, "{text}");
+    assert!(text.contains("dir-link-count-overflow"), "{text}");
+    assert_eq!(e2fsck(&["-fn"], &img).0, 0);
+    let stat = tool("debugfs", &["-R", "stat /big", p]);
+    assert!(
+        String::from_utf8_lossy(&stat.stdout).contains("Links: 102"),
+        "{}",
+        String::from_utf8_lossy(&stat.stdout)
+    );
+}

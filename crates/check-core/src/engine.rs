@@ -382,7 +382,14 @@ impl<'a> LaterPasses<'_, 'a> {
         }
         if abort.is_none() {
             self.phase(4);
-            let p4 = pass4::run(fs, maps, p2cx, &p2.counted, &self.p1.ea_inode_refs);
+            let p4 = pass4::run(
+                fs,
+                maps,
+                p2cx,
+                &p2.counted,
+                &self.p1.ea_inode_refs,
+                self.opts.repairing,
+            );
             self.tl.mark("pass 4");
             self.report.findings.extend(p4.findings);
             abort = p4.abort;

@@ -27,6 +27,7 @@ pub fn run(
     cx: &P2Ctx<'_>,
     counted: &crate::pass2::RefCounts,
     ea_inode_refs: &[u32],
+    repairing: bool,
 ) -> P4Out {
     let mut out = P4Out {
         findings: Vec::new(),
@@ -126,7 +127,17 @@ pub fn run(
             };
             if isdir && link_counted > 1 && inode.has_flag(flags::INDEX) && link_count == 1 {
                 // The kernel's "too many links" marker on an indexed
-                // directory; a read-only check does not question it.
+                // directory that no longer has that many: a read-only
+                // check does not question it, a repair sets the exact
+                // count (not an error either way, as in e2fsck).
+                if repairing {
+                    out.findings.push(
+                        Finding::new(Code::DirOverflowRefCount)
+                            .ino(i)
+                            .num(1)
+                            .num2(u64::from(link_counted)),
+                    );
+                }
                 continue;
             }
             out.findings.push(

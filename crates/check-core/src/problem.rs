@@ -934,6 +934,10 @@ codes! {
     /// ea-inode-ref-count (e2fsck PR_4_EA_INODE_REF_COUNT).
     EaInodeRefCount = 0x040005, "ea-inode-ref-count", P4, Error [preen keeps],
         "EA inode {ino} has reference count {num}, should be {num2}";
+    /// dir-link-count-overflow (e2fsck PR_4_DIR_OVERFLOW_REF_COUNT):
+    /// reported by a repair only, as e2fsck asks only when it may write.
+    DirOverflowRefCount = 0x040007, "dir-link-count-overflow", P4, Notice [fix preen keeps],
+        "directory {ino} has its link count set to overflow (1) but could have the exact value {num2}";
     /// dir-nlink-feature-missing (e2fsck PR_4_DIR_NLINK_FEATURE).
     DirNlinkFeature = 0x040006, "dir-nlink-feature-missing", P4, Error [],
         "directory {ino} has more than 65000 links but the file system lacks dir_nlink";

@@ -463,7 +463,7 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
     let mut lf = LostFound::new();
     for f in mine {
         let ok = match f.code {
-            Code::BadRefCount => match (f.ino, f.num2) {
+            Code::BadRefCount | Code::DirOverflowRefCount => match (f.ino, f.num2) {
                 (Some(ino), Some(n)) => stage
                     .inode(io, ino)
                     .map(|raw| field::i_links_count.set(raw, n.min(u64::from(u16::MAX)) as u16))

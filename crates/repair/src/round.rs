@@ -143,6 +143,7 @@ fn p4_settled_for_p5<'f>(
             f.code,
             Code::UnattachedInode
                 | Code::BadRefCount
+                | Code::DirOverflowRefCount
                 | Code::EaInodeRefCount
                 | Code::DirNlinkFeature
         )
