@@ -1000,6 +1000,10 @@ impl Code {
                 | Code::GroupUninitWithoutCsum
                 | Code::LastGroupBlockUninit
                 | Code::GroupItableUnusedInvalid
+                // Fixed just before e2fsck restarts: its exit code only
+                // sees what the run after the restart changes.
+                | Code::InorefBgInoUninit
+                | Code::InorefInUnused
         )
     }
 }

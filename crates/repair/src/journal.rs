@@ -22,66 +22,18 @@ use ext4_layout::superblock as sbl;
 use pipeline::Device;
 
 use super::account::account;
+pub(crate) use super::prepass::PrePass;
+use super::prepass::{clear_valid, commit, open};
 use super::raw::{now, sbf};
 use super::stage::{Kind, Staging};
-use check_core::fs::{open_fs, Fs, OpenOptions};
+use check_core::fs::Fs;
 use check_core::io::Io;
 use check_core::journal::{check_journal, JournalProblem};
 use check_core::problem::{Code, Finding};
 
-/// What the journal and orphan steps did.
-#[derive(Default)]
-pub struct PrePass {
-    /// Problems fixed.
-    pub fixed: Vec<Finding>,
-    /// Lines for the report.
-    pub notes: Vec<String>,
-    /// Whether anything was written.
-    pub modified: bool,
-    /// Whether an unusable journal was removed (a new one is made once
-    /// the file system is clean).
-    pub journal_removed: bool,
-    /// Whether the journal inode was rewritten from the superblock's copy
-    /// of its block map.
-    pub journal_restored: bool,
-}
-
-const STATE_VALID: u16 = 1;
-
-pub(crate) fn open(dev: &Arc<Device>) -> Result<Fs, Error> {
-    open_fs(
-        dev.clone(),
-        OpenOptions {
-            read_only: true,
-            superblock: None,
-        },
-    )
-    .map(|o| o.fs)
-    .map_err(Error::from)
-}
-
-pub(crate) fn commit(
-    fx: &fixer::Fixer,
-    st: Staging<'_>,
-    io: &mut Io<'_>,
-    pre: &mut PrePass,
-) -> Result<(), Error> {
-    if st.is_empty() {
-        return Ok(());
-    }
-    fx.commit(st.into_writes(io))?;
-    pre.modified = true;
-    Ok(())
-}
-
 fn clear_bits(sb: &mut [u8], word: ext4_layout::field::Field<u32>, bits: u32) {
     let v = word.get(sb) & !bits;
     word.set(sb, v);
-}
-
-pub(crate) fn clear_valid(sb: &mut [u8]) {
-    let s = sbl::field::s_state.get(sb) & !STATE_VALID;
-    sbl::field::s_state.set(sb, s);
 }
 
 /// The physical blocks of the journal, by logical index.
@@ -186,6 +138,7 @@ pub fn before_passes(
             break;
         }
     }
+    pre.descriptors_fixed = super::descriptors::fix(dev, fx, &mut pre)?;
     super::release::orphans(dev, fx, &mut pre)?;
     backup_journal_map(dev, fx, &mut pre)?;
     move_visible_journal(dev, fx, &mut pre)?;

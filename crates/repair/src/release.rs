@@ -23,7 +23,7 @@ use ext4_layout::xattr;
 use pipeline::Device;
 
 use super::account::{account, block_in_use};
-use super::journal::{clear_valid, commit, open, PrePass};
+use super::prepass::{clear_valid, commit, open, PrePass};
 use super::raw::{clear_feature, now, sbf};
 use super::stage::{Kind, Staging};
 use check_core::fs::Fs;

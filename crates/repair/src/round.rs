@@ -55,6 +55,21 @@ pub(crate) fn plan_round<'a, 'f>(
         io,
         fixed: Vec::new(),
     };
+    // Entries that name inodes in a group's unused area or in a group
+    // marked INODE_UNINIT: pass 1 never read those inodes, so what the
+    // check says of them and of everything that depends on them is
+    // unfounded. As e2fsck, only the descriptors are fixed, and the check
+    // runs again from the start (its restart); nothing else is touched,
+    // so no entry is cleared for an inode that was merely not read.
+    let restart: Vec<&'a Finding> = to_fix
+        .iter()
+        .copied()
+        .filter(|f| matches!(f.code, Code::InorefBgInoUninit | Code::InorefInUnused))
+        .collect();
+    if !restart.is_empty() {
+        dirs::fix_pass2(&mut r, &restart);
+        return r.fixed;
+    }
     // A missing root comes first: until it exists, every entry naming it
     // looks wrong.
     // (Superblock and descriptor fixes still go first: until a bad

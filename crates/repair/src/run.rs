@@ -95,6 +95,9 @@ struct Run<'a> {
     /// Directories indexed before the repair: one whose index a fix drops
     /// gets a new one at the end, as in e2fsck's pass 3A.
     indexed_before: Vec<u32>,
+    /// A fix before the passes means the file system is not skipped as
+    /// clean.
+    must_check: bool,
 }
 
 /// Why a repair ends before its first check.
@@ -125,6 +128,39 @@ fn mount_state(path: &Path) -> Result<bool, Box<Repaired>> {
             format!("cannot tell whether it is mounted: {e}"),
         )),
     }
+}
+
+/// As e2fsck -p, which never goes looking for backups: a primary
+/// superblock that cannot be used at all stops preen before anything else
+/// (exit 8); one e2fsck loads despite its errors, whose inode count
+/// disagrees with its groups, is an inconsistency preen leaves to the
+/// admin (exit 4).
+fn preen_primary(dev: &Arc<Device>, path: &Path, on_backup: bool) -> Result<(), Box<Repaired>> {
+    let unusable = || {
+        refuse(
+            path,
+            "the primary superblock is unusable; run ext4chk --repair without -p, which uses a backup"
+                .into(),
+        )
+    };
+    let Ok(primary) = check_core::fs::open_primary(dev.clone()) else {
+        return if on_backup { Err(unusable()) } else { Ok(()) };
+    };
+    let geo = &primary.fs.geo;
+    let want = u64::from(geo.group_count) * u64::from(geo.inodes_per_group);
+    let have = u64::from(primary.fs.sb().s_inodes_count());
+    if have != want {
+        let mut r = refuse(path, String::new());
+        r.report.aborted = None;
+        r.report.preen_halt = Some(format!(
+            "UNEXPECTED INCONSISTENCY (the inode count in the superblock is {have}, should be {want}); run ext4chk --repair without -p"
+        ));
+        return Err(r);
+    }
+    if on_backup {
+        return Err(unusable());
+    }
+    Ok(())
 }
 
 /// The fixer, a dry run's staged writes, and the notes the set-up made.
@@ -234,14 +270,8 @@ impl<'a> Run<'a> {
                         .contains(ext4_layout::features::RoCompatFeatures::SHARED_BLOCKS)
                 },
             );
-        // As e2fsck -p, which does not go looking for backups: a primary
-        // superblock that cannot be used stops preen before anything else.
-        if on_backup && check_opts.superblock.is_none() && opts.mode == Mode::Preen {
-            return Err(refuse(
-                path,
-                "the primary superblock is unusable; run ext4chk --repair without -p, which uses a backup"
-                    .into(),
-            ));
+        if opts.mode == Mode::Preen && check_opts.superblock.is_none() {
+            preen_primary(&dev, path, on_backup)?;
         }
         // A file system longer than its device: the superblock or the
         // partition table is wrong, and writing either way could destroy
@@ -291,6 +321,7 @@ impl<'a> Run<'a> {
             lpf_checked: false,
             journal_rechecked: false,
             indexed_before: Vec::new(),
+            must_check: false,
         })
     }
 
@@ -372,6 +403,7 @@ impl<'a> Run<'a> {
             let pre = journal::before_passes(&self.dev, &self.fx, self.external().as_ref(), true);
             match pre {
                 Ok(pre) => {
+                    self.must_check |= pre.descriptors_fixed;
                     self.journal_removed = pre.journal_removed;
                     self.notes.extend(pre.notes);
                     self.fixed_all.extend(pre.fixed);
@@ -381,7 +413,11 @@ impl<'a> Run<'a> {
                 Err(why) => self.stop_reason = Some(why.to_string()),
             }
         }
-        if let Some(clock) = self.opts.skip_if_clean.filter(|_| self.going()) {
+        if let Some(clock) = self
+            .opts
+            .skip_if_clean
+            .filter(|_| self.going() && !self.must_check)
+        {
             if let Some(skipped) = self.skip_if_clean(clock) {
                 return Some(skipped);
             }

@@ -11,7 +11,7 @@ pub(crate) use layout::for_each_super_and_bgd;
 pub use layout::{allowed_range, BitSet};
 
 pub use open::Opened;
-pub use open::{open_fs, OpenFailure, OpenOptions, SbLoc};
+pub use open::{open_fs, open_primary, OpenFailure, OpenOptions, SbLoc};
 
 use std::io;
 use std::sync::Arc;

@@ -440,6 +440,18 @@ fn open_chosen(dev: &Device, at: SbLoc) -> Result<Parts, OpenFailure> {
 
 /// Opens the file system, choosing the superblock as e2fsck does.
 pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailure> {
+    open_with(dev, opts, true)
+}
+
+/// Opens the file system from its primary superblock and descriptors
+/// only, as e2fsck's preen does (it never goes looking for backups): a
+/// superblock whose only fault is one e2fsck loads it despite (an inode
+/// count that disagrees with its groups, say) still opens.
+pub fn open_primary(dev: Arc<Device>) -> Result<Opened, OpenFailure> {
+    open_with(dev, OpenOptions::default(), false)
+}
+
+fn open_with(dev: Arc<Device>, opts: OpenOptions, backups: bool) -> Result<Opened, OpenFailure> {
     let mut notes = Vec::new();
     let mut findings = Vec::new();
     let mut ignore_sb_errors = false;
@@ -463,7 +475,9 @@ pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailur
                     Err(e) => {
                         notes.push(format!("group descriptors look bad: {}", e.describe()));
                         let primary = fs_to_parts(probe);
-                        if primary.geo.group_count > 1 {
+                        if !backups {
+                            Ok((primary, false))
+                        } else if primary.geo.group_count > 1 {
                             notes.push("trying the backup superblock and descriptors".into());
                             match find_backup(&dev, Some(&primary))
                                 .map(|at| try_open(&dev, Some(at), ignore_sb_errors))
@@ -492,7 +506,7 @@ pub fn open_fs(dev: Arc<Device>, opts: OpenOptions) -> Result<Opened, OpenFailur
                     }
                 }
             }
-            Err(e) if e.wants_backup() => {
+            Err(e) if backups && e.wants_backup() => {
                 notes.push(format!(
                     "superblock invalid ({}); trying backup blocks",
                     e.describe()
