@@ -1,153 +1,243 @@
 #!/usr/bin/env bash
-# Times ext4chk --repair against e2fsck -fy on the same damaged image, with
-# 100, 1,000 and 10,000 injected problems (like pFSCK's Figure 11), and
-# writes the results into BENCHMARKS.md (between the repair markers).
+# Times a repair the way an outage meets it: the page cache dropped before
+# every run, damaged images of bench size, and e2fsck -fy, ext4chk -y and
+# ext4chk -n each run on the same damaged image in the same round. Writes
+# the results into BENCHMARKS.md (between the repair markers).
 #
-#   benches/repair_vs_e2fsck.sh [-r ROUNDS] [-n "100 1000 10000"]
+#   benches/repair_vs_e2fsck.sh [-r ROUNDS] [-n "100 2000 10000"] [-i "medium dirs 10m 100m"]
 #
-# The base image (about 200,000 inodes: 20,000 directories of 9 files) is
-# cached in $EXT4CHK_BENCH_DIR (default ~/.cache/ext4chk-bench). Each
-# round copies it, injects N problems with debugfs (wrong link counts,
-# sizes, deletion times, removed entries that leave files unattached,
-# freed blocks and inodes still in use), and repairs one copy with each
-# tool, alternating which goes first; both results are then checked with
-# e2fsck -fn.
+# Images: "medium" and "dirs" (about 1M inodes, 25% and 50% directories)
+# come from benches/make-bench-images.sh; "10m" and "100m" are written by
+# ext4-synth. All are cached in $EXT4CHK_BENCH_DIR (default
+# ~/.cache/ext4chk-bench). The 100m image is only damaged with the
+# largest count.
+#
+# Each round injects N problems with debugfs into a copy-on-write
+# snapshot of the image (device-mapper, so a 100M-inode image is not
+# copied): cleared inodes whose entries then dangle, freed inodes and
+# blocks still in use, wrong link counts, deletion times on live inodes,
+# wrong group counts, directory blocks zeroed, and extents redirected onto
+# other files' blocks (blocks claimed twice). Each tool then runs on a
+# snapshot of that damaged device of its own, alternating which goes
+# first; the result is judged by e2fsck -fn. Needs root (loop devices,
+# dmsetup, drop_caches), debugfs and /usr/bin/time.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 rounds=3
-counts="100 1000 10000"
-while getopts "r:n:" opt; do
+counts="100 2000 10000"
+images="medium dirs 10m 100m"
+while getopts "r:n:i:" opt; do
   case $opt in
     r) rounds=$OPTARG ;;
     n) counts=$OPTARG ;;
-    *) sed -n 2,14p "$0"; exit 2 ;;
+    i) images=$OPTARG ;;
+    *) sed -n 2,22p "$0"; exit 2 ;;
   esac
 done
 dir=${EXT4CHK_BENCH_DIR:-$HOME/.cache/ext4chk-bench}
 mkdir -p "$dir"
-export LC_ALL=C E2FSCK_CONFIG=/dev/null MKE2FS_CONFIG="$root/fixtures/mke2fs.conf"
+export LC_ALL=C E2FSCK_CONFIG=/dev/null
 e2fsck=$(command -v e2fsck || echo /sbin/e2fsck)
-(cd "$root" && cargo build --release --quiet)
+(cd "$root" && cargo build --release --quiet --workspace)
 bin="$root/target/release/ext4chk"
-base="$dir/repair-base.img"
-work=${TMPDIR:-/tmp}/ext4chk-repair-bench
+synth="$root/target/release/ext4-synth"
+work=${TMPDIR:-/var/tmp}/ext4chk-repair-bench
 rm -rf "$work"
 mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
 
-if [ ! -f "$base" ]; then
-  tree=$(mktemp -d /dev/shm/ext4chk-rtree.XXXXXX 2>/dev/null || mktemp -d)
-  python3 - "$tree" <<'PY'
-import os, random, sys
-root = sys.argv[1]
-r = random.Random(11)
-for d in range(20000):
-    p = os.path.join(root, f"a{d // 200}", f"b{d}")
-    os.makedirs(p, exist_ok=True)
-    for f in range(9):
-        with open(os.path.join(p, f"f{f}"), "wb") as fh:
-            fh.write(os.urandom(r.randint(1, 12) * 1024 - r.randrange(1024)))
-PY
-  mke2fs -q -F -t ext4 -N 240000 -d "$tree" "$base.tmp" 3G
-  rm -rf "$tree"
-  mv "$base.tmp" "$base"
-fi
+loops=()
+maps=()
+cleanup() {
+  for m in "${maps[@]}"; do dmsetup remove "$m" 2>/dev/null || true; done
+  for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
-inject() { # inject IMG N SEED
+base_image() { # base_image NAME -> path
+  local name=$1
+  case $name in
+    medium | dirs)
+      "$here/make-bench-images.sh" "$name" >&2
+      echo "$dir/$name.img"
+      ;;
+    10m | 100m)
+      local n=$((${name%m} * 1000000)) img="$dir/synth-$name.img"
+      if [ ! -f "$img" ]; then
+        "$synth" --inodes "$n" --files-per-dir 1000 "$img.tmp" >&2
+        mv "$img.tmp" "$img"
+      fi
+      echo "$img"
+      ;;
+    *) echo "unknown image $name" >&2; exit 2 ;;
+  esac
+}
+
+# snapshot ORIGIN NAME: a writable copy-on-write view of ORIGIN at
+# /dev/mapper/NAME.
+snapshot() {
+  local origin=$1 name=$2 sectors cow
+  sectors=$(blockdev --getsz "$origin")
+  truncate -s 8G "$work/$name.cow"
+  cow=$(losetup -f --show "$work/$name.cow")
+  loops+=("$cow")
+  dmsetup create "$name" --table "0 $sectors snapshot $origin $cow N 8"
+  maps+=("$name")
+  echo "/dev/mapper/$name"
+}
+
+drop() {
+  local m=$1
+  dmsetup remove "$m"
+  local keep=()
+  for x in "${maps[@]}"; do [ "$x" != "$m" ] && keep+=("$x"); done
+  maps=("${keep[@]}")
+}
+
+cold() {
+  sync
+  echo 3 > /proc/sys/vm/drop_caches
+}
+
+inject() { # inject DEVICE N SEED
   python3 - "$1" "$2" "$3" <<'PY'
-import random, subprocess, sys
-img, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+import random, re, subprocess, sys
+dev, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 r = random.Random(seed)
-# Inodes 12.. are the tree (directories and files, in creation order).
+h = subprocess.run(["dumpe2fs", "-h", dev], capture_output=True, text=True).stdout
+num = lambda k: int(re.search(k + r":\s+(\d+)", h).group(1))
+icount, ifree = num("Inode count"), num("Free inodes")
+bcount, bpg = num("Block count"), num("Blocks per group")
+groups = (bcount + bpg - 1) // bpg
+# The tree's inodes were made in order: most of 12..used are in use.
+hi = 12 + (icount - ifree)
+kinds = ["clri", "freei", "freeb", "links", "dtime", "bgfree", "dirblk", "dup"]
 cmds = []
-kinds = ["links", "size", "dtime", "unlink", "freeb", "freei"]
 for k in range(n):
     kind = kinds[k % len(kinds)]
-    d = r.randrange(20000)
-    f = r.randrange(9)
-    path = f"/a{d // 200}/b{d}/f{f}"
-    if kind == "links":
-        cmds.append(f"sif {path} links_count {r.randint(2, 9)}")
-    elif kind == "size":
-        cmds.append(f"sif {path} size {r.randint(1, 100000)}")
-    elif kind == "dtime":
-        cmds.append(f"sif {path} dtime 12345678")
-    elif kind == "unlink":
-        cmds.append(f"unlink {path}")
+    ino = r.randrange(12, hi)
+    if kind == "clri":
+        cmds.append(f"clri <{ino}>")
+    elif kind == "freei":
+        cmds.append(f"freei <{ino}>")
     elif kind == "freeb":
-        cmds.append(f"freeb {r.randrange(100000, 700000)}")
+        cmds.append(f"freeb {r.randrange(bcount // 8, bcount // 2)}")
+    elif kind == "links":
+        cmds.append(f"sif <{ino}> links_count {r.randint(2, 9)}")
+    elif kind == "dtime":
+        cmds.append(f"sif <{ino}> dtime 12345678")
+    elif kind == "bgfree":
+        g = r.randrange(groups)
+        cmds.append(f"set_bg {g} free_blocks_count {r.randrange(bpg)}")
+        cmds.append(f"set_bg {g} checksum calc")
+    elif kind == "dirblk":
+        cmds.append(f"zap_block -f <{ino}> 0")
     else:
-        cmds.append(f"freei {path}")
-open(img + ".cmds", "w").write("\n".join(cmds) + "\n")
-subprocess.run(["debugfs", "-w", "-f", img + ".cmds", img], capture_output=True)
+        # The first extent of an inode held in the inode (ee_start_lo,
+        # i_block[5]) moved onto another inode's first extent's blocks.
+        other = r.randrange(12, hi)
+        out = subprocess.run(["debugfs", "-R", f"stat <{other}>", dev],
+                             capture_output=True, text=True).stdout
+        m = re.search(r"EXTENTS:\n\(0[^)]*\):(\d+)", out)
+        if m:
+            cmds.append(f"sif <{ino}> block[5] {m.group(1)}")
+path = "/tmp/ext4chk-inject.cmds"
+open(path, "w").write("\n".join(cmds) + "\n")
+subprocess.run(["debugfs", "-w", "-f", path, dev], capture_output=True)
 PY
+}
+
+run_timed() { # run_timed OUT CMD...: /usr/bin/time -v into OUT
+  local out=$1
+  shift
+  /usr/bin/time -v -o "$out" "$@" > "$work/stdout" 2> "$work/stderr" || true
 }
 
 raw="$work/raw.tsv"
 : > "$raw"
-for n in $counts; do
-  for ((r = 1; r <= rounds; r++)); do
-    cp --sparse=always "$base" "$work/d.img"
-    inject "$work/d.img" "$n" "$r"
-    cp --sparse=always "$work/d.img" "$work/e.img"
-    cp --sparse=always "$work/d.img" "$work/x.img"
-    problems=$( ("$bin" -n --format json "$work/d.img" || true) | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["findings"]))')
-    order="e x"
-    [ $((r % 2)) -eq 0 ] && order="x e"
-    for who in $order; do
-      sync
-      if [ "$who" = e ]; then
-        /usr/bin/time -f "%e %U %S %M" -o "$work/t" "$e2fsck" -fy "$work/e.img" > /dev/null 2>&1 || true
-        after=$("$e2fsck" -fn "$work/e.img" > /dev/null 2>&1; echo $?)
-        echo -e "$n\t$r\te2fsck -fy\t$(tail -1 "$work/t" | tr ' ' '\t')\t$after\t$problems" >> "$raw"
-      else
-        /usr/bin/time -f "%e %U %S %M" -o "$work/t" "$bin" -y --threads auto "$work/x.img" > /dev/null 2>&1 || true
-        after=$("$e2fsck" -fn "$work/x.img" > /dev/null 2>&1; echo $?)
-        echo -e "$n\t$r\text4chk -y\t$(tail -1 "$work/t" | tr ' ' '\t')\t$after\t$problems" >> "$raw"
-      fi
-      echo "$n round $r: $(tail -1 "$raw")" >&2
+for name in $images; do
+  base=$(base_image "$name")
+  origin=$(losetup -f --show -r "$base")
+  loops+=("$origin")
+  ns=$counts
+  [ "$name" = 100m ] && ns=$(echo "$counts" | tr ' ' '\n' | sort -n | tail -1)
+  for n in $ns; do
+    for ((r = 1; r <= rounds; r++)); do
+      damaged=$(snapshot "$origin" "bench-damaged")
+      inject "$damaged" "$n" "$r"
+      order="e x"
+      [ $((r % 2)) -eq 0 ] && order="x e"
+      for who in n $order; do
+        dev=$(snapshot "$damaged" "bench-run")
+        cold
+        case $who in
+          n)
+            run_timed "$work/t" "$bin" -n --format json "$dev"
+            problems=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["findings"]))' "$work/stdout" 2>/dev/null || echo 0)
+            label="ext4chk -n"; extra="1"
+            ;;
+          e)
+            run_timed "$work/t" "$e2fsck" -fy "$dev"
+            label="e2fsck -fy"; extra="1"
+            ;;
+          x)
+            run_timed "$work/t" "$bin" -y --format json "$dev"
+            extra=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["repair"]; print(f"{len(r[\"rounds\"])}/{len(r[\"check_seconds\"])}")' "$work/stdout" 2>/dev/null || echo "?")
+            label="ext4chk -y"
+            ;;
+        esac
+        after=-
+        if [ "$who" != n ]; then
+          after=$("$e2fsck" -fn "$dev" > /dev/null 2>&1; echo $?)
+        fi
+        row=$(python3 "$here/timev.py" "$work/t" wall,rss "$name" "$n" "$r" "$label")
+        echo -e "$row\t$after\t$problems\t$extra" >> "$raw"
+        echo "$(tail -1 "$raw")" >&2
+        drop bench-run
+      done
+      drop bench-damaged
     done
   done
+  losetup -d "$origin"
 done
 
 python3 - "$raw" "$root/BENCHMARKS.md" "$rounds" <<'PY'
-import sys, statistics
+import os, statistics, sys
 raw, out, rounds = sys.argv[1:]
 rows = [l.rstrip("\n").split("\t") for l in open(raw) if l.strip()]
-L = ["<!-- repair:start -->", "## Repair: ext4chk --repair against e2fsck -fy", "",
-     "Written by `benches/repair_vs_e2fsck.sh`. A 3 GiB ext4 image with about 200,000 inodes",
-     "(20,000 directories of 9 files) gets N problems injected with debugfs (wrong link counts,",
-     "sizes and deletion times, removed entries, freed blocks and inodes still in use); each tool",
-     f"repairs its own copy, alternating which goes first; medians of {rounds} rounds, warm cache.",
-     "`problems` is what `ext4chk -n` reports on the damaged image (one injected problem often",
-     "causes several); `e2fsck -fn after` is the exit of the real e2fsck on the result.", "",
-     "| injected | problems found | command | wall s | user s | sys s | peak RSS MiB | e2fsck -fn after | e2fsck ÷ this |",
-     "|---:|---:|---|---:|---:|---:|---:|---|---:|"]
-ns = []
+# image, n, round, command, wall, rss, e2fsck -fn after, problems, rounds/checks
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+L = ["<!-- repair:start -->", "## Repair: cold, damaged, against e2fsck -fy", "",
+     "Written by `benches/repair_vs_e2fsck.sh`: the page cache is dropped before every run;",
+     "each round damages a copy-on-write snapshot of the image with debugfs (cleared inodes,",
+     "freed inodes and blocks still in use, wrong link counts, deletion times on live inodes,",
+     "wrong group counts, zeroed directory blocks, extents moved onto other files' blocks),",
+     "then `ext4chk -n`, `e2fsck -fy` and `ext4chk -y` each run on a snapshot of that damaged",
+     f"device. Medians of {rounds} rounds. `rounds/checks` is ext4chk's fixing rounds and the",
+     "checks it ran (the last verifies); `-fn after` is the real e2fsck on each result.", "",
+     "| image | injected | problems (-n) | ext4chk -n s | e2fsck -fy s | ext4chk -y s | e2fsck ÷ ext4chk -y | ext4chk -y ÷ -n | rounds/checks | peak RSS MiB e2fsck / ext4chk -y | -fn after |",
+     "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+keys = []
 for r in rows:
-    if r[0] not in ns:
-        ns.append(r[0])
-for n in ns:
-    sel = [r for r in rows if r[0] == n]
-    base = statistics.median(float(r[3]) for r in sel if r[2] == "e2fsck -fy")
-    for cmd in ["e2fsck -fy", "ext4chk -y"]:
-        s = [r for r in sel if r[2] == cmd]
-        w = statistics.median(float(r[3]) for r in s)
-        u = statistics.median(float(r[4]) for r in s)
-        sy = statistics.median(float(r[5]) for r in s)
-        rss = statistics.median(int(r[6]) for r in s) / 1024
-        after = ",".join(sorted(set(r[7] for r in s)))
-        probs = statistics.median(int(r[8]) for r in s)
-        ratio = f"{base / w:.2f}" if cmd != "e2fsck -fy" else ""
-        L.append(f"| {n} | {probs:.0f} | {cmd} | {w:.2f} | {u:.2f} | {sy:.2f} | {rss:.0f} | {after} | {ratio} |")
-L += ["", "Raw runs:", "", "| injected | round | command | wall s | user s | sys s | peak RSS KiB | e2fsck -fn after |",
-      "|---:|---:|---|---:|---:|---:|---:|---|"]
+    if (r[0], r[1]) not in keys:
+        keys.append((r[0], r[1]))
+for img, n in keys:
+    sel = [r for r in rows if r[0] == img and r[1] == n]
+    w = lambda c: med([float(r[4]) for r in sel if r[3] == c])
+    rss = lambda c: med([int(r[5]) for r in sel if r[3] == c]) / 1024
+    nw, ew, xw = w("ext4chk -n"), w("e2fsck -fy"), w("ext4chk -y")
+    probs = med([int(r[7]) for r in sel if r[3] == "ext4chk -n"])
+    rc = ",".join(sorted(set(r[8] for r in sel if r[3] == "ext4chk -y")))
+    after = ",".join(sorted(set(r[6] for r in sel if r[3] != "ext4chk -n")))
+    L.append(f"| {img} | {n} | {probs:.0f} | {nw:.2f} | {ew:.2f} | {xw:.2f} | {ew / xw:.2f} | {xw / nw:.2f} | {rc} | {rss('e2fsck -fy'):.0f} / {rss('ext4chk -y'):.0f} | {after} |")
+L += ["", "Raw runs:", "", "| image | injected | round | command | wall s | peak RSS KiB | -fn after | problems | rounds/checks |",
+      "|---|---:|---:|---|---:|---:|---|---:|---|"]
 for r in rows:
-    L.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} |")
+    L.append("| " + " | ".join(r) + " |")
 L.append("<!-- repair:end -->")
 section = "\n".join(L) + "\n"
-text = open(out).read() if __import__("os").path.exists(out) else ""
+text = open(out).read() if os.path.exists(out) else ""
 if "<!-- repair:start -->" in text:
     a = text.index("<!-- repair:start -->")
     b = text.index("<!-- repair:end -->") + len("<!-- repair:end -->\n")
@@ -157,3 +247,4 @@ else:
 open(out, "w").write(text)
 print(f"wrote the repair section of {out}", file=sys.stderr)
 PY
+cp "$raw" "$dir/repair-raw-$(date +%Y%m%d-%H%M%S).tsv"

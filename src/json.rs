@@ -19,8 +19,27 @@ struct JsonReport<'a> {
     modified: bool,
     notes: &'a [String],
     preen_halt: Option<&'a str>,
+    repair: Option<JsonRepair<'a>>,
     summary: Option<JsonSummary>,
     would_write_blocks: Option<u64>,
+}
+
+/// How a repair went.
+#[derive(Serialize)]
+struct JsonRepair<'a> {
+    check_seconds: &'a [f64],
+    rounds: Vec<JsonRound<'a>>,
+}
+
+/// One round of a repair.
+#[derive(Serialize)]
+struct JsonRound<'a> {
+    blocks_written: u64,
+    fixed: u64,
+    fixed_during_check: u64,
+    plan_seconds: f64,
+    stopped_early: Option<&'a str>,
+    write_seconds: f64,
 }
 
 /// One finding; absent fields are left out.
@@ -131,6 +150,21 @@ pub fn render(report: &Report) -> String {
         modified: report.modified,
         notes: &report.notes,
         preen_halt: report.preen_halt.as_deref(),
+        repair: report.repair.as_ref().map(|r| JsonRepair {
+            check_seconds: &r.checks,
+            rounds: r
+                .rounds
+                .iter()
+                .map(|x| JsonRound {
+                    blocks_written: x.blocks_written,
+                    fixed: x.fixed,
+                    fixed_during_check: x.fixed_during_check,
+                    plan_seconds: x.plan_seconds,
+                    stopped_early: x.stopped_early.as_deref(),
+                    write_seconds: x.write_seconds,
+                })
+                .collect(),
+        }),
         summary: report.summary.as_ref().map(JsonSummary::new),
         would_write_blocks: report.dry_run,
     };

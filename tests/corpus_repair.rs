@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{
-    code, corpus_image, file_tree, find_tool, gunzip, have, known_list, manifest, par_map, run,
+    code, corpus_image, files_lost, find_tool, gunzip, have, known_list, manifest, par_map, run,
     Scratch,
 };
 
@@ -75,17 +75,11 @@ fn corpus_repairs_leave_clean_file_systems() {
             let theirs = scratch.path(&format!("{}.e2fsck.img", r.test));
             gunzip(&gz, &theirs);
             e2fsck_fy(&theirs);
-            let want = file_tree(&theirs, &scratch.path(&format!("{}.d1", r.test)));
-            let got = file_tree(&img, &scratch.path(&format!("{}.d2", r.test)));
-            let _ = std::fs::remove_dir_all(scratch.path(&format!("{}.d1", r.test)));
-            let _ = std::fs::remove_dir_all(scratch.path(&format!("{}.d2", r.test)));
-            if let (Some(want), Some(got)) = (want, got) {
-                for (p, h) in want {
-                    if got.get(&p) != Some(&h) {
-                        lost.push(p);
-                    }
-                }
+            let trees = scratch.path(&format!("{}.trees", r.test));
+            if let Some((gone, _)) = files_lost(&theirs, &img, &trees) {
+                lost = gone;
             }
+            let _ = std::fs::remove_dir_all(&trees);
             let _ = std::fs::remove_file(&theirs);
         }
         let _ = std::fs::remove_file(&img);

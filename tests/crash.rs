@@ -31,7 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{code, file_tree, find_tool, have_all, par_map, run_as, tool, Rng, Scratch};
+use common::{code, find_tool, have_all, par_map, run_as, tool, Rng, Scratch};
 
 /// One set of mke2fs options to cut the power on.
 struct Features {
@@ -555,25 +555,20 @@ fn judge(set: &Features, seed: u64, scratch: &Scratch) -> Option<Case> {
     let reference = kernel.as_ref().unwrap_or(&a);
     let t = scratch.path(&format!("{name}.trees"));
     let (mut files_theirs, mut files_extra) = (0, 0);
-    match (file_tree(reference, &t), file_tree(&b, &t)) {
-        (Some(theirs), Some(ours)) => {
-            files_theirs = theirs.len();
-            files_extra = ours.keys().filter(|p| !theirs.contains_key(*p)).count();
-            let judge = if kernel.is_some() {
-                "the kernel's replay"
-            } else {
-                "e2fsck -fy"
-            };
-            for (p, h) in &theirs {
-                if ours.get(p) != Some(h) {
-                    problems.push(format!(
-                        "{judge} keeps {p} ({h}), ext4chk -y does not ({:?})",
-                        ours.get(p)
-                    ));
-                }
+    let judge = if kernel.is_some() {
+        "the kernel's replay"
+    } else {
+        "e2fsck -fy"
+    };
+    match common::files_lost(reference, &b, &t) {
+        Some((lost, extra)) => {
+            files_theirs = common::file_tree(reference, &t).map_or(0, |x| x.len());
+            files_extra = extra;
+            for p in lost {
+                problems.push(format!("{judge} keeps {p}, ext4chk -y does not"));
             }
         }
-        _ => problems.push("debugfs could not list the files".into()),
+        None => problems.push("debugfs could not list the files".into()),
     }
     for p in [&a, &b, &img].into_iter().chain(kernel.as_ref()) {
         let _ = std::fs::remove_file(p);

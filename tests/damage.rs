@@ -20,9 +20,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{
-    code, file_tree, fixture_images_wide, have_all, known_list, par_map, run, tool, Rng, FIXTURES,
-};
+use common::{code, fixture_images_wide, have_all, known_list, par_map, run, tool, Rng, FIXTURES};
 
 /// Cases per fixture kind.
 const PER_KIND: usize = 100;
@@ -195,15 +193,6 @@ fn work_dir(what: &str) -> PathBuf {
     d
 }
 
-/// Files a tree lacks or holds differently, as "path".
-fn lost(theirs: &BTreeMap<String, String>, ours: &BTreeMap<String, String>) -> Vec<String> {
-    theirs
-        .iter()
-        .filter(|(p, h)| ours.get(*p) != Some(*h))
-        .map(|(p, _)| p.clone())
-        .collect()
-}
-
 /// Runs e2fsck and ext4chk on copies of a damaged image and lists where
 /// ext4chk parts from e2fsck (empty when it does not), and whether e2fsck
 /// found the image damaged at all.
@@ -242,8 +231,7 @@ fn judge(work: &Path, n: u64, name: &str, image: &[u8]) -> (Vec<String>, bool) {
     }
     if ea == 0 && eb == 0 {
         let t = work.join(format!("{n}-t"));
-        if let (Some(theirs), Some(ours)) = (file_tree(&a, &t), file_tree(&b, &t)) {
-            let gone = lost(&theirs, &ours);
+        if let Some((gone, _)) = common::files_lost(&a, &b, &t) {
             if !gone.is_empty() {
                 problems.push(format!(
                     "{} files e2fsck keeps are lost or changed: {}",

@@ -18,7 +18,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{code, file_tree, have_all, par_map, run, run_as, tool, Scratch};
+use common::{code, have_all, par_map, run, run_as, tool, Scratch};
 
 /// One base file system.
 struct Base {
@@ -278,16 +278,14 @@ fn judge(base_img: &Path, label: &str, damage: &Damage, scratch: &Path) -> (Vec<
     }
     let t = scratch.join(format!("{label}.trees"));
     let mut kept = 0;
-    match (file_tree(&ya, &t), file_tree(&yb, &t)) {
-        (Some(theirs), Some(ours)) => {
-            kept = theirs.len();
-            for (path, h) in &theirs {
-                if ours.get(path) != Some(h) {
-                    problems.push(format!("e2fsck -fy keeps {path} ({h}); -y does not"));
-                }
+    match common::files_lost(&ya, &yb, &t) {
+        Some((lost, _)) => {
+            kept = common::file_tree(&ya, &t).map_or(0, |x| x.len());
+            for path in lost {
+                problems.push(format!("e2fsck -fy keeps {path}; -y does not"));
             }
         }
-        _ => problems.push("debugfs could not list the files".into()),
+        None => problems.push("debugfs could not list the files".into()),
     }
     let _ = std::fs::remove_dir_all(&t);
     for f in [img, pa, pb, ya, yb, script] {

@@ -322,16 +322,11 @@ fn repairs_keep_what_e2fsck_keeps() {
         let first = code(&run(&["-y", &p]));
         let after = code(&tool("e2fsck", &["-fn", &p]));
         let second = code(&run(&["-y", &p]));
-        let want = common::file_tree(&theirs, &scratch.path(&format!("{img}-{}.t1", d.name)));
-        let got = common::file_tree(&ours, &scratch.path(&format!("{img}-{}.t2", d.name)));
-        let mut lost = Vec::new();
-        if let (Some(want), Some(got)) = (want, got) {
-            for (path, h) in want {
-                if got.get(&path) != Some(&h) {
-                    lost.push(path);
-                }
-            }
-        }
+        let trees = scratch.path(&format!("{img}-{}.trees", d.name));
+        let lost = common::files_lost(&theirs, &ours, &trees)
+            .map(|(lost, _)| lost)
+            .unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&trees);
         let _ = std::fs::remove_file(&ours);
         let _ = std::fs::remove_file(&theirs);
         Some((format!("{img}/{}", d.name), first, after, second, lost))

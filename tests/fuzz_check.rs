@@ -61,10 +61,11 @@ fn e2fsck_clean(img: &[u8], scratch: &Path) -> bool {
 fn mutated_seed_images_are_checked_and_repaired_consistently() {
     let seeds = inputs("crates/check-core/fuzz/corpus/check");
     assert!(seeds.len() >= 10, "{} seeds", seeds.len());
-    let oracle = common::have_all(&["e2fsck"]);
+    let oracle = common::have_all(&["e2fsck", "debugfs"]);
     let scratch = std::env::temp_dir().join(format!("ext4chk-mutation-{}.img", std::process::id()));
     let mut failed = Vec::new();
     let (mut damaged, mut repaired, mut runs, mut judged) = (0, 0, 0, 0);
+    let mut kept_checked = 0;
     for p in &seeds {
         let base = std::fs::read(p).expect("read");
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("?");
@@ -106,6 +107,15 @@ fn mutated_seed_images_are_checked_and_repaired_consistently() {
                                     "{name} mutant {k} ({ops:?}): after ext4chk's repair e2fsck -fn finds errors"
                                 ));
                             }
+                            if let Some(lost) = lost_to_e2fsck(&img, after, &scratch) {
+                                kept_checked += 1;
+                                if !lost.is_empty() {
+                                    failed.push(format!(
+                                        "{name} mutant {k} ({ops:?}): e2fsck -fy keeps files ext4chk's repair does not: {}",
+                                        lost.join(", ")
+                                    ));
+                                }
+                            }
                         }
                         if failed.len() > before {
                             keep(&format!("{name}-{k}"), &data);
@@ -124,7 +134,7 @@ fn mutated_seed_images_are_checked_and_repaired_consistently() {
     let _ = std::fs::remove_file(&scratch);
     eprintln!(
         "mutation: {runs} mutants of {} seeds, {damaged} found damaged, {repaired} repaired clean, \
-         {judged} also judged by e2fsck",
+         {judged} also judged by e2fsck, {kept_checked} of them with the files kept compared",
         seeds.len()
     );
     // Mutations that change nothing the checker looks at are possible but
@@ -139,6 +149,37 @@ fn mutated_seed_images_are_checked_and_repaired_consistently() {
         failed.len(),
         failed.join("\n")
     );
+}
+
+/// The files `e2fsck -fy` keeps from `damaged` that ext4chk's repair
+/// (`after`) does not, compared on images written beside `scratch`;
+/// `None` when e2fsck's repair does not end clean (it keeps nothing
+/// worth comparing) or debugfs cannot list the files.
+fn lost_to_e2fsck(damaged: &[u8], after: &[u8], scratch: &Path) -> Option<Vec<String>> {
+    let theirs = scratch.with_extension("e2fsck.img");
+    let ours = scratch.with_extension("ours.img");
+    let dir = scratch.with_extension("trees");
+    std::fs::write(&theirs, damaged).expect("write");
+    std::fs::write(&ours, after).expect("write");
+    let t = theirs.to_str().expect("path");
+    // e2fsck loops forever on a few mutants: bounded.
+    let e2fsck = common::find_tool("e2fsck").expect("e2fsck");
+    let fy = std::process::Command::new("timeout")
+        .arg("20")
+        .arg(e2fsck)
+        .args(["-fy", t])
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .output()
+        .expect("e2fsck runs");
+    let lost = if common::code(&fy) < 4 && common::code(&common::tool("e2fsck", &["-fn", t])) == 0 {
+        common::files_lost(&theirs, &ours, &dir).map(|(lost, _)| lost)
+    } else {
+        None
+    };
+    let _ = std::fs::remove_file(&theirs);
+    let _ = std::fs::remove_file(&ours);
+    let _ = std::fs::remove_dir_all(&dir);
+    lost
 }
 
 fn fnv(s: &str) -> u64 {

@@ -200,7 +200,7 @@ fn the_validator_rejects_what_the_schema_forbids() {
     let good = serde_json::json!({
         "aborted": null, "clean": true, "device": "x", "dry_run": false, "exit_code": 0,
         "findings": [], "label": "", "modified": false, "notes": [], "preen_halt": null,
-        "summary": null, "would_write_blocks": null
+        "repair": null, "summary": null, "would_write_blocks": null
     });
     assert_eq!(validate(&s, &s, &good, ""), None);
     let finding = serde_json::json!({

@@ -349,11 +349,14 @@ pub fn debugfs_batch(img: &Path, cmds: &[String], scratch: &Path) -> Option<Vec<
 /// files run to terabytes).
 const HASH_LIMIT: u64 = 16 << 20;
 
-/// Every regular file of an image, path -> content fingerprint, read with
-/// debugfs (independent of ext4chk). Directories are walked by inode
-/// number; small files are dumped and hashed, large ones fingerprinted by
-/// size.
-pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMap<String, String>> {
+/// Every regular file of an image, path -> (inode, content fingerprint),
+/// read with debugfs (independent of ext4chk). Directories are walked by
+/// inode number; small files are dumped and hashed, large ones
+/// fingerprinted by size.
+pub fn file_tree_inodes(
+    img: &Path,
+    scratch: &Path,
+) -> Option<std::collections::BTreeMap<String, (u32, String)>> {
     use std::collections::{BTreeMap, BTreeSet};
     std::fs::create_dir_all(scratch).ok()?;
     let mut out = BTreeMap::new();
@@ -415,7 +418,7 @@ pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMa
             })
             .collect();
         debugfs_batch(img, &cmds, scratch)?;
-        for (k, (_, p, size)) in chunk.iter().enumerate() {
+        for (k, (ino, p, size)) in chunk.iter().enumerate() {
             let fp = scratch.join(format!("f{k}"));
             let data = std::fs::read(&fp).unwrap_or_default();
             let _ = std::fs::remove_file(&fp);
@@ -423,14 +426,25 @@ pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMa
             for b in &data {
                 h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
             }
-            out.insert(p.clone(), format!("{size}:{h:016x}"));
+            out.insert(p.clone(), (*ino, format!("{size}:{h:016x}")));
         }
     }
-    for (_, p, size) in files.iter().filter(|f| f.2 > HASH_LIMIT) {
-        out.insert(p.clone(), format!("{size}:large"));
+    for (ino, p, size) in files.iter().filter(|f| f.2 > HASH_LIMIT) {
+        out.insert(p.clone(), (*ino, format!("{size}:large")));
     }
     let _ = std::fs::remove_dir_all(&shm);
     Some(out)
+}
+
+/// Every regular file of an image, path -> content fingerprint (see
+/// [`file_tree_inodes`]).
+pub fn file_tree(img: &Path, scratch: &Path) -> Option<std::collections::BTreeMap<String, String>> {
+    Some(
+        file_tree_inodes(img, scratch)?
+            .into_iter()
+            .map(|(p, (_, h))| (p, h))
+            .collect(),
+    )
 }
 
 /// Whether every named tool is installed; when one is missing the test
@@ -483,4 +497,31 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+}
+
+/// The regular files `theirs` (an image e2fsck repaired) holds that
+/// `ours` (the same image repaired by ext4chk) lacks, and how many files
+/// ours holds besides; `None` when debugfs cannot list either. A file is
+/// kept when ours has the same content at the same path, or the same
+/// inode with the same content under another name (e2fsck moved it to
+/// /lost+found where ours left it in place, or the reverse).
+pub fn files_lost(theirs: &Path, ours: &Path, scratch: &Path) -> Option<(Vec<String>, usize)> {
+    let t = file_tree_inodes(theirs, scratch)?;
+    let o = file_tree_inodes(ours, scratch)?;
+    let by_inode: std::collections::BTreeSet<(u32, &str)> =
+        o.values().map(|(i, h)| (*i, h.as_str())).collect();
+    let lost = t
+        .iter()
+        .filter(|(p, (i, h))| {
+            o.get(*p).is_none_or(|(_, oh)| oh != h) && !by_inode.contains(&(*i, h.as_str()))
+        })
+        .map(|(p, (_, h))| format!("{p} ({h})"))
+        .collect();
+    let kept: std::collections::BTreeSet<(u32, &str)> =
+        t.values().map(|(i, h)| (*i, h.as_str())).collect();
+    let extra = o
+        .iter()
+        .filter(|(p, (i, h))| !t.contains_key(*p) && !kept.contains(&(*i, h.as_str())))
+        .count();
+    Some((lost, extra))
 }

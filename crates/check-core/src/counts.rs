@@ -141,6 +141,26 @@ impl Counts {
     }
 }
 
+impl Counts {
+    /// Takes one from count `i` (not below 0). Used where the check
+    /// models a repair's changes after the counting (one thread).
+    pub(crate) fn sub_one(&self, i: u32) {
+        let Some((w, shift)) = self.slot(i) else {
+            return;
+        };
+        let cur = w.load(Ordering::Relaxed);
+        let v = (cur >> shift) & SPILLED;
+        if v == SPILLED {
+            let mut large = self.large(i);
+            if let Some(c) = large.get_mut(&i) {
+                *c = c.saturating_sub(1);
+            }
+        } else if v > 0 {
+            w.fetch_sub(1 << shift, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The map of large counts, in shards.
 fn shards() -> Vec<Mutex<HashMap<u32, u32>>> {
     (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect()
@@ -249,6 +269,29 @@ mod tests {
             prop_assert_eq!(c.get(200), 0);
             let all: Vec<u32> = (0..200).map(|i| c.get(i)).collect();
             prop_assert_eq!(c.iter().collect::<Vec<_>>(), all);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn counts_with_subtractions_match_a_map(ops in prop::collection::vec((0u32..50, 1u32..40, any::<bool>()), 0..100)) {
+            let c = Counts::new(50);
+            let mut model: HashMap<u32, u32> = HashMap::new();
+            for (i, n, sub) in ops {
+                let m = model.entry(i).or_insert(0);
+                for _ in 0..n {
+                    if sub {
+                        c.sub_one(i);
+                        *m = m.saturating_sub(1);
+                    } else {
+                        c.add_one(i);
+                        *m += 1;
+                    }
+                }
+            }
+            for i in 0..50 {
+                prop_assert_eq!(c.get(i), model.get(&i).copied().unwrap_or(0));
+            }
         }
     }
 

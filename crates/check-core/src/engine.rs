@@ -36,6 +36,9 @@ pub struct CheckState {
     pub abort: Option<AbortAt>,
     /// Usage charged to each (quota type, id) by pass 1.
     pub quota: std::collections::HashMap<(u8, u32), pass1::QuotaUse>,
+    /// Whether the check judged each pass as a repair leaves the passes
+    /// before it (e2fsck -y's answers; see [`CheckOptions::repairing`]).
+    pub answered_yes: bool,
 }
 
 /// A report and, when the file system could be opened, the check's state.
@@ -88,6 +91,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
     let p1cx = p1cx;
     let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
     p2cx.check_encoding = opts.choices.check_encoding;
+    p2cx.yes = opts.repairing;
     let (mut p1, accs) = passes_1_and_2(&mut io, opts, &p1cx, &p2cx, &mut tl, &mut report);
     let mut abort = p1.abort.take();
     if abort.is_none() && pre.resize_unreadable {
@@ -140,6 +144,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
         abort,
         quota: std::mem::take(&mut p1.quota),
+        answered_yes: opts.repairing,
     };
     Checked {
         report,
@@ -375,7 +380,10 @@ impl<'a> LaterPasses<'_, 'a> {
                     .push(Finding::new(Code::FeatureLargeFiles));
             }
             self.phase(3);
-            let p3 = pass3::run(fs, maps, &p2);
+            let mut p3 = pass3::run(fs, maps, &p2);
+            if self.opts.repairing {
+                pass3::answer_yes(fs, maps, self.io, &p2, &mut p3);
+            }
             self.tl.mark("pass 3");
             self.report.findings.extend(p3.findings);
             abort = p3.abort;

@@ -2,9 +2,16 @@
 //! must name the directory that links to it. Then pass 3A: directories
 //! with duplicate names.
 
+use std::collections::{BTreeSet, HashMap};
+
+use ext4_layout::dirent::DirWalk;
+use ext4_layout::features::IncompatFeatures;
+use ext4_layout::inode::{flags, Inode};
+
 use crate::bitmap::AtomicBitmap;
 use crate::ctx::{AbortAt, Maps};
 use crate::fs::Fs;
+use crate::io::Io;
 use crate::pass2::P2Out;
 use crate::problem::{Code, Finding, Pass};
 
@@ -105,4 +112,152 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
         }
     }
     out
+}
+
+/// Under a repair, what pass 3's fixes do to the references pass 4
+/// counts, as e2fsck -y's reconnections and '..' fixes adjust its counts
+/// while it makes them: a directory moved to /lost+found gains its entry
+/// there, its '..' stops counting for its old parent and counts for
+/// /lost+found; a '..' pointed at the right parent moves its reference
+/// there. A '..' that pass 2 cleared counted for nothing. /lost+found
+/// itself is looked up in the root, as e2fsck does; when it is missing
+/// or unusable the findings say so (every repair creates it) and the
+/// root gains the new directory's '..'.
+pub(crate) fn answer_yes(fs: &Fs, maps: &Maps, io: &mut Io<'_>, p2: &P2Out, out: &mut P3Out) {
+    if out.abort.is_some() {
+        return;
+    }
+    let counted = &p2.counted.counts;
+    // As e2fsck_adjust_inode_count: the references counted and the link
+    // count recorded move together (the repair writes the new link count
+    // as it links or unlinks), so pass 4 only reports what was wrong
+    // before.
+    let add = |ino: u32| {
+        counted.add_one(ino - 1);
+        let l = maps.links(ino);
+        if l != u16::MAX {
+            maps.set_links(ino, l + 1);
+        }
+    };
+    let sub = |ino: u32| {
+        counted.sub_one(ino - 1);
+        let l = maps.links(ino);
+        if l != 0 {
+            maps.set_links(ino, l - 1);
+        }
+    };
+    let refs: HashMap<u32, u32> = p2.dotdot_refs.iter().copied().collect();
+    let dotdot_counts_for = |d: u32| refs.get(&d).copied().unwrap_or_else(|| p2.dirs.dotdot(d));
+    let lf = match lost_found(fs, maps, io) {
+        LostFound::Usable(i) => Some(i),
+        LostFound::Unusable(i, code) => {
+            out.findings.push(Finding::new(code).ino(i));
+            out.findings.push(Finding::new(Code::NoLostFound));
+            // The root's entry for it goes, and the new directory's '..'
+            // counts for the root.
+            sub(i);
+            add(2);
+            None
+        }
+        LostFound::Missing => {
+            out.findings.push(Finding::new(Code::NoLostFound));
+            add(2);
+            None
+        }
+        LostFound::Unknown => return,
+    };
+    let mut moved = BTreeSet::new();
+    for f in &out.findings {
+        let (Code::UnconnectedDir, Some(d)) = (f.code, f.ino) else {
+            continue;
+        };
+        add(d);
+        let old = dotdot_counts_for(d);
+        if old != 0 {
+            sub(old);
+        }
+        if let Some(l) = lf {
+            add(l);
+        }
+        moved.insert(d);
+    }
+    out.findings
+        .retain(|f| !(f.code == Code::BadDotDot && f.ino.is_some_and(|d| moved.contains(&d))));
+    for f in &out.findings {
+        let (Code::BadDotDot, Some(d), Some(parent)) = (f.code, f.ino, f.num2) else {
+            continue;
+        };
+        let old = dotdot_counts_for(d);
+        if old != 0 {
+            sub(old);
+        }
+        if parent != 0 {
+            add(parent as u32);
+        }
+    }
+}
+
+/// What the root's "lost+found" entry names.
+enum LostFound {
+    /// A directory a repair can use.
+    Usable(u32),
+    /// Something a repair unlinks before making a new one: the finding.
+    Unusable(u32, Code),
+    /// No such entry (or one naming an inode that is not in use).
+    Missing,
+    /// The root cannot be read.
+    Unknown,
+}
+
+fn lost_found(fs: &Fs, maps: &Maps, io: &mut Io<'_>) -> LostFound {
+    let isz = fs.geo.inode_size as usize;
+    let mut raw = vec![0u8; isz];
+    if io.read_inode(2, &mut raw).is_err() {
+        return LostFound::Unknown;
+    }
+    let Some(root) = Inode::new(&raw) else {
+        return LostFound::Unknown;
+    };
+    if root.has_flag(flags::INLINE_DATA) {
+        return LostFound::Unknown;
+    }
+    let mut blocks = Vec::new();
+    crate::blockiter::for_each_block(io, &root, &mut |b, l| {
+        if l >= 0 {
+            blocks.push(b);
+        }
+    });
+    let bs = fs.block_size();
+    let filetype = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
+    let mut buf = vec![0u8; bs];
+    let mut found = None;
+    for b in blocks {
+        if io.read_blocks(b, &mut buf).is_err() {
+            continue;
+        }
+        found = DirWalk::new(&buf, bs, filetype)
+            .find(|w| w.entry.inode() != 0 && w.entry.name() == b"lost+found")
+            .map(|w| w.entry.inode());
+        if found.is_some() {
+            break;
+        }
+    }
+    let Some(i) = found.filter(|&i| i <= fs.geo.inodes_count && maps.used(i)) else {
+        return LostFound::Missing;
+    };
+    if io.read_inode(i, &mut raw).is_err() {
+        return LostFound::Unknown;
+    }
+    let Some(inode) = Inode::new(&raw) else {
+        return LostFound::Unknown;
+    };
+    if inode.has_flag(flags::INLINE_DATA) {
+        LostFound::Unusable(i, Code::LostFoundInline)
+    } else if inode.has_flag(flags::ENCRYPT) {
+        LostFound::Unusable(i, Code::LostFoundEncrypted)
+    } else if !maps.is_dir(i) {
+        LostFound::Unusable(i, Code::LostFoundNotDir)
+    } else {
+        LostFound::Usable(i)
+    }
 }

@@ -140,10 +140,12 @@ pub fn run(
                 }
                 continue;
             }
+            // The link count as the repair's earlier fixes leave it (what
+            // was compared), which is the inode's own in a read-only check.
             out.findings.push(
                 Finding::new(Code::BadRefCount)
                     .ino(i)
-                    .num(u64::from(inode.i_links_count()))
+                    .num(u64::from(link_count))
                     .num2(u64::from(link_counted)),
             );
         }

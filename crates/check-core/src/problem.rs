@@ -105,6 +105,11 @@ pub struct FixPolicy {
     pub fix_notice: bool,
     /// Pass 5's rebuild fixes it.
     pub rebuilt_by_pass5: bool,
+    /// Under a repair the check already judges the passes after this one
+    /// as if this problem were fixed, as e2fsck -y fixes it (an entry the
+    /// fix clears is not counted, a directory reconnected is counted in
+    /// /lost+found), so the fix keeps those findings valid.
+    pub answered: bool,
     local: Local,
     keeps: Keeps,
 }
@@ -115,6 +120,7 @@ impl FixPolicy {
         preen: false,
         fix_notice: false,
         rebuilt_by_pass5: false,
+        answered: false,
         local: Local::No,
         keeps: Keeps::No,
     };
@@ -136,6 +142,13 @@ impl FixPolicy {
     const fn pass5(self) -> Self {
         FixPolicy {
             rebuilt_by_pass5: true,
+            ..self
+        }
+    }
+
+    const fn yes(self) -> Self {
+        FixPolicy {
+            answered: true,
             ..self
         }
     }
@@ -686,82 +699,82 @@ codes! {
     DupBlocksMetadata = 0x013003, "multiply-claimed-metadata", P1B, Error [],
         "inode {ino} has block(s) shared with file system metadata: {str}";
     /// dot-wrong-inode (e2fsck PR_2_BAD_INODE_DOT).
-    BadInodeDot = 0x020001, "dot-wrong-inode", P2, Error [],
+    BadInodeDot = 0x020001, "dot-wrong-inode", P2, Error [yes],
         "'.' in directory {dir} points to inode {ino}";
     /// entry-bad-inode (e2fsck PR_2_BAD_INO).
-    BadIno = 0x020002, "entry-bad-inode", P2, Error [],
+    BadIno = 0x020002, "entry-bad-inode", P2, Error [yes],
         "entry '{str}' in directory {dir} has bad inode number {ino}";
     /// entry-unused-inode (e2fsck PR_2_UNUSED_INODE).
-    UnusedInode = 0x020003, "entry-unused-inode", P2, Error [preen],
+    UnusedInode = 0x020003, "entry-unused-inode", P2, Error [preen yes],
         "entry '{str}' in directory {dir} points to unused inode {ino}";
     /// entry-link-to-dot (e2fsck PR_2_LINK_DOT).
-    LinkDot = 0x020004, "entry-link-to-dot", P2, Error [],
+    LinkDot = 0x020004, "entry-link-to-dot", P2, Error [yes],
         "entry '{str}' in directory {dir} is a link to '.'";
     /// entry-bad-block-inode (e2fsck PR_2_BB_INODE).
-    BbInode = 0x020005, "entry-bad-block-inode", P2, Error [],
+    BbInode = 0x020005, "entry-bad-block-inode", P2, Error [yes],
         "entry '{str}' in directory {dir} points to inode {ino} in a bad block";
     /// entry-link-to-dir (e2fsck PR_2_LINK_DIR).
-    LinkDir = 0x020006, "entry-link-to-dir", P2, Error [],
+    LinkDir = 0x020006, "entry-link-to-dir", P2, Error [yes],
         "entry '{str}' in directory {dir} is a second link to directory {ino}";
     /// entry-link-to-root (e2fsck PR_2_LINK_ROOT).
-    LinkRoot = 0x020007, "entry-link-to-root", P2, Error [],
+    LinkRoot = 0x020007, "entry-link-to-root", P2, Error [yes],
         "entry '{str}' in directory {dir} is a link to the root directory";
     /// entry-bad-name (e2fsck PR_2_BAD_NAME).
-    BadName = 0x020008, "entry-bad-name", P2, Error [],
+    BadName = 0x020008, "entry-bad-name", P2, Error [yes],
         "entry '{str}' in directory {dir} has an illegal character in its name";
     /// missing-dot (e2fsck PR_2_MISSING_DOT).
-    MissingDot = 0x020009, "missing-dot", P2, Error [],
+    MissingDot = 0x020009, "missing-dot", P2, Error [yes],
         "directory {dir} is missing '.'";
     /// missing-dot-dot (e2fsck PR_2_MISSING_DOT_DOT).
-    MissingDotDot = 0x02000a, "missing-dot-dot", P2, Error [],
+    MissingDotDot = 0x02000a, "missing-dot-dot", P2, Error [yes],
         "directory {dir} is missing '..'";
     /// first-entry-not-dot (e2fsck PR_2_1ST_NOT_DOT).
-    FirstNotDot = 0x02000b, "first-entry-not-dot", P2, Error [],
+    FirstNotDot = 0x02000b, "first-entry-not-dot", P2, Error [yes],
         "the first entry '{str}' of directory {dir} should be '.'";
     /// second-entry-not-dot-dot (e2fsck PR_2_2ND_NOT_DOT_DOT).
-    SecondNotDotDot = 0x02000c, "second-entry-not-dot-dot", P2, Error [],
+    SecondNotDotDot = 0x02000c, "second-entry-not-dot-dot", P2, Error [yes],
         "the second entry '{str}' of directory {dir} should be '..'";
     /// faddr-nonzero (e2fsck PR_2_FADDR_ZERO).
-    FaddrZero = 0x02000d, "faddr-nonzero", P2, Error [],
+    FaddrZero = 0x02000d, "faddr-nonzero", P2, Error [yes],
         "inode {ino} has a non-zero i_faddr {num}";
     /// file-acl-without-feature (e2fsck PR_2_FILE_ACL_ZERO).
-    FileAclZero = 0x02000e, "file-acl-without-feature", P2, Error [],
+    FileAclZero = 0x02000e, "file-acl-without-feature", P2, Error [yes],
         "inode {ino} has an extended attribute block {blk} but the file system lacks ext_attr";
     /// dir-size-high (e2fsck PR_2_DIR_SIZE_HIGH_ZERO).
-    DirSizeHighZero = 0x02000f, "dir-size-high", P2, Error [],
+    DirSizeHighZero = 0x02000f, "dir-size-high", P2, Error [yes],
         "directory inode {ino} has a non-zero i_size_high {num}";
     /// frag-nonzero (e2fsck PR_2_FRAG_ZERO).
-    FragZero = 0x020010, "frag-nonzero", P2, Error [],
+    FragZero = 0x020010, "frag-nonzero", P2, Error [yes],
         "inode {ino} has a non-zero fragment number {num}";
     /// fsize-nonzero (e2fsck PR_2_FSIZE_ZERO).
-    FsizeZero = 0x020011, "fsize-nonzero", P2, Error [],
+    FsizeZero = 0x020011, "fsize-nonzero", P2, Error [yes],
         "inode {ino} has a non-zero fragment size {num}";
     /// bad-mode (e2fsck PR_2_BAD_MODE).
-    BadMode = 0x020012, "bad-mode", P2, Error [],
+    BadMode = 0x020012, "bad-mode", P2, Error [yes],
         "inode {ino} has a bad mode {num:o}";
     /// dir-corrupted (e2fsck PR_2_DIR_CORRUPTED).
-    DirCorrupted = 0x020013, "dir-corrupted", P2, Error [],
+    DirCorrupted = 0x020013, "dir-corrupted", P2, Error [yes],
         "directory {dir} block {num} is corrupt at offset {num2}";
     /// dir-hole (e2fsck PR_2_DIRECTORY_HOLE).
     DirectoryHole = 0x020015, "dir-hole", P2, Error [],
         "directory {dir} has a hole at block {num}";
     /// dot-not-terminated (e2fsck PR_2_DOT_NULL_TERM).
-    DotNullTerm = 0x020016, "dot-not-terminated", P2, Error [],
+    DotNullTerm = 0x020016, "dot-not-terminated", P2, Error [yes],
         "'.' in directory {dir} is not NUL-terminated";
     /// dot-dot-not-terminated (e2fsck PR_2_DOT_DOT_NULL_TERM).
-    DotDotNullTerm = 0x020017, "dot-dot-not-terminated", P2, Error [],
+    DotDotNullTerm = 0x020017, "dot-dot-not-terminated", P2, Error [yes],
         "'..' in directory {dir} is not NUL-terminated";
     /// bad-char-device (e2fsck PR_2_BAD_CHAR_DEV).
-    BadCharDev = 0x020018, "bad-char-device", P2, Error [],
+    BadCharDev = 0x020018, "bad-char-device", P2, Error [yes],
         "inode {ino} is an invalid character device";
     /// bad-block-device (e2fsck PR_2_BAD_BLOCK_DEV).
-    BadBlockDev = 0x020019, "bad-block-device", P2, Error [],
+    BadBlockDev = 0x020019, "bad-block-device", P2, Error [yes],
         "inode {ino} is an invalid block device";
     /// duplicate-dot (e2fsck PR_2_DUP_DOT).
-    DupDot = 0x02001a, "duplicate-dot", P2, Error [],
+    DupDot = 0x02001a, "duplicate-dot", P2, Error [yes],
         "directory {dir} has a second '.' entry";
     /// duplicate-dot-dot (e2fsck PR_2_DUP_DOT_DOT).
-    DupDotDot = 0x02001b, "duplicate-dot-dot", P2, Error [],
+    DupDotDot = 0x02001b, "duplicate-dot-dot", P2, Error [yes],
         "directory {dir} has a second '..' entry";
     /// final-rec-len (e2fsck PR_2_FINAL_RECLEN).
     FinalRecLen = 0x02001d, "final-rec-len", P2, Error [],
@@ -770,70 +783,70 @@ codes! {
     ReadDirBlock = 0x020020, "dir-block-read-error", P2, Error [],
         "directory {dir} block {blk} cannot be read";
     /// dot-rec-len-big (e2fsck PR_2_SPLIT_DOT).
-    SplitDot = 0x020024, "dot-rec-len-big", P2, Notice [fix],
+    SplitDot = 0x020024, "dot-rec-len-big", P2, Notice [fix yes],
         "'.' in directory {dir} has rec_len {num}; it could be split";
     /// bad-fifo (e2fsck PR_2_BAD_FIFO).
-    BadFifo = 0x020025, "bad-fifo", P2, Error [],
+    BadFifo = 0x020025, "bad-fifo", P2, Error [yes],
         "inode {ino} is an invalid FIFO";
     /// bad-socket (e2fsck PR_2_BAD_SOCKET).
-    BadSocket = 0x020026, "bad-socket", P2, Error [],
+    BadSocket = 0x020026, "bad-socket", P2, Error [yes],
         "inode {ino} is an invalid socket";
     /// filetype-unset (e2fsck PR_2_SET_FILETYPE).
-    SetFiletype = 0x020027, "filetype-unset", P2, Notice [preen fix],
+    SetFiletype = 0x020027, "filetype-unset", P2, Notice [preen fix yes],
         "entry '{str}' in directory {dir} has file type 0, should be {num2}";
     /// filetype-wrong (e2fsck PR_2_BAD_FILETYPE).
-    BadFiletype = 0x020028, "filetype-wrong", P2, Error [],
+    BadFiletype = 0x020028, "filetype-wrong", P2, Error [yes],
         "entry '{str}' in directory {dir} has file type {num}, should be {num2}";
     /// filetype-without-feature (e2fsck PR_2_CLEAR_FILETYPE).
-    ClearFiletype = 0x020029, "filetype-without-feature", P2, Error [preen],
+    ClearFiletype = 0x020029, "filetype-without-feature", P2, Error [preen yes],
         "entry '{str}' in directory {dir} has a file type but the file system lacks the filetype feature";
     /// entry-empty-name (e2fsck PR_2_NULL_NAME).
-    NullName = 0x020030, "entry-empty-name", P2, Error [],
+    NullName = 0x020030, "entry-empty-name", P2, Error [yes],
         "an entry in directory {dir} has an empty name";
     /// bad-symlink (e2fsck PR_2_INVALID_SYMLINK).
-    InvalidSymlink = 0x020031, "bad-symlink", P2, Error [],
+    InvalidSymlink = 0x020031, "bad-symlink", P2, Error [yes],
         "symlink {ino} is invalid";
     /// file-acl-bad (e2fsck PR_2_FILE_ACL_BAD).
-    FileAclBad = 0x020032, "file-acl-bad", P2, Error [],
+    FileAclBad = 0x020032, "file-acl-bad", P2, Error [yes],
         "inode {ino} has an invalid extended attribute block {blk}";
     /// large-file-feature-missing (e2fsck PR_2_FEATURE_LARGE_FILES).
-    FeatureLargeFiles = 0x020033, "large-file-feature-missing", P2, Error [preen],
+    FeatureLargeFiles = 0x020033, "large-file-feature-missing", P2, Error [preen yes],
         "the file system has large files but lacks the large_file feature";
     /// htree-block-not-referenced (e2fsck PR_2_HTREE_NOTREF).
-    HtreeNotRef = 0x020034, "htree-block-not-referenced", P2, Notice [],
+    HtreeNotRef = 0x020034, "htree-block-not-referenced", P2, Notice [yes],
         "htree directory {dir} block {num} is not referenced";
     /// htree-block-referenced-twice (e2fsck PR_2_HTREE_DUPREF).
-    HtreeDupRef = 0x020035, "htree-block-referenced-twice", P2, Notice [],
+    HtreeDupRef = 0x020035, "htree-block-referenced-twice", P2, Notice [yes],
         "htree directory {dir} block {num} is referenced twice";
     /// htree-min-hash (e2fsck PR_2_HTREE_MIN_HASH).
-    HtreeMinHash = 0x020036, "htree-min-hash", P2, Notice [],
+    HtreeMinHash = 0x020036, "htree-min-hash", P2, Notice [yes],
         "htree directory {dir} block {num} has a hash below its range";
     /// htree-max-hash (e2fsck PR_2_HTREE_MAX_HASH).
-    HtreeMaxHash = 0x020037, "htree-max-hash", P2, Notice [],
+    HtreeMaxHash = 0x020037, "htree-max-hash", P2, Notice [yes],
         "htree directory {dir} block {num} has a hash above its range";
     /// htree-invalid (e2fsck PR_2_HTREE_CLEAR).
-    HtreeClear = 0x020038, "htree-invalid", P2, Error [],
+    HtreeClear = 0x020038, "htree-invalid", P2, Error [yes],
         "htree directory {dir} has an invalid index";
     /// large-dir-feature-missing (e2fsck PR_2_FEATURE_LARGE_DIRS).
     FeatureLargeDirs = 0x020039, "large-dir-feature-missing", P1, Error [preen],
         "the file system has large directories but lacks the large_dir feature";
     /// htree-bad-block (e2fsck PR_2_HTREE_BADBLK).
-    HtreeBadBlk = 0x02003a, "htree-bad-block", P2, Error [],
+    HtreeBadBlk = 0x02003a, "htree-bad-block", P2, Error [yes],
         "htree directory {dir} has a bad block number {num} in its index";
     /// htree-bad-root (e2fsck PR_2_HTREE_BAD_ROOT).
-    HtreeBadRoot = 0x02003c, "htree-bad-root", P2, Error [preen],
+    HtreeBadRoot = 0x02003c, "htree-bad-root", P2, Error [preen yes],
         "htree directory {dir} has a bad root node";
     /// htree-bad-limit (e2fsck PR_2_HTREE_BAD_LIMIT).
-    HtreeBadLimit = 0x02003d, "htree-bad-limit", P2, Error [preen],
+    HtreeBadLimit = 0x02003d, "htree-bad-limit", P2, Error [preen yes],
         "htree directory {dir} block {blk} has limit {num}, should be {num2}";
     /// htree-bad-count (e2fsck PR_2_HTREE_BAD_COUNT).
-    HtreeBadCount = 0x02003e, "htree-bad-count", P2, Error [preen],
+    HtreeBadCount = 0x02003e, "htree-bad-count", P2, Error [preen yes],
         "htree directory {dir} block {blk} has count {num}, limit {num2}";
     /// htree-hash-order (e2fsck PR_2_HTREE_HASH_ORDER).
-    HtreeHashOrder = 0x02003f, "htree-hash-order", P2, Error [preen],
+    HtreeHashOrder = 0x02003f, "htree-hash-order", P2, Error [preen yes],
         "htree directory {dir} block {blk} has out-of-order hashes";
     /// htree-bad-depth (e2fsck PR_2_HTREE_BAD_DEPTH).
-    HtreeBadDepth = 0x020040, "htree-bad-depth", P2, Notice [],
+    HtreeBadDepth = 0x020040, "htree-bad-depth", P2, Notice [yes],
         "htree directory {dir} leaf block {num} is at the wrong depth";
     /// duplicate-entry (e2fsck PR_2_REPORT_DUP_DIRENT).
     ReportDupDirent = 0x020043, "duplicate-entry", P2, Notice [],
@@ -845,10 +858,10 @@ codes! {
     NonUniqueFile = 0x020042, "duplicate-name", P3, Error [],
         "directory {dir} has two files named '{str}'";
     /// blocks-hi-nonzero (e2fsck PR_2_BLOCKS_HI_ZERO).
-    BlocksHiZero = 0x020044, "blocks-hi-nonzero", P2, Error [],
+    BlocksHiZero = 0x020044, "blocks-hi-nonzero", P2, Error [yes],
         "inode {ino} has a non-zero i_blocks_hi {num}";
     /// htree-unexpected-block (e2fsck PR_2_UNEXPECTED_HTREE_BLOCK).
-    UnexpectedHtreeBlock = 0x020045, "htree-unexpected-block", P2, Error [],
+    UnexpectedHtreeBlock = 0x020045, "htree-unexpected-block", P2, Error [yes],
         "htree directory {dir} has an unexpected block {num}";
     /// entry-in-uninit-group (e2fsck PR_2_INOREF_BG_INO_UNINIT).
     InorefBgInoUninit = 0x020046, "entry-in-uninit-group", P2, Error [preen],
@@ -869,22 +882,22 @@ codes! {
     LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error [preen],
         "directory {dir} block {num} has no checksum";
     /// dir-block-checksum (e2fsck PR_2_LEAF_NODE_ONLY_CSUM_INVALID).
-    LeafOnlyCsumInvalid = 0x02004d, "dir-block-checksum", P2, Error [preen],
+    LeafOnlyCsumInvalid = 0x02004d, "dir-block-checksum", P2, Error [preen yes],
         "directory {dir} block {num} passes checks but fails its checksum";
     /// inline-dir-bad-size (e2fsck PR_2_BAD_INLINE_DIR_SIZE).
     BadInlineDirSize = 0x02004e, "inline-dir-bad-size", P2, Error [],
         "inline directory {dir} has a bad size {num}";
     /// encrypted-name-bad (e2fsck PR_2_BAD_ENCRYPTED_NAME).
-    BadEncryptedName = 0x020050, "encrypted-name-bad", P2, Error [],
+    BadEncryptedName = 0x020050, "encrypted-name-bad", P2, Error [yes],
         "entry in encrypted directory {dir} has a too-short name ({num} bytes)";
     /// unencrypted-in-encrypted-dir (e2fsck PR_2_UNENCRYPTED_FILE).
-    UnencryptedFile = 0x020051, "unencrypted-in-encrypted-dir", P2, Error [],
+    UnencryptedFile = 0x020051, "unencrypted-in-encrypted-dir", P2, Error [yes],
         "entry '{str}' in encrypted directory {dir} points to unencrypted inode {ino}";
     /// encryption-policy-mismatch (e2fsck PR_2_INCONSISTENT_ENCRYPTION_POLICY).
-    InconsistentEncryptionPolicy = 0x020052, "encryption-policy-mismatch", P2, Error [],
+    InconsistentEncryptionPolicy = 0x020052, "encryption-policy-mismatch", P2, Error [yes],
         "entry in encrypted directory {dir} points to inode {ino} with another policy";
     /// entry-bad-encoding (e2fsck PR_2_BAD_ENCODED_NAME).
-    BadEncodedName = 0x020053, "entry-bad-encoding", P2, Error [],
+    BadEncodedName = 0x020053, "entry-bad-encoding", P2, Error [yes],
         "entry in directory {dir} has a name that is not valid UTF-8";
     /// duplicate-encrypted-name (e2fsck PR_2_NON_UNIQUE_FILE_NO_RENAME).
     NonUniqueFileNoRename = 0x020054, "duplicate-encrypted-name", P3, Error [],
@@ -896,24 +909,24 @@ codes! {
     NoRootInode = 0x030001, "root-missing", P3, Error [],
         "the root inode is not allocated";
     /// dir-unconnected (e2fsck PR_3_UNCONNECTED_DIR).
-    UnconnectedDir = 0x030003, "dir-unconnected", P3, Error [],
+    UnconnectedDir = 0x030003, "dir-unconnected", P3, Error [yes],
         "directory {ino} is not connected to the tree (its '..' says {num})";
     /// dot-dot-wrong (e2fsck PR_3_BAD_DOT_DOT).
-    BadDotDot = 0x030005, "dot-dot-wrong", P3, Error [],
+    BadDotDot = 0x030005, "dot-dot-wrong", P3, Error [yes],
         "'..' in directory {ino} is {num}, should be {num2}";
     /// lost-found-missing (e2fsck PR_3_NO_LF_DIR). Looked for by a repair
     /// only, which creates it, as e2fsck does; a read-only check is silent.
-    NoLostFound = 0x030004, "lost-found-missing", P3, Error [preen],
+    NoLostFound = 0x030004, "lost-found-missing", P3, Error [preen yes],
         "/lost+found is missing";
     /// lost-found-not-dir (e2fsck PR_3_LPF_NOTDIR). Repair only: the entry
     /// is unlinked and a directory created.
-    LostFoundNotDir = 0x030017, "lost-found-not-dir", P3, Error [],
+    LostFoundNotDir = 0x030017, "lost-found-not-dir", P3, Error [yes],
         "/lost+found (inode {ino}) is not a directory";
     /// lost-found-inline (e2fsck PR_3_LPF_INLINE_DATA). Repair only.
-    LostFoundInline = 0x030018, "lost-found-inline", P3, Error [],
+    LostFoundInline = 0x030018, "lost-found-inline", P3, Error [yes],
         "/lost+found (inode {ino}) has inline data";
     /// lost-found-encrypted (e2fsck PR_3_LPF_ENCRYPTED). Repair only.
-    LostFoundEncrypted = 0x03001B, "lost-found-encrypted", P3, Error [],
+    LostFoundEncrypted = 0x03001B, "lost-found-encrypted", P3, Error [yes],
         "/lost+found (inode {ino}) is encrypted";
     /// dir-reindexed (e2fsck PR_3A_OPTIMIZE_DIR). Repair only: a directory
     /// whose hash index was dropped gets a new one, as in e2fsck's pass 3A.
@@ -989,6 +1002,37 @@ impl fmt::Display for Code {
 }
 
 impl Code {
+    /// Whether e2fsck -y clears the whole inode for this pass-1 problem.
+    pub fn clears_inode(self) -> bool {
+        matches!(
+            self,
+            Code::InodeIsGarbage
+                | Code::ClearExtentInlineDataInode
+                | Code::InlineDataSet
+                | Code::ExtentsSet
+                | Code::RootNotDir
+                | Code::CorruptEncryptionXattr
+                | Code::ZeroLengthDir
+                | Code::ExtentHeaderInvalid
+                | Code::TooManyBadBlocks
+        )
+    }
+
+    /// Whether e2fsck -y deallocates the inode (its blocks and the inode
+    /// itself freed, its entry cleared) for this problem, met when an
+    /// entry leads pass 2 to an inode pass 1 marked bad.
+    pub fn deallocates_inode(self) -> bool {
+        matches!(
+            self,
+            Code::BadMode
+                | Code::BadCharDev
+                | Code::BadBlockDev
+                | Code::BadFifo
+                | Code::BadSocket
+                | Code::InvalidSymlink
+        )
+    }
+
     /// Whether fixing it counts for the exit code. e2fsck repairs these
     /// descriptor fields while it reads the descriptors, without marking
     /// the file system changed, so a repair that does nothing else exits

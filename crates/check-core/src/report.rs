@@ -120,6 +120,37 @@ pub struct Report {
     pub pass1_lines: Vec<String>,
     /// Wall time of each phase of the last check, in seconds (for `-tt`).
     pub phases: Vec<(String, f64)>,
+    /// How a repair went, round by round (`None` for a check).
+    pub repair: Option<RepairRecord>,
+}
+
+/// How a repair went: each check it ran (the first, one after each
+/// round's writes, the last of which verifies the result) and each round
+/// of fixes between them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RepairRecord {
+    /// Wall time of each check, in order, in seconds.
+    pub checks: Vec<f64>,
+    /// Each round of fixes.
+    pub rounds: Vec<RoundRecord>,
+}
+
+/// One round of a repair.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RoundRecord {
+    /// Findings the round's plan fixed.
+    pub fixed: u64,
+    /// Findings pass 1's workers fixed while the check before it ran.
+    pub fixed_during_check: u64,
+    /// Blocks written.
+    pub blocks_written: u64,
+    /// Time to plan the fixes, in seconds.
+    pub plan_seconds: f64,
+    /// Time to write them, in seconds.
+    pub write_seconds: f64,
+    /// Why the round left problems to the next check (a restart), if it
+    /// did.
+    pub stopped_early: Option<String>,
 }
 
 impl Report {

@@ -371,6 +371,101 @@ impl<'a> Iterator for DirWalk<'a> {
     }
 }
 
+// --- e2fsck's in-place repairs of a directory block, shared by the
+// check (which judges what a repair leaves) and the repair (which
+// writes it).
+
+/// Writes a short name and the NUL after it, as e2fsck writes '.' and
+/// '..' (the entry has room: it is at least 12 bytes).
+fn put_terminated_name(b: &mut [u8], offset: usize, name: &[u8], file_type: u8) {
+    put_name(b, offset, name, file_type);
+    if let Some(nul) = b.get_mut(offset + DIRENT_HEADER + name.len()) {
+        *nul = 0;
+    }
+}
+
+/// Makes the entry at `offset` a '.' naming `ino` if it is not one, and
+/// splits off the room past its 12 bytes (as an empty entry, unless '..'
+/// is already there). True if anything changed.
+pub fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> bool {
+    let bs = b.len();
+    let mut modified = false;
+    let e = inode_at(b, offset);
+    let name = &b[offset + 8..offset + 10];
+    if e == 0 || name_len_at(b, offset) != 1 || name != b".\0" {
+        set_inode(b, offset, ino);
+        put_terminated_name(b, offset, b".", ft_dir);
+        modified = true;
+    } else if e != ino {
+        set_inode(b, offset, ino);
+        modified = true;
+    }
+    if rl > 24 {
+        set_rec_len(b, offset, bs, 12);
+        let n = offset + 12;
+        let keeps = &b[n + 8..n + 10] == b".." && name_len_at(b, n) == 2;
+        if !keeps {
+            put_entry(b, n, bs, 0, rl - 12, b"", ft_dir);
+        }
+        modified = true;
+    }
+    modified
+}
+
+/// Makes the entry at `offset` a '..' if it is not one; it names the
+/// root until pass 3 puts the parent there. True if it changed.
+pub fn fix_dotdot(b: &mut [u8], offset: usize, ft_dir: u8) -> bool {
+    let ok = inode_at(b, offset) != 0
+        && name_len_at(b, offset) == 2
+        && &b[offset + 8..offset + 11] == b"..\0";
+    if !ok {
+        set_inode(b, offset, 2);
+        put_terminated_name(b, offset, b"..", ft_dir);
+    }
+    !ok
+}
+
+/// e2fsck's salvage of a broken entry at `offset`.
+pub fn salvage(b: &mut [u8], offset: &mut usize, prev: Option<usize>, max: usize, icount: u32) {
+    let bs = b.len();
+    let at = *offset;
+    let left_total = max - at;
+    let (nl, rl) = if left_total < 8 {
+        (0usize, left_total)
+    } else {
+        (name_len_at(b, at), rec_len_at(b, at, bs))
+    };
+    let left = left_total as i64 - rl as i64;
+    if left >= 12 && rl == 8 {
+        let n = left as usize;
+        b.copy_within(at + 8..at + 8 + n, at);
+        b[at + n..at + n + 8].fill(0);
+        return;
+    }
+    if left < 0
+        && (rl as i64 + left) > 8
+        && rec_len_for(nl) as i64 <= rl as i64 + left
+        && inode_at(b, at) <= icount
+        && !b[at + 8..(at + 8 + nl).min(bs)].contains(&0)
+    {
+        set_rec_len(b, at, bs, (rl as i64 + left) as usize);
+        return;
+    }
+    if let Some(p) = prev {
+        if rl != 0 && rl % 4 == 0 && at + rl <= max {
+            let prl = rec_len_at(b, p, bs);
+            set_rec_len(b, p, bs, prl + rl);
+            *offset += rl;
+            return;
+        }
+        let prl = rec_len_at(b, p, bs);
+        set_rec_len(b, p, bs, prl + max - at);
+        *offset = max;
+        return;
+    }
+    put_entry(b, at, bs, 0, max - at, b"", 0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -242,7 +242,9 @@ impl LostFound {
                 return self.ino;
             }
             // Not usable: unlink it from the root.
-            let _ = remove_entry(stage, io, 2, b"lost+found");
+            if remove_entry(stage, io, 2, b"lost+found").is_ok() {
+                adjust_links(stage, io, i, -1);
+            }
         }
         let ino = stage.alloc_inode(2)?;
         make_dir(st, stage, io, ino, 2, 0o40700).ok()?;
@@ -342,7 +344,13 @@ fn fix_dotdot<'f>(
     if inode.has_flag(flags::INLINE_DATA) {
         let r = stage.inode(io, dir)?;
         // An inline directory's '..' is i_block's first word.
-        ext4_layout::inode::i_block_word(0).set(r, parent);
+        let word = ext4_layout::inode::i_block_word(0);
+        let old = word.get(r);
+        word.set(r, parent);
+        if old != 0 {
+            adjust_links(stage, io, old, -1);
+        }
+        adjust_links(stage, io, parent, 1);
         return Ok(true);
     }
     let bs = st.fs.block_size();
@@ -361,6 +369,7 @@ fn fix_dotdot<'f>(
                 break;
             }
             if dirent::name_len_at(&b, at) == 2 && &b[at + 8..at + 10] == b".." {
+                let old = dirent::inode_at(&b, at);
                 dirent::set_inode(&mut b, at, parent);
                 dirent::field::FILE_TYPE.set(&mut b[at..], ft);
                 let kind = if inode.has_flag(flags::INDEX) {
@@ -369,12 +378,33 @@ fn fix_dotdot<'f>(
                     Kind::DirLeaf(dir)
                 };
                 stage.block(io, pblk, kind)?.copy_from_slice(&b);
+                if old != 0 {
+                    adjust_links(stage, io, old, -1);
+                }
+                adjust_links(stage, io, parent, 1);
                 return Ok(true);
             }
             at += rl;
         }
     }
     Ok(false)
+}
+
+/// Moves inode `ino`'s link count by one as a link to it is made or
+/// removed, as e2fsck does while it reconnects and fixes '..' entries (a
+/// count of 65535 is not raised, 0 not lowered).
+fn adjust_links<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32, by: i32) {
+    if ino == 0 || ino > stage.fs().geo.inodes_count {
+        return;
+    }
+    if let Ok(raw) = stage.inode(io, ino) {
+        let n = field::i_links_count.get(raw);
+        match by {
+            1 if n != u16::MAX => field::i_links_count.set(raw, n + 1),
+            -1 if n != 0 => field::i_links_count.set(raw, n - 1),
+            _ => {}
+        }
+    }
 }
 
 /// The file type code of an inode's mode.
@@ -421,8 +451,10 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     for f in mine {
         let ok = match f.code {
             Code::UnconnectedDir => f.ino.is_some_and(|d| {
-                reconnect(st, stage, io, &mut lf, d)
-                    .is_some_and(|l| fix_dotdot(st, stage, io, d, l).unwrap_or(false))
+                reconnect(st, stage, io, &mut lf, d).is_some_and(|l| {
+                    adjust_links(stage, io, d, 1);
+                    fix_dotdot(st, stage, io, d, l).unwrap_or(false)
+                })
             }),
             Code::BadDotDot => match (f.ino, f.num2) {
                 (Some(d), Some(p)) if p != 0 => {

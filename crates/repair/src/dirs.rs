@@ -24,15 +24,7 @@ use check_core::problem::{Code, Finding};
 
 /// Problems whose fix deallocates the inode an entry points at.
 fn deallocates(code: Code) -> bool {
-    matches!(
-        code,
-        Code::BadMode
-            | Code::BadCharDev
-            | Code::BadBlockDev
-            | Code::BadFifo
-            | Code::BadSocket
-            | Code::InvalidSymlink
-    )
+    code.deallocates_inode()
 }
 
 /// Problems whose fix drops a directory's htree index.
@@ -125,8 +117,19 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
     let mut dead = BTreeSet::new();
     for f in mine {
         let Some(ino) = f.ino else { continue };
-        if f.dir.is_some() {
+        // A finding about an entry is the directory walk's, except the
+        // deallocation of the inode it names (which also names the entry).
+        if f.dir.is_some() && !deallocates(f.code) {
             continue;
+        }
+        if dead.contains(&ino) {
+            fixed.push(f);
+            continue;
+        }
+        if deallocates(f.code) && !dead.contains(&ino) {
+            // Its blocks are free from now on, for the rewrite of the
+            // group summaries (blocks another inode also claims stay).
+            forget_blocks(st, stage, io, ino);
         }
         let Ok(raw) = stage.inode(io, ino) else {
             continue;
@@ -172,6 +175,22 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
         }
     }
     dead
+}
+
+/// Marks the blocks of inode `ino` free in the check's maps, except those
+/// another inode claims too.
+fn forget_blocks<'f>(st: &'f CheckState, stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) {
+    let bits = st.fs.geo.cluster_bits;
+    if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
+        for b in all {
+            let c = b >> bits;
+            if !st.maps.block_dup.get(c) {
+                st.maps.block_found.test_and_clear(c);
+            }
+        }
+    }
+    st.maps.inode_used.test_and_clear(u64::from(ino - 1));
+    st.maps.inode_dir.test_and_clear(u64::from(ino - 1));
 }
 
 /// What the walk of one directory is to fix, from its findings.
@@ -420,14 +439,14 @@ fn walk_block(
             dirent::name_len_at(b, offset)
         };
         if offset + rl > max || rl < 12 || rl % 4 != 0 || min_rec(nl, false) > rl {
-            salvage(b, &mut offset, prev, max, icount);
+            dirent::salvage(b, &mut offset, prev, max, icount);
             modified = true;
             continue;
         }
         let ft_dir = if filetype { ft::DIR } else { 0 };
         match dot_state {
-            0 => modified |= fix_dot(b, offset, rl, fx.ino, ft_dir),
-            1 => modified |= fix_dotdot(b, offset, ft_dir),
+            0 => modified |= dirent::fix_dot(b, offset, rl, fx.ino, ft_dir),
+            1 => modified |= dirent::fix_dotdot(b, offset, ft_dir),
             _ => {}
         }
         let ft_byte = offset + 7;
@@ -461,56 +480,6 @@ fn walk_block(
         dot_state += 1;
     }
     modified
-}
-
-/// Writes a short name and the NUL after it, as e2fsck writes '.' and
-/// '..' (the entry has room: it is at least 12 bytes).
-fn put_terminated_name(b: &mut [u8], offset: usize, name: &[u8], file_type: u8) {
-    dirent::put_name(b, offset, name, file_type);
-    if let Some(nul) = b.get_mut(offset + dirent::DIRENT_HEADER + name.len()) {
-        *nul = 0;
-    }
-}
-
-/// Makes the entry at `offset` a '.' naming `ino` if it is not one, and
-/// splits off the room past its 12 bytes (as an empty entry, unless '..'
-/// is already there). True if anything changed.
-fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> bool {
-    let bs = b.len();
-    let mut modified = false;
-    let e = dirent::inode_at(b, offset);
-    let name = &b[offset + 8..offset + 10];
-    if e == 0 || dirent::name_len_at(b, offset) != 1 || name != b".\0" {
-        dirent::set_inode(b, offset, ino);
-        put_terminated_name(b, offset, b".", ft_dir);
-        modified = true;
-    } else if e != ino {
-        dirent::set_inode(b, offset, ino);
-        modified = true;
-    }
-    if rl > 24 {
-        dirent::set_rec_len(b, offset, bs, 12);
-        let n = offset + 12;
-        let keeps = &b[n + 8..n + 10] == b".." && dirent::name_len_at(b, n) == 2;
-        if !keeps {
-            dirent::put_entry(b, n, bs, 0, rl - 12, b"", ft_dir);
-        }
-        modified = true;
-    }
-    modified
-}
-
-/// Makes the entry at `offset` a '..' if it is not one; it names the
-/// root until pass 3 puts the parent there. True if it changed.
-fn fix_dotdot(b: &mut [u8], offset: usize, ft_dir: u8) -> bool {
-    let ok = dirent::inode_at(b, offset) != 0
-        && dirent::name_len_at(b, offset) == 2
-        && &b[offset + 8..offset + 11] == b"..\0";
-    if !ok {
-        dirent::set_inode(b, offset, 2);
-        put_terminated_name(b, offset, b"..", ft_dir);
-    }
-    !ok
 }
 
 /// Whether an entry goes: its inode number is invalid, it is a link
@@ -576,47 +545,6 @@ fn fix_names(b: &mut [u8], at: usize, nl: usize, fx: &DirFix<'_>) -> bool {
         }
     }
     changed
-}
-
-/// e2fsck's salvage of a broken entry at `offset`.
-fn salvage(b: &mut [u8], offset: &mut usize, prev: Option<usize>, max: usize, icount: u32) {
-    let bs = b.len();
-    let at = *offset;
-    let left_total = max - at;
-    let (nl, rl) = if left_total < 8 {
-        (0usize, left_total)
-    } else {
-        (dirent::name_len_at(b, at), dirent::rec_len_at(b, at, bs))
-    };
-    let left = left_total as i64 - rl as i64;
-    if left >= 12 && rl == 8 {
-        let n = left as usize;
-        b.copy_within(at + 8..at + 8 + n, at);
-        b[at + n..at + n + 8].fill(0);
-        return;
-    }
-    if left < 0
-        && (rl as i64 + left) > 8
-        && min_rec(nl, false) as i64 <= rl as i64 + left
-        && dirent::inode_at(b, at) <= icount
-        && !b[at + 8..(at + 8 + nl).min(bs)].contains(&0)
-    {
-        dirent::set_rec_len(b, at, bs, (rl as i64 + left) as usize);
-        return;
-    }
-    if let Some(p) = prev {
-        if rl != 0 && rl % 4 == 0 && at + rl <= max {
-            let prl = dirent::rec_len_at(b, p, bs);
-            dirent::set_rec_len(b, p, bs, prl + rl);
-            *offset += rl;
-            return;
-        }
-        let prl = dirent::rec_len_at(b, p, bs);
-        dirent::set_rec_len(b, p, bs, prl + max - at);
-        *offset = max;
-        return;
-    }
-    dirent::put_entry(b, at, bs, 0, max - at, b"", 0);
 }
 
 /// Makes room for a checksum tail at the end of a leaf: the last entry is

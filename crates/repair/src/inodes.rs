@@ -257,18 +257,7 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
 
 /// Problems whose fix is to clear the whole inode.
 fn clears_inode(code: Code) -> bool {
-    matches!(
-        code,
-        Code::InodeIsGarbage
-            | Code::ClearExtentInlineDataInode
-            | Code::InlineDataSet
-            | Code::ExtentsSet
-            | Code::RootNotDir
-            | Code::CorruptEncryptionXattr
-            | Code::ZeroLengthDir
-            | Code::ExtentHeaderInvalid
-            | Code::TooManyBadBlocks
-    )
+    code.clears_inode()
 }
 
 /// Clearing problems that come from reading the inode's blocks.

@@ -58,6 +58,7 @@ pub fn rebuild_group_summaries(
     let seed = geo.csum_seed;
     let mut total_free_clusters = 0u64;
     let mut total_free_inodes = 0u64;
+    let mut cur = vec![0u8; bs];
     for g in 0..geo.group_count {
         // Blocks: one bit per cluster, bits past the end of the file
         // system and bytes past the bitmap set.
@@ -98,11 +99,14 @@ pub fn rebuild_group_summaries(
         };
         let nb = (cpg as usize).div_ceil(8).min(bs);
         let ni = (ipg as usize).div_ceil(8).min(bs);
-        if bb != 0 && bb < geo.blocks_count {
-            st.fresh_block(bb, Kind::Plain).copy_from_slice(&bmap);
-        }
-        if ib != 0 && ib < geo.blocks_count {
-            st.fresh_block(ib, Kind::Plain).copy_from_slice(&imap);
+        // A bitmap that already says this is left as it is.
+        for (blk, want) in [(bb, &bmap), (ib, &imap)] {
+            if blk != 0 && blk < geo.blocks_count {
+                let same = st.read(io, blk, &mut cur).is_ok() && cur == *want;
+                if !same {
+                    st.fresh_block(blk, Kind::Plain).copy_from_slice(want);
+                }
+            }
         }
         let d = st.gd_mut(g);
         let mut flags = gd::field::bg_flags.get(d) & !BG_BLOCK_UNINIT;
@@ -136,7 +140,6 @@ pub fn rebuild_group_summaries(
     let sb = st.sb_mut();
     ext4_layout::superblock::FREE_BLOCKS_COUNT.set(sb, free_blocks);
     ext4_layout::superblock::field::s_free_inodes_count.set(sb, total_free_inodes as u32);
-    let _ = io;
     Ok(())
 }
 

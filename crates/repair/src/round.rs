@@ -48,6 +48,7 @@ pub(crate) fn plan_round<'a, 'f>(
     to_fix: &[&'a Finding],
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
+    stopped: &mut Option<String>,
 ) -> Vec<&'a Finding> {
     let mut r = Round {
         st,
@@ -68,6 +69,9 @@ pub(crate) fn plan_round<'a, 'f>(
         .collect();
     if !restart.is_empty() {
         dirs::fix_pass2(&mut r, &restart);
+        *stopped = Some(
+            "entries name inodes in a group's unused area: the group is fixed and the check starts again, as e2fsck restarts".into(),
+        );
         return r.fixed;
     }
     // A missing root comes first: until it exists, every entry naming it
@@ -84,9 +88,11 @@ pub(crate) fn plan_round<'a, 'f>(
             .filter(|f| stage_of(f) == Pass::P3)
             .collect();
         connect::fix_pass3(&mut r, &mine);
+        *stopped = Some("the root directory is made: the next check judges the rest".into());
         return r.fixed;
     }
     let mut after: Option<Pass> = None;
+    let mut reached_end = true;
     while let Some(pass) = to_fix
         .iter()
         .map(|f| stage_of(f))
@@ -135,11 +141,47 @@ pub(crate) fn plan_round<'a, 'f>(
             mine.iter().all(|f| leaves_check_valid(st, f))
         };
         if !valid {
+            reached_end = false;
+            let later = to_fix.iter().any(|f| stage_of(f) > pass);
+            if later {
+                let why: std::collections::BTreeSet<&str> = mine
+                    .iter()
+                    .filter(|f| pass == Pass::P4 || !leaves_check_valid(st, f))
+                    .filter(|f| pass != Pass::P4 || !settles_for_p5(f.code))
+                    .map(|f| f.code.name())
+                    .collect();
+                let why: Vec<&str> = why.into_iter().collect();
+                *stopped = Some(format!(
+                    "the fixes of pass {} change what later passes judge ({}): the next check judges them",
+                    pass.name(),
+                    why.join(", ")
+                ));
+            }
             break;
         }
         after = Some(pass);
     }
+    // Every pass's fixes were made on a check that still holds: what the
+    // round allocated and freed goes into the group summaries now, when
+    // pass 5 had nothing of its own to fix.
+    if reached_end && after.is_some_and(|p| p < Pass::P5) {
+        let _ = rebuild::rebuild_with_allocations(st, r.stage, r.io);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    r.fixed.retain(|f| seen.insert(std::ptr::from_ref(*f)));
     r.fixed
+}
+
+/// Pass 4's fixes that leave block ownership as the check saw it.
+fn settles_for_p5(code: Code) -> bool {
+    matches!(
+        code,
+        Code::UnattachedInode
+            | Code::BadRefCount
+            | Code::DirOverflowRefCount
+            | Code::EaInodeRefCount
+            | Code::DirNlinkFeature
+    )
 }
 
 /// Whether pass 5's rebuild can follow pass 4's fixes in the same round:
@@ -153,16 +195,7 @@ fn p4_settled_for_p5<'f>(
     stage: &Staging<'f>,
     io: &mut Io<'f>,
 ) -> bool {
-    let simple = mine.iter().all(|f| {
-        matches!(
-            f.code,
-            Code::UnattachedInode
-                | Code::BadRefCount
-                | Code::DirOverflowRefCount
-                | Code::EaInodeRefCount
-                | Code::DirNlinkFeature
-        )
-    });
+    let simple = mine.iter().all(|f| settles_for_p5(f.code));
     if !simple {
         return false;
     }
@@ -190,10 +223,14 @@ fn p4_settled_for_p5<'f>(
     true
 }
 
-/// Whether fixing `f` leaves the later passes' findings as they are (the
-/// problem table's `keeps` column).
+/// Whether fixing `f` leaves the later passes' findings as they are: the
+/// problem table's `keeps` column; or, from a check that judged the later
+/// passes as the repair leaves them, its `answered` column, or an inode
+/// the repair clears that the check already took for unused.
 fn leaves_check_valid(st: &CheckState, f: &Finding) -> bool {
-    f.code
-        .policy()
-        .keeps_check(f.ino.map(|i| st.maps.is_dir(i)))
+    let policy = f.code.policy();
+    policy.keeps_check(f.ino.map(|i| st.maps.is_dir(i)))
+        || (st.answered_yes
+            && (policy.answered
+                || (f.code.clears_inode() && f.ino.is_some_and(|i| !st.maps.used(i)))))
 }

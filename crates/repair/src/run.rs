@@ -98,6 +98,8 @@ struct Run<'a> {
     /// A fix before the passes means the file system is not skipped as
     /// clean.
     must_check: bool,
+    /// Each check's time and each round's fixes, for the report.
+    record: check_core::report::RepairRecord,
 }
 
 /// Why a repair ends before its first check.
@@ -322,6 +324,7 @@ impl<'a> Run<'a> {
             journal_rechecked: false,
             indexed_before: Vec::new(),
             must_check: false,
+            record: Default::default(),
         })
     }
 
@@ -490,8 +493,17 @@ impl<'a> Run<'a> {
         let t = std::time::Instant::now();
         *current = self.check();
         let took = t.elapsed().as_secs_f64();
+        self.record.checks.push(took);
         self.settle(current);
         took
+    }
+
+    /// A check without fixes from pass 1's workers, timed for the report.
+    fn check_quietly(&mut self) -> Checked {
+        let t = std::time::Instant::now();
+        let c = check_fixing(self.dev.clone(), &self.check_opts, None);
+        self.record.checks.push(t.elapsed().as_secs_f64());
+        c
     }
 
     /// Waits for the fixes pass 1's workers sent during `current`.
@@ -510,7 +522,9 @@ impl<'a> Run<'a> {
         // is one it may fix before it writes anything).
         self.streaming = self.opts.mode != Mode::Preen && self.going();
         self.check_opts.repairing = true;
+        let t = std::time::Instant::now();
         let mut current = self.check();
+        self.record.checks.push(t.elapsed().as_secs_f64());
         if let Some(st) = &current.state {
             let bad = &st.maps.inode_not_dir;
             let mut v = Vec::new();
@@ -640,6 +654,10 @@ impl<'a> Run<'a> {
                     "round {}: {} problems fixed by pass 1's workers during the check",
                     self.rounds, self.streamed
                 ));
+                self.record.rounds.push(check_core::report::RoundRecord {
+                    fixed_during_check: self.streamed,
+                    ..Default::default()
+                });
                 let took = self.check_again(current);
                 self.round_times
                     .push(format!("check after round {}: {took:.3} s", self.rounds));
@@ -691,7 +709,15 @@ impl<'a> Run<'a> {
         let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
         let mut stage = Staging::new(&st.fs, &st.maps, complete);
         let t_plan = std::time::Instant::now();
-        let fixed = plan_round(st, &current.report, &to_fix, &mut stage, &mut io);
+        let mut stopped = None;
+        let fixed = plan_round(
+            st,
+            &current.report,
+            &to_fix,
+            &mut stage,
+            &mut io,
+            &mut stopped,
+        );
         let planned = t_plan.elapsed().as_secs_f64();
         if fixed.is_empty() || stage.is_empty() {
             return false;
@@ -715,6 +741,18 @@ impl<'a> Run<'a> {
                 String::new()
             }
         ));
+        if let Some(why) = &stopped {
+            self.round_times
+                .push(format!("round {rounds} stopped early: {why}"));
+        }
+        self.record.rounds.push(check_core::report::RoundRecord {
+            fixed: fixed.len() as u64,
+            fixed_during_check: self.streamed,
+            blocks_written: nwrites as u64,
+            plan_seconds: planned,
+            write_seconds: t_commit.elapsed().as_secs_f64(),
+            stopped_early: stopped,
+        });
         match committed {
             Ok(()) => self.modified = true,
             Err(fixer::CommitError::Interrupted) => {
@@ -767,7 +805,7 @@ impl<'a> Run<'a> {
                     self.restructured = true;
                     self.round_times
                         .push(format!("bmap2extent: {n} inodes converted"));
-                    *current = check_fixing(self.dev.clone(), &self.check_opts, None);
+                    *current = self.check_quietly();
                 }
                 Err(why) => self
                     .notes
@@ -787,7 +825,7 @@ impl<'a> Run<'a> {
                     self.restructured = true;
                     self.round_times
                         .push(format!("pass 3A: {n} directories rewritten"));
-                    *current = check_fixing(self.dev.clone(), &self.check_opts, None);
+                    *current = self.check_quietly();
                 }
                 Err(why) => self
                     .notes
@@ -880,6 +918,7 @@ impl<'a> Run<'a> {
         report.forced = self.forced;
         report.restructured = self.restructured;
         report.dry_run = staged.as_ref().map(|s| s.blocks());
+        report.repair = Some(self.record);
         if self.modified && self.mounted_root {
             report.notes.push(
                 "This is the root file system, mounted read-only, and it was changed: reboot now, before the kernel writes its old view back."

@@ -28,6 +28,9 @@ struct Walk {
     last_init_lblock: i64,
     last_db_block: i64,
     num_illegal: u32,
+    /// Under a repair: the inode is to be cleared for too many illegal
+    /// blocks, and its walk goes no further (e2fsck's BLOCK_ABORT).
+    cleared: bool,
     previous_block: u64,
     fragmented: bool,
     next_lblock: u64,
@@ -59,6 +62,7 @@ impl Walk {
             last_init_lblock: -1,
             last_db_block: -1,
             num_illegal: 0,
+            cleared: false,
             previous_block: 0,
             fragmented: false,
             next_lblock: 0,
@@ -124,6 +128,7 @@ impl Worker<'_, '_, '_> {
         let fs = self.p.fs;
         let c = blk >> fs.geo.cluster_bits;
         let maps = self.p.maps;
+        self.claims += 1;
         if maps.block_found.test_and_set(c) && !self.p.blocks_may_be_shared() {
             maps.block_dup.test_and_set(c);
         }
@@ -136,6 +141,7 @@ impl Worker<'_, '_, '_> {
         }
         let first = start >> bits;
         let last = (start + n - 1) >> bits;
+        self.claims += last - first + 1;
         let maps = self.p.maps;
         let shared = self.p.blocks_may_be_shared();
         maps.block_found
@@ -324,8 +330,8 @@ impl Worker<'_, '_, '_> {
             self.add_dir_block(w.ino, 0, 0);
             w.last_db_block += 1;
         }
-        if blk == 0 {
-            return false;
+        if blk == 0 || w.cleared {
+            return w.cleared;
         }
         if w.previous_block != 0 && w.ino != 7 && w.previous_block + 1 != blk {
             w.fragmented = true;
@@ -377,8 +383,12 @@ impl Worker<'_, '_, '_> {
             if w.ino != 7 && ref_block != 0 && maps.metadata.get(ref_block) {
                 return true;
             }
-            if w.num_illegal % 12 == 0 && code == Code::IllegalBlock {
-                // e2fsck offers to clear the inode here; declining changes nothing.
+            // Every twelfth, e2fsck offers to clear the inode: declining
+            // changes nothing, and a repair clears it and walks no more.
+            if w.num_illegal % 12 == 0 && self.p.repairing {
+                self.report(Finding::new(Code::TooManyBadBlocks).ino(w.ino));
+                w.cleared = true;
+                return true;
             }
             let f = Finding::new(code).ino(w.ino).blk(blk);
             let f = if code == Code::IllegalBlock {
@@ -1046,6 +1056,12 @@ impl BlockMapVisitor for MapCheck<'_, '_, '_, '_> {
         }
         let geo = &self.w.p.fs.geo;
         if blk >= geo.blocks_count || blk < geo.first_data_block {
+            // A repair clears the pointer and goes on with the next one;
+            // a read-only check cannot read the map block and leaves the
+            // tree.
+            if self.w.p.repairing {
+                return MapStep::Skip;
+            }
             self.left_tree(MapErr::BadInd(blk));
             return MapStep::Abandon;
         }

@@ -32,6 +32,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             silent: false,
             collect: None,
             no_claims: false,
+            claims: 0,
         }
     }
 
@@ -63,9 +64,19 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
     /// Checks one inode; a directory's blocks are then queued for pass 2.
     pub(crate) fn check_inode(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
         let mark = self.out.findings.len();
+        let claims = self.claims;
         self.check_inode_inner(ino, raw, status, csum_bad);
         if self.p.sink.is_some() && self.out.findings.len() > mark {
             self.send_local_fixes(ino, raw, mark);
+        }
+        if self.p.repairing
+            && self.claims == claims
+            && self.out.findings[mark..]
+                .iter()
+                .any(|f| f.ino == Some(ino) && f.code.clears_inode())
+        {
+            self.answer_clear(ino);
+            return;
         }
         if let Some(d) = self.cur_dir.take() {
             if let Some(dx) = d.meta.dx {
@@ -242,6 +253,21 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.report(Finding::new(Code::UnsetExtentFlag).ino(ino));
         }
         true
+    }
+
+    /// Under a repair, an inode the repair clears (as e2fsck -y clears it
+    /// in pass 1) is gone for the passes that follow: entries naming it
+    /// name an unused inode. Only for an inode that claimed no block yet:
+    /// one cleared after claiming blocks makes e2fsck restart, and the
+    /// repair checks again after clearing it.
+    fn answer_clear(&mut self, ino: u32) {
+        let maps = self.maps();
+        let i = u64::from(ino - 1);
+        maps.inode_used.test_and_clear(i);
+        maps.inode_dir.test_and_clear(i);
+        maps.inode_reg.test_and_clear(i);
+        maps.set_links(ino, 0);
+        self.cur_dir = None;
     }
 
     /// Under a repair: when every problem just found in inode `ino` (the

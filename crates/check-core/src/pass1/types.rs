@@ -334,6 +334,8 @@ pub struct Worker<'p, 'f, 'io> {
     /// When set, blocks are not claimed in the shared maps (a walk made
     /// for a repair, after the check).
     pub(crate) no_claims: bool,
+    /// Clusters this worker has claimed so far.
+    pub(crate) claims: u64,
 }
 
 /// Facts about the inode being checked, passed between the checks.

@@ -105,6 +105,13 @@ pub struct P2Acc {
     pub dotdots: Vec<(u32, u32)>,
     /// Blocks with something to apply in order.
     pub specials: Vec<(BlockKey, Special)>,
+    /// Under a repair: inodes whose entry's check deallocates them
+    /// (e2fsck's deallocate_inode in pass 2).
+    pub deallocated: Vec<u32>,
+    /// Under a repair: directories whose '..' entry is not counted as a
+    /// reference to the inode it is recorded as naming: (directory, what
+    /// the entry counts for, 0 when it is cleared).
+    pub dotdot_refs: Vec<(u32, u32)>,
     /// Names of the current block, for the duplicate test:
     /// (hash, entry index, start in `arena`, length, offset in block).
     names: Vec<(u64, u32, u32, u16, u32)>,
@@ -270,6 +277,18 @@ pub(crate) fn check_block(
 /// The check of a block ends here (a fatal problem was recorded).
 struct Stop;
 
+/// What the tests of '.' and '..' (and of an entry naming its own
+/// directory) leave of an entry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dots {
+    /// Nothing wrong found.
+    Kept,
+    /// A bad second entry, which a repair rewrites as '..'.
+    Rewritten,
+    /// A later entry naming the directory itself, which a repair clears.
+    Cleared,
+}
+
 /// One directory block under check, and what it has found so far.
 struct BlockCheck<'c, 'a, 'f> {
     cx: &'c P2Ctx<'a>,
@@ -280,6 +299,7 @@ struct BlockCheck<'c, 'a, 'f> {
 }
 
 /// Where a block's entries are, once its checksum and htree role are known.
+#[derive(Clone, Copy)]
 struct Layout<'d> {
     /// The whole block (or the inline data).
     data: &'d [u8],
@@ -294,6 +314,21 @@ struct Layout<'d> {
     inline: bool,
     failed_csum: bool,
     is_leaf: bool,
+}
+
+impl<'d> Layout<'d> {
+    /// The same layout over `copy`, a changed copy of the data.
+    fn over<'e>(&self, copy: &'e [u8]) -> Layout<'e>
+    where
+        'd: 'e,
+    {
+        let end = self.region_start + self.region.len();
+        Layout {
+            data: copy,
+            region: &copy[self.region_start..end.min(copy.len())],
+            ..*self
+        }
+    }
 }
 
 /// How a directory's names are hashed, folded and checked.
@@ -386,6 +421,15 @@ impl<'c> BlockCheck<'c, '_, '_> {
             return;
         };
         let rules = NameRules::of(self.cx, &self.work.meta);
+        let salvaged = if self.cx.yes && !lay.inline && !rules.hash_in_dirent {
+            self.salvage(&lay, &rules)
+        } else {
+            None
+        };
+        let lay = match &salvaged {
+            Some(copy) => lay.over(copy),
+            None => lay,
+        };
         let hashes = self.entries(&lay, &rules, dx.as_ref());
         // A duplicate name stops the test at the first one even when the
         // block goes on to fail.
@@ -414,6 +458,65 @@ impl<'c> BlockCheck<'c, '_, '_> {
             self.push(f);
         }
         self.out.dx = dx;
+    }
+
+    /// Under a repair, a block whose entries do not chain is salvaged as
+    /// e2fsck -y salvages it while it checks, with '.' and '..' restored,
+    /// on a copy: its entries are then judged as the repair leaves them,
+    /// and the check goes on past the damage instead of stopping there.
+    /// `None` when the entries chain.
+    fn salvage(&mut self, lay: &Layout<'_>, rules: &NameRules) -> Option<Vec<u8>> {
+        let max = lay.region_len;
+        let bs = lay.data.len();
+        let ok = |b: &[u8], at: usize| {
+            if max - at < 8 {
+                return false;
+            }
+            let rl = dirent::rec_len_at(b, at, bs);
+            let nl = dirent::name_len_at(b, at);
+            at + rl <= max && rl >= 12 && rl % 4 == 0 && dirent::rec_len_for(nl) <= rl
+        };
+        let mut at = 0;
+        while at < max && ok(lay.data, at) {
+            at += dirent::rec_len_at(lay.data, at, bs);
+        }
+        if at >= max {
+            return None;
+        }
+        let mut b = lay.data.to_vec();
+        let (ino, lblk) = (self.ino(), self.work.lblk);
+        let icount = self.cx.fs.sb().s_inodes_count();
+        let ft_dir = if rules.filetype { ft::DIR } else { 0 };
+        let mut offset = 0;
+        let mut prev = None;
+        let mut dot_state = if lblk == 0 { 0 } else { 2 };
+        let mut guard = 0;
+        while offset < max && guard <= bs {
+            guard += 1;
+            if !ok(&b, offset) {
+                let f = Finding::new(Code::DirCorrupted)
+                    .dir(ino)
+                    .num(lblk)
+                    .num2(offset as u64);
+                self.push(f);
+                dirent::salvage(&mut b, &mut offset, prev, max, icount);
+                continue;
+            }
+            let rl = dirent::rec_len_at(&b, offset, bs);
+            match dot_state {
+                0 => {
+                    dirent::fix_dot(&mut b, offset, rl, ino, ft_dir);
+                }
+                1 => {
+                    dirent::fix_dotdot(&mut b, offset, ft_dir);
+                }
+                _ => {}
+            }
+            prev = Some(offset);
+            offset += dirent::rec_len_at(&b, offset, bs);
+            dot_state += 1;
+        }
+        Some(b)
     }
 
     /// Reads the block's checksum and htree role, and finds its entries.
@@ -568,21 +671,19 @@ impl<'c> BlockCheck<'c, '_, '_> {
             let Ok(e) = self.read_entry(lay, rules, &mut offset, dot_state) else {
                 break;
             };
-            self.check_dots(lay, &e, dot_state);
-            if e.ino != 0 {
-                match self.check_entry(rules, &e, dot_state) {
-                    Err(Stop) => break,
-                    Ok(false) => {}
-                    Ok(true) => {
-                        if hashing {
-                            hash = entry_hash(lay, rules, &e, dot_state, hash);
-                            min_hash = min_hash.min(hash);
-                            max_hash = max_hash.max(hash);
-                        }
-                        self.record(lay, rules, &e, dot_state, index);
-                        index += 1;
-                    }
+            let dots = self.check_dots(lay, &e, dot_state);
+            let counted_as = match self.entry_fate(rules, &e, dot_state, dots) {
+                Err(Stop) => break,
+                Ok(t) => t,
+            };
+            if let Some(target) = counted_as {
+                if hashing {
+                    hash = entry_hash(lay, rules, &e, dot_state, hash);
+                    min_hash = min_hash.min(hash);
+                    max_hash = max_hash.max(hash);
                 }
+                self.record(lay, rules, &e, dot_state, index, target);
+                index += 1;
             }
             if synthetic_dots && dot_state <= 1 {
                 if dot_state == 1 {
@@ -658,9 +759,46 @@ impl<'c> BlockCheck<'c, '_, '_> {
         })
     }
 
+    /// What becomes of an entry after its checks: the inode it is counted
+    /// as a reference to, or `None` when it counts for nothing.
+    ///
+    /// A read-only check answers no, as e2fsck -n: an entry is counted
+    /// whatever is wrong with it, unless its inode number is out of range.
+    /// Under a repair the check answers as e2fsck -y does, so that later
+    /// passes judge the file system as the repair leaves it: an entry the
+    /// repair clears counts for nothing, and only its first problem is
+    /// reported; '.' counts for the directory itself and a bad second
+    /// entry, made '..' naming the root, for the root (pass 3 then
+    /// points it at the parent).
+    fn entry_fate(
+        &mut self,
+        rules: &NameRules,
+        e: &Entry<'_>,
+        dot_state: u32,
+        dots: Dots,
+    ) -> Result<Option<u32>, Stop> {
+        let yes = self.cx.yes;
+        let ino = self.ino();
+        if yes && dot_state == 0 {
+            return Ok(Some(ino));
+        }
+        if yes && dots == Dots::Rewritten {
+            self.acc.dotdot_refs.push((ino, 2));
+            return Ok(Some(2));
+        }
+        if e.ino == 0 || (yes && dots == Dots::Cleared) {
+            return Ok(None);
+        }
+        let kept = self.check_entry(rules, e, dot_state)?;
+        if yes && dot_state == 1 && !kept {
+            self.acc.dotdot_refs.push((ino, 0));
+        }
+        Ok(kept.then_some(e.ino))
+    }
+
     /// The tests of '.' (the first entry) and '..' (the second), and of
     /// later entries that name the directory itself.
-    fn check_dots(&mut self, lay: &Layout<'_>, e: &Entry<'_>, dot_state: u32) {
+    fn check_dots(&mut self, lay: &Layout<'_>, e: &Entry<'_>, dot_state: u32) -> Dots {
         let ino = self.ino();
         let name = name_of(e.name);
         // The byte after the name must be NUL in a real entry.
@@ -698,17 +836,25 @@ impl<'c> BlockCheck<'c, '_, '_> {
                     None
                 };
                 match problem {
-                    Some(c) => self.push(Finding::new(c).dir(ino).str(name)),
+                    Some(c) => {
+                        self.push(Finding::new(c).dir(ino).str(name));
+                        return Dots::Rewritten;
+                    }
                     None => self.acc.dotdots.push((ino, e.ino)),
                 }
             }
-            _ if e.ino == ino => self.push(Finding::new(Code::LinkDot).dir(ino).str(name)),
+            _ if e.ino == ino => {
+                self.push(Finding::new(Code::LinkDot).dir(ino).str(name));
+                return Dots::Cleared;
+            }
             _ => {}
         }
+        Dots::Kept
     }
 
     /// The tests of what a used entry names. `Ok(false)`: the entry names
-    /// no valid inode and is not looked at further.
+    /// no valid inode (or, under a repair, is cleared) and is not looked
+    /// at further.
     fn check_entry(
         &mut self,
         rules: &NameRules,
@@ -717,14 +863,16 @@ impl<'c> BlockCheck<'c, '_, '_> {
     ) -> Result<bool, Stop> {
         if let Some(c) = self.entry_problem(e, dot_state) {
             self.push(self.about(c, e));
-            if c == Code::BadIno {
+            // Each of these problems clears the entry under -y.
+            if c == Code::BadIno || self.cx.yes {
                 return Ok(false);
             }
         }
-        let bad = self.check_target(e)?;
+        let Some(bad) = self.check_target(e)? else {
+            return Ok(false);
+        };
         self.check_filetype(rules, e, bad)?;
-        self.check_name(rules, e, dot_state)?;
-        Ok(true)
+        self.check_name(rules, e, dot_state)
     }
 
     /// The first problem of an entry's inode number and name, if any.
@@ -753,8 +901,8 @@ impl<'c> BlockCheck<'c, '_, '_> {
 
     /// The target inode: a bad one is examined again, and it must be in
     /// use and in an initialized part of its group. Returns whether it is
-    /// still bad.
-    fn check_target(&mut self, e: &Entry<'_>) -> Result<bool, Stop> {
+    /// still bad, or `None` when, under a repair, the entry is cleared.
+    fn check_target(&mut self, e: &Entry<'_>) -> Result<Option<bool>, Stop> {
         let cx = self.cx;
         let geo = &cx.fs.geo;
         let mut bad = cx.maps.is_bad(e.ino);
@@ -765,7 +913,22 @@ impl<'c> BlockCheck<'c, '_, '_> {
                     findings,
                     still_bad,
                 } => {
-                    self.out.findings.extend(findings);
+                    let dealloc = cx.yes && findings.iter().any(|f| f.code.deallocates_inode());
+                    // Under a repair the entry goes with the inode: the
+                    // finding says which entry, so that its directory is
+                    // fixed in the same round.
+                    let dir = self.ino();
+                    self.out.findings.extend(findings.into_iter().map(|f| {
+                        if dealloc && f.code.deallocates_inode() {
+                            f.dir(dir).str(name_of(e.name))
+                        } else {
+                            f
+                        }
+                    }));
+                    if dealloc {
+                        self.acc.deallocated.push(e.ino);
+                        return Ok(None);
+                    }
                     bad = still_bad;
                 }
                 BadInodeOutcome::Clean => bad = false,
@@ -777,15 +940,25 @@ impl<'c> BlockCheck<'c, '_, '_> {
         // group wraps past every inode, marking none.
         let first_unused =
             (g * geo.inodes_per_group + 1 + geo.inodes_per_group).wrapping_sub(gd.itable_unused());
-        if gd.has_flag(BG_INODE_UNINIT) {
+        // Under -y, an entry into a group's unused part fixes the group
+        // and restarts the check, and is not cleared meanwhile.
+        let restart = if gd.has_flag(BG_INODE_UNINIT) {
             self.push(self.about(Code::InorefBgInoUninit, e));
+            true
         } else if e.ino >= first_unused {
             self.push(self.about(Code::InorefInUnused, e));
-        }
-        if !cx.maps.used(e.ino) {
+            true
+        } else {
+            false
+        };
+        let suppressed = cx.yes && restart;
+        if !cx.maps.used(e.ino) && !suppressed {
             self.push(self.about(Code::UnusedInode, e));
+            if cx.yes {
+                return Ok(None);
+            }
         }
-        Ok(bad)
+        Ok(Some(bad))
     }
 
     /// The entry's file type against its inode's mode.
@@ -825,8 +998,14 @@ impl<'c> BlockCheck<'c, '_, '_> {
     }
 
     /// The name: its encryption policy in an encrypted directory, else its
-    /// encoding and its characters.
-    fn check_name(&mut self, rules: &NameRules, e: &Entry<'_>, dot_state: u32) -> Result<(), Stop> {
+    /// encoding and its characters. False when, under a repair, the entry
+    /// is cleared (a bad name or policy in an encrypted directory).
+    fn check_name(
+        &mut self,
+        rules: &NameRules,
+        e: &Entry<'_>,
+        dot_state: u32,
+    ) -> Result<bool, Stop> {
         let ino = self.ino();
         if rules.encrypted {
             if dot_state > 1 {
@@ -835,14 +1014,22 @@ impl<'c> BlockCheck<'c, '_, '_> {
                         .dir(ino)
                         .num(e.name_len as u64);
                     self.push(f);
+                    if self.cx.yes {
+                        return Ok(false);
+                    }
                 }
                 match check_policy(self.cx, self.io, ino, e.ino, e.ftype) {
-                    Ok(Some(c)) => self.push(self.about(c, e)),
+                    Ok(Some(c)) => {
+                        self.push(self.about(c, e));
+                        if self.cx.yes {
+                            return Ok(false);
+                        }
+                    }
                     Ok(None) => {}
                     Err(why) => return Err(self.stop(why.to_string())),
                 }
             }
-            return Ok(());
+            return Ok(true);
         }
         if rules.check_encoding && !utf8_ok(e.name) {
             self.push(
@@ -854,11 +1041,12 @@ impl<'c> BlockCheck<'c, '_, '_> {
         if e.name.iter().any(|&b| b == b'/' || b == 0) {
             self.push(Finding::new(Code::BadName).dir(ino).str(name_of(e.name)));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Records a checked entry: a link if it names a directory, its name
-    /// for the duplicate test, and a reference to its inode.
+    /// for the duplicate test, and a reference to `target` (its inode, or
+    /// what a repair makes it name).
     fn record(
         &mut self,
         lay: &Layout<'_>,
@@ -866,6 +1054,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
         e: &Entry<'_>,
         dot_state: u32,
         index: u32,
+        target: u32,
     ) {
         let synthetic = lay.inline && self.work.lblk == 0 && dot_state <= 1;
         if dot_state > 1 && self.cx.maps.is_dir(e.ino) {
@@ -894,7 +1083,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             e.abs as u32
         };
         acc.names.push((h, index, start, klen as u16, at));
-        self.cx.count_ref(e.ino);
+        self.cx.count_ref(target);
     }
 }
 

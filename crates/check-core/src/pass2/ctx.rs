@@ -75,6 +75,9 @@ pub struct P2Ctx<'a> {
     pub dir_index: bool,
     /// Quota and orphan file inodes, which no entry may name.
     pub special: [u32; 4],
+    /// Under a repair: entries are judged as e2fsck -y judges them (see
+    /// the entry checks), so that passes 3 to 5 see what the repair leaves.
+    pub(crate) yes: bool,
     /// Of late, how many directory-block reads (per thousand) had to wait
     /// for the device: a moving average that decides whether pass 1
     /// fetches directory blocks ahead. It starts high (assume a cold cache).
@@ -104,6 +107,7 @@ impl<'a> P2Ctx<'a> {
             ]
             .map(|x| if x == 0 { u32::MAX } else { x }),
             miss_permille: AtomicU32::new(1000),
+            yes: false,
         }
     }
 
@@ -248,6 +252,11 @@ pub(crate) struct P2Out {
     pub dup_dirs: Vec<u32>,
     /// Where a fatal problem stopped the check.
     pub abort: Option<AbortAt>,
+    /// Under a repair: inodes deallocated through their entries.
+    pub deallocated: Vec<u32>,
+    /// Under a repair: directories whose '..' entry counts for something
+    /// other than the inode recorded as its '..' (0: for nothing).
+    pub dotdot_refs: Vec<(u32, u32)>,
 }
 
 #[cfg(test)]

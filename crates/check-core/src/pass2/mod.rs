@@ -117,16 +117,28 @@ pub(crate) fn merge(
     let mut specials = Vec::new();
     let mut links = Vec::new();
     let mut dirs = DirTable::new(&cx.maps.inode_dir);
+    let mut out = P2Out::default();
     for a in accs {
         specials.extend(a.specials);
         links.extend(a.links);
         for (dir, to) in a.dotdots {
             dirs.set_dotdot(dir, to);
         }
+        out.deallocated.extend(a.deallocated);
+        out.dotdot_refs.extend(a.dotdot_refs);
+    }
+    out.deallocated.sort_unstable();
+    out.deallocated.dedup();
+    // Under a repair, an inode its entry's check deallocates is gone for
+    // the passes that follow, as in e2fsck.
+    for &ino in &out.deallocated {
+        let i = u64::from(ino - 1);
+        cx.maps.inode_used.test_and_clear(i);
+        cx.maps.inode_dir.test_and_clear(i);
+        cx.maps.inode_reg.test_and_clear(i);
     }
     specials.sort_unstable_by_key(|s| s.0);
     let stop: Option<BlockKey> = specials.iter().find(|s| s.1.abort.is_some()).map(|s| s.0);
-    let mut out = P2Out::default();
     let mut dx = htree::DxState::new(dx_dirs, fs.block_size(), fs.metadata_csum());
     let mut dup_set = BTreeSet::new();
     for (key, sp) in specials {
@@ -160,6 +172,11 @@ pub(crate) fn merge(
             continue;
         }
         if dirs.claim_parent(l.target, l.dir) == Claim::Taken {
+            // A second link to a directory: a repair clears it, so it
+            // counts for nothing.
+            if cx.yes {
+                cx.counted.sub_one(l.target - 1);
+            }
             let name = link_name(fs, io, l, &mut bs_buf);
             out.findings.push(
                 Finding::new(Code::LinkDir)
