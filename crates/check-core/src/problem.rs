@@ -693,10 +693,10 @@ codes! {
     BadBlockInBadBlockInode = 0x010012, "bad-blocks-inode-illegal", P1, Error [],
         "the bad blocks inode has illegal block {blk}";
     /// multiply-claimed-blocks (e2fsck PR_1D_DUP_FILE).
-    DupBlocks = 0x013001, "multiply-claimed-blocks", P1B, Error [],
+    DupBlocks = 0x013001, "multiply-claimed-blocks", P1B, Error [yes],
         "inode {ino} has {num} multiply-claimed block(s), shared with {num2} file(s): {str}";
     /// multiply-claimed-metadata (e2fsck PR_1D_SHARE_METADATA).
-    DupBlocksMetadata = 0x013003, "multiply-claimed-metadata", P1B, Error [],
+    DupBlocksMetadata = 0x013003, "multiply-claimed-metadata", P1B, Error [yes],
         "inode {ino} has block(s) shared with file system metadata: {str}";
     /// dot-wrong-inode (e2fsck PR_2_BAD_INODE_DOT).
     BadInodeDot = 0x020001, "dot-wrong-inode", P2, Error [yes],

@@ -314,6 +314,7 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         }
         return;
     }
+    let fixed_before = r.fixed.len();
     let mut changed_blocks: BTreeSet<u32> = BTreeSet::new();
     let mut stopped_at = u32::MAX;
     let mut feature_changed = false;
@@ -332,6 +333,17 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     }
     fix_ea_blocks(r, mine, stopped_at);
     fix_sizes(r, mine, stopped_at, &changed_blocks);
+    // Then the clones, as e2fsck's passes 1B to 1D follow pass 1, when
+    // no fix changed which blocks an inode holds (the check's record of
+    // the blocks claimed twice then still holds).
+    let moved_blocks = !changed_blocks.is_empty()
+        || stopped_at != u32::MAX
+        || r.fixed[fixed_before..]
+            .iter()
+            .any(|f| clears_inode(f.code) || is_block_problem(f.code));
+    if !dups.is_empty() && !moved_blocks && blocks::clone_duplicates(r.st, r.stage, r.io).is_ok() {
+        r.fixed.extend(dups);
+    }
 }
 
 /// Moves group metadata (bitmaps, inode tables) that collides with

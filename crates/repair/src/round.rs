@@ -104,6 +104,7 @@ pub(crate) fn plan_round<'a, 'f>(
             .copied()
             .filter(|f| stage_of(f) == pass)
             .collect();
+        let t_pass = std::time::Instant::now();
         match pass {
             Pass::P5 => {
                 // Quota files first: blocks they gain are then counted in
@@ -134,6 +135,14 @@ pub(crate) fn plan_round<'a, 'f>(
             Pass::P2 => dirs::fix_pass2(&mut r, &mine),
             Pass::P1 | Pass::P1B => inodes::fix_pass1(&mut r, &mine),
             Pass::Super => inodes::fix_super(&mut r, &mine),
+        }
+        if std::env::var_os("EXT4CHK_DEBUG_ROUNDS").is_some() {
+            eprintln!(
+                "pass {}: {} findings planned in {:.3} s",
+                pass.name(),
+                mine.len(),
+                t_pass.elapsed().as_secs_f64()
+            );
         }
         let valid = if pass == Pass::P4 {
             p4_settled_for_p5(st, &mine, &report.findings, r.stage, r.io)

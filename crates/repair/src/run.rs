@@ -26,10 +26,6 @@ use crate::steps::{
 use crate::{connect, finish, journal, mkjournal, rehash, skip, Streamed};
 use crate::{Mode, RepairOptions, Repaired};
 
-/// Problems past which checking falls back to one thread, as pFSCK does
-/// when nearly every item needs the fixer.
-const SERIAL_FALLBACK: usize = 10_000;
-
 fn fail(device: &Path, why: String, notes: Vec<String>) -> Repaired {
     Repaired {
         report: Report {
@@ -89,7 +85,6 @@ struct Run<'a> {
     preen_halt: Option<String>,
     /// Fixes pass 1's workers made during the last check.
     streamed: u64,
-    serial_noted: bool,
     lpf_checked: bool,
     journal_rechecked: bool,
     /// Directories indexed before the repair: one whose index a fix drops
@@ -319,7 +314,6 @@ impl<'a> Run<'a> {
             forced: None,
             preen_halt: None,
             streamed: 0,
-            serial_noted: false,
             lpf_checked: false,
             journal_rechecked: false,
             indexed_before: Vec::new(),
@@ -778,16 +772,6 @@ impl<'a> Run<'a> {
             })
             .collect();
         self.fixed_all.extend(fixed);
-        if current.report.findings.len() > SERIAL_FALLBACK && self.check_opts.threads > 1 {
-            self.check_opts.threads = 1;
-            self.check_opts.auto_threads = false;
-            if !self.serial_noted {
-                self.serial_noted = true;
-                self.notes.push(format!(
-                    "More than {SERIAL_FALLBACK} problems: checking goes on with one thread."
-                ));
-            }
-        }
         drop(io);
         let took = self.check_again(current);
         self.round_times
