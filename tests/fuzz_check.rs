@@ -1,13 +1,13 @@
 //! The whole-check fuzz target's properties (see
-//! `crates/check-core/fuzz/src/harness.rs`) on the stable toolchain:
+//! `fuzz/src/harness.rs`) on the stable toolchain:
 //! every input the fuzzer once failed on, kept under
-//! `crates/check-core/fuzz/regressions/check/`, and a fixed-seed mutation
-//! run over the seed images in `crates/check-core/fuzz/corpus/check/`
+//! `fuzz/regressions/check/`, and a fixed-seed mutation
+//! run over the seed images in `fuzz/corpus/check/`
 //! (small images of every fixture configuration, some with journals to
 //! replay), mutated as the fuzzer mutates them: a few blocks at a time.
 
 mod common;
-#[path = "../crates/check-core/fuzz/src/lib.rs"]
+#[path = "../fuzz/src/lib.rs"]
 mod fuzz;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ fn inputs(dir: &str) -> Vec<PathBuf> {
 
 #[test]
 fn inputs_the_fuzzer_failed_on_now_pass() {
-    let all = inputs("crates/check-core/fuzz/regressions/check");
+    let all = inputs("fuzz/regressions/check");
     assert!(!all.is_empty());
     let mut failed = Vec::new();
     for p in &all {
@@ -59,7 +59,7 @@ fn e2fsck_clean(img: &[u8], scratch: &Path) -> bool {
 
 #[test]
 fn mutated_seed_images_are_checked_and_repaired_consistently() {
-    let seeds = inputs("crates/check-core/fuzz/corpus/check");
+    let seeds = inputs("fuzz/corpus/check");
     assert!(seeds.len() >= 10, "{} seeds", seeds.len());
     let oracle = common::have_all(&["e2fsck", "debugfs"]);
     let scratch = std::env::temp_dir().join(format!("ext4chk-mutation-{}.img", std::process::id()));

@@ -7,10 +7,10 @@
 # (mounted, written, synced and copied while still mounted), so replay is
 # fuzzed too.
 #
-#   crates/check-core/fuzz/make-seeds.sh
+#   fuzz/make-seeds.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
+root=$(cd "$here/.." && pwd)
 out="$here/corpus/check"
 export MKE2FS_CONFIG="$root/fixtures/mke2fs.conf" LC_ALL=C E2FSPROGS_FAKE_TIME=1700000000 E2FSCK_CONFIG=/dev/null
 work=$(mktemp -d)
