@@ -20,6 +20,8 @@ pub enum Format {
     Text,
     /// One JSON document.
     Json,
+    /// JUnit XML, for CI systems.
+    Junit,
 }
 
 /// I/O paths.
@@ -75,6 +77,11 @@ pub struct Args {
     /// Repair every problem found.
     #[arg(short = 'y', long = "repair", action = ArgAction::Count)]
     pub repair: u8,
+    /// Ask about each problem at the terminal before fixing it (what
+    /// fsck.ext4 and e2fsck do when given none of -n, -p and -y). A
+    /// summary of the whole repair comes first.
+    #[arg(long = "interactive", action = ArgAction::Count)]
+    pub interactive: u8,
     /// Check even if the file system is marked clean.
     #[arg(short = 'f', long = "force", action = ArgAction::Count)]
     pub force: u8,
@@ -123,23 +130,26 @@ pub struct Args {
     /// Replace the bad-block list with the blocks listed in FILE.
     #[arg(short = 'L', long = "set-badblocks", value_name = "FILE", action = ArgAction::Append)]
     pub set_badblocks: Vec<String>,
-    /// Accepted for compatibility; does nothing.
-    #[arg(short = 'r', action = ArgAction::Count, hide = true)]
+    /// Accepted for compatibility with e2fsck (its old "interactive"
+    /// flag); does nothing.
+    #[arg(short = 'r', action = ArgAction::Count)]
     pub r: u8,
-    /// Byte swapping (removed from e2fsck): refused.
-    #[arg(short = 's', action = ArgAction::Count, hide = true)]
+    /// Byte-swap the file system (removed from e2fsck): refused, exit 16.
+    #[arg(short = 's', action = ArgAction::Count)]
     pub swap: u8,
-    /// Byte swapping (removed from e2fsck): refused.
-    #[arg(short = 'S', action = ArgAction::Count, hide = true)]
+    /// Byte-swap the whole file system (removed from e2fsck): refused, exit 16.
+    #[arg(short = 'S', action = ArgAction::Count)]
     pub swap_all: u8,
     /// e2fsck's memory-tracing option (absent from its normal builds): refused.
     #[arg(short = 'M', action = ArgAction::Append, hide = true)]
     pub mtrace: Vec<String>,
-    /// e2fsck's inode buffer size: accepted, not needed.
-    #[arg(short = 'I', action = ArgAction::Append, hide = true, allow_hyphen_values = true)]
+    /// e2fsck's inode-table buffer size, in blocks: accepted (it must be
+    /// a number), not needed.
+    #[arg(short = 'I', value_name = "BLOCKS", action = ArgAction::Append, allow_hyphen_values = true)]
     pub inode_buffer_blocks: Vec<String>,
-    /// e2fsck's process_inode_size: accepted, not needed.
-    #[arg(short = 'P', action = ArgAction::Append, hide = true, allow_hyphen_values = true)]
+    /// e2fsck's process_inode_size: accepted (it must be a number), not
+    /// needed.
+    #[arg(short = 'P', value_name = "SIZE", action = ArgAction::Append, allow_hyphen_values = true)]
     pub process_inode_size: Vec<String>,
     /// The name to show for the device in messages and progress lines.
     #[arg(short = 'N', action = ArgAction::Append, hide = true)]
@@ -159,7 +169,7 @@ pub struct Args {
     pub undo: Vec<String>,
     /// Worker threads: a number, or "auto" for every core, giving CPUs back
     /// while other programs need them.
-    #[arg(long, value_name = "N|auto", default_value = "auto")]
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = ThreadsValue, hide_possible_values = true)]
     pub threads: String,
     /// Report format.
     #[arg(long, value_enum, default_value = "text")]
@@ -189,6 +199,32 @@ pub struct Args {
     /// Print help.
     #[arg(long = "help", action = ArgAction::Help)]
     pub help: Option<bool>,
+}
+
+/// The values of `--threads` as the shell completes them: "auto" (a number
+/// is accepted too, and checked after parsing).
+#[derive(Clone, Copy, Debug)]
+struct ThreadsValue;
+
+impl clap::builder::TypedValueParser for ThreadsValue {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        Ok(value.to_string_lossy().into_owned())
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(std::iter::once(
+            clap::builder::PossibleValue::new("auto"),
+        )))
+    }
 }
 
 /// Which program ext4chk is standing in for, chosen by the name it was
@@ -224,6 +260,8 @@ pub enum Mode {
     Preen,
     /// Repair everything (-y).
     Repair,
+    /// Ask at the terminal (no -n, -p or -y; `--interactive`).
+    Interactive,
 }
 
 /// The bad-block list changes asked for.
@@ -433,7 +471,12 @@ fn option_events<'a>(matches: &clap::ArgMatches, args: &'a Args) -> Vec<(usize, 
             .then(|| matches.indices_of(id))
             .flatten()
     };
-    for (id, c) in [("preen", 'p'), ("read_only", 'n'), ("repair", 'y')] {
+    for (id, c) in [
+        ("preen", 'p'),
+        ("read_only", 'n'),
+        ("repair", 'y'),
+        ("interactive", 'i'),
+    ] {
         if let Some(ix) = given(id) {
             events.extend(ix.map(|i| (i, Event::Mode(c))));
         }
@@ -476,12 +519,13 @@ fn read_in_order(prog: &str, events: &[(usize, Event<'_>)]) -> Result<InOrder, E
                 let m = match c {
                     'p' => Mode::Preen,
                     'n' => Mode::Check,
+                    'i' => Mode::Interactive,
                     _ => Mode::Repair,
                 };
                 if mode.is_some_and(|old| old != m) {
                     return Err(Early::err(
                         exit::OPERATIONAL,
-                        format!("{prog}: only one of the options -p/-a, -n or -y may be given"),
+                        format!("{prog}: only one of the options -p/-a, -n, -y or --interactive may be given"),
                     ));
                 }
                 mode = Some(m);
@@ -591,6 +635,10 @@ fn extended_options(
     if read_only {
         ext.discard = false;
     }
+    // e2scrub's way of asking for -E fixes_only.
+    if std::env::var_os("E2FSCK_FIXES_ONLY").is_some() {
+        ext.fixes_only = true;
+    }
     if args.optimize_dirs > 0 && ext.fixes_only {
         return Err(Early::err(
             exit::OPERATIONAL,
@@ -639,22 +687,22 @@ fn own_options(prog: &str, args: &Args) -> Result<((usize, bool), Option<u32>), 
 
 /// The mode: as given, or what the name the program runs under implies.
 fn chosen_mode(prog: &str, mode: Option<Mode>, personality: Personality) -> Result<Mode, Early> {
-    Ok(match mode {
-        Some(m) => m,
-        None => match personality {
-            Personality::Ext4chk => Mode::Check,
-            Personality::E2fsck => {
-                // e2fsck would ask its questions on a terminal; ext4chk
-                // does not ask, so a mode must be chosen.
-                return Err(Early::err(
-                    exit::OPERATIONAL,
-                    format!(
-                        "{prog}: interactive repair is not supported; give -n (check only), -p (safe repairs) or -y (repair everything)"
-                    ),
-                ));
-            }
-        },
-    })
+    let mode = match (mode, personality) {
+        (Some(m), _) => m,
+        (None, Personality::Ext4chk) => Mode::Check,
+        // As e2fsck: with none of -n, -p and -y it asks.
+        (None, Personality::E2fsck) => Mode::Interactive,
+    };
+    if mode == Mode::Interactive && !crate::ask::can_ask() {
+        // As e2fsck, before the file system is opened, clean or not.
+        return Err(Early::err(
+            exit::OPERATIONAL,
+            format!(
+                "{prog}: an interactive repair needs a terminal; give -n (check only), -p (safe repairs) or -y (repair everything)"
+            ),
+        ));
+    }
+    Ok(mode)
 }
 
 /// --dry-run goes with a repair that writes nothing but the device.
@@ -777,11 +825,15 @@ fn parse_threads(s: &str) -> Result<(usize, bool), BadThreads> {
 /// `-z FILE`; an empty name asks for e2fsprogs' default place
 /// (`$E2FSPROGS_UNDO_DIR`, else /var/lib/e2fsprogs) and name; "none"
 /// there means no undo file.
-fn undo_path(given: &str, device: &str) -> Option<PathBuf> {
+pub(crate) fn undo_path(given: &str, device: &str) -> Option<PathBuf> {
     if !given.is_empty() {
         return Some(PathBuf::from(given));
     }
-    let dir = std::env::var("E2FSPROGS_UNDO_DIR").unwrap_or_else(|_| "/var/lib/e2fsprogs".into());
+    // The environment, then e2fsck.conf's [defaults] undo_dir.
+    let dir = std::env::var("E2FSPROGS_UNDO_DIR")
+        .ok()
+        .or_else(|| crate::conf::get().undo_dir.clone())
+        .unwrap_or_else(|| "/var/lib/e2fsprogs".into());
     if dir.is_empty() || dir == "none" {
         return None;
     }

@@ -50,7 +50,32 @@ Check the names in case-folded directories against the file name encoding.
 .SH "DEVICES"
 \fIDEVICE\fR is an image file or a block device. \fIIMAGE\fR\fB?offset=\fR\fIBYTES\fR checks the file system that starts \fIBYTES\fR into the image, as e2fsprogs does; \fB\-\-partition\fR \fIN\fR finds partition \fIN\fR in a GPT or MBR partition table.
 .SH "AS FSCK.EXT4"
-Installed or linked as \fBfsck.ext4\fR, \fBfsck.ext3\fR, \fBfsck.ext2\fR or \fBe2fsck\fR, ext4chk behaves as e2fsck: without \fB\-f\fR it skips a file system that is marked clean and has reached neither its maximum mount count nor its check interval, printing e2fsck's "clean" line; a mode (\fB\-n\fR, \fB\-p\fR or \fB\-y\fR) must be given, as ext4chk does not ask questions. Run as \fBext4chk\fR it always checks fully, and without a mode it checks read-only.
+Installed or linked as \fBfsck.ext4\fR, \fBfsck.ext3\fR, \fBfsck.ext2\fR or \fBe2fsck\fR, ext4chk behaves as e2fsck: without \fB\-f\fR it skips a file system that is marked clean and has reached neither its maximum mount count nor its check interval, printing e2fsck's "clean" line. Without \fB\-n\fR, \fB\-p\fR or \fB\-y\fR it repairs interactively, as e2fsck does: a clean file system is skipped first, then, at a terminal, the whole plan is shown grouped by kind of problem (answer \fBa\fR to fix it all, \fBo\fR to be asked about each problem as e2fsck asks, \fBq\fR to quit without changes). Each question takes one keystroke: \fBy\fR, \fBn\fR, \fBa\fR (yes to this and every later question), Enter for the default; Ctrl\-C stops (exit 32). A problem answered no is left as it is, and nothing answered no is written; only the superblock's error state records it. Without a terminal (and without \fBE2FSCK_FORCE_INTERACTIVE\fR) it exits 8, as e2fsck. Run as \fBext4chk\fR it always checks fully, without a mode it checks read\-only, and \fB\-\-interactive\fR asks.
+.SH "CONFIGURATION"
+ext4chk reads e2fsck's configuration file, \fB$E2FSCK_CONFIG\fR or \fI/etc/e2fsck.conf\fR (a directory: every file in it whose name has only letters, digits, \fB_\fR and \fB\-\fR), with e2fsck's syntax. A syntax error stops the run with one line naming the file and the line (exit 8); a relation it does not understand is named on standard error and ignored. Applied from \fB[options]\fR: \fBbroken_system_clock\fR, \fBaccept_time_fudge\fR (and \fBbuggy_init_scripts\fR), \fBdefer_check_on_battery\fR, \fBreadahead_kb\fR, \fBallow_cancellation\fR; read and without effect: \fBno_optimize_extents\fR and \fBinode_count_fullmap\fR (ext4chk makes no such optimisation and keeps no such map), \fBmax_count_problems\fR, \fBindexed_dir_slack_percentage\fR (rebuilt indexes keep 20% free), \fBlog_dir\fR and \fBlog_filename\fR. \fB[problems]\fR, per problem code (\fB0x040003 = { ... }\fR): \fBpreen_ok\fR, \fBno_ok\fR, \fBno_default\fR, \fBforce_no\fR, \fBpreen_nomessage\fR (\fBmax_count\fR and \fBno_nomsg\fR are read and without effect). \fB[defaults] undo_dir\fR names where \fB\-z ""\fR puts its undo file (\fBE2FSPROGS_UNDO_DIR\fR wins). ext4chk's own \fB[ext4chk] undo = true\fR keeps an undo file for every repair, named as \fB\-z ""\fR names it. \fBE2FSCK_FIXES_ONLY\fR is \fB\-E fixes_only\fR; \fBE2FSCK_TIME\fR sets the clock.
+.SH "SHARED STORAGE"
+On a file system with multiple\-mount protection (the \fBmmp\fR feature), a repair follows e2fsck's protocol before it writes: it watches the protection block for twice the update interval and a second (11 s at the default 5 s), refuses with exit 8 if another node writes it meanwhile, claims it and watches again, then marks it as being checked until it ends (on an error too). A block marked by another checker (one that was killed, say) or by an operation nothing names is refused with exit 12 and the \fBtune2fs \-f \-E clear_mmp\fR remedy. A read\-only check reads the block and does not wait.
+.SH "SIGNALS"
+SIGINT (Ctrl\-C) and SIGTERM stop a read\-only check within a second: what it found so far is printed, marked as incomplete (\fBcancelled\fR in the JSON report), and the exit code is 32. A repair stops between two complete sets of changes.
+.SH "JSON REPORT"
+With \fB\-\-format json\fR, every run prints one JSON document on standard output, a usage error or a refusal included (its \fBerror\fR field then says why). The document has the exit code, whether the file system was clean, modified, skipped or the run a dry run, the label, every finding (its code, e2fsck's problem number, the pass, whether it was fixed, the paths of the directory and inode where known, and its message), the summary counts, and for a repair each check's time and each round's fixes. Its shape is versioned (\fBversion\fR) and described by \fIreport.schema.json\fR (JSON Schema 2020\-12), installed beside this page.
+.SH "MOUNTED DEVICES"
+A mounted file system is never repaired: \fB\-y\fR and \fB\-p\fR exit 8, except on the root file system mounted read\-only (as at boot), which is repaired in place; when anything changed the exit code asks for a reboot (3). A read\-only check (\fB\-n\fR) of a mounted device warns and goes on, but what it reads may be changing under it, so its verdict on a busy file system is not reliable.
+.SH "EXAMPLES"
+.TP
+\fBext4chk /dev/sdb1\fR
+Check read\-only, on every core.
+.TP
+\fBext4chk \-\-threads auto \-\-repair \-\-undo sdb1.undo /dev/sdb1\fR
+Repair, saving what is overwritten; \fBe2undo sdb1.undo /dev/sdb1\fR puts it back.
+.TP
+\fBext4chk \-\-repair \-\-dry\-run \-\-format json image.img\fR
+What would a repair change? Nothing is written.
+.TP
+\fBfsck.ext4 \-p /dev/sda2\fR
+What a boot runs: replay the journal, release orphans, and fix what e2fsck's preen fixes.
+.SH "SEE ALSO"
+\fBe2fsck\fR(8), \fBfsck\fR(8), \fBe2undo\fR(8), \fBdebugfs\fR(8), \fBtune2fs\fR(8), \fBmke2fs\fR(8), \fBext4\fR(5)
 .SH "EXIT STATUS"
 The exit status is e2fsck's, a sum of:
 .TP
@@ -73,7 +98,7 @@ Operational error (the device cannot be opened or used, conflicting options).
 Usage or syntax error.
 .TP
 32
-The repair was interrupted.
+The run was interrupted (SIGINT or SIGTERM).
 "#;
 
     fn root() -> PathBuf {
@@ -96,10 +121,34 @@ The repair was interrupted.
         out
     }
 
+    /// A shell's completions, registered for `fsck.ext4` (and e2fsck's
+    /// other names) as well as `ext4chk`.
     fn completion(shell: clap_complete::Shell) -> Vec<u8> {
+        use clap_complete::Shell;
         let mut cmd = Args::command();
         let mut out = Vec::new();
         clap_complete::generate(shell, &mut cmd, "ext4chk", &mut out);
+        let names = ["fsck.ext4", "fsck.ext3", "fsck.ext2"];
+        let more = match shell {
+            Shell::Bash => names
+                .iter()
+                .map(|n| format!("complete -F _ext4chk -o nosort -o bashdefault -o default {n}\n"))
+                .collect::<String>(),
+            Shell::Fish => names
+                .iter()
+                .map(|n| format!("complete -c {n} --wraps ext4chk\n"))
+                .collect(),
+            _ => String::new(),
+        };
+        if shell == Shell::Zsh {
+            let text = String::from_utf8_lossy(&out).replacen(
+                "#compdef ext4chk",
+                &format!("#compdef ext4chk {}", names.join(" ")),
+                1,
+            );
+            return text.into_bytes();
+        }
+        out.extend_from_slice(more.as_bytes());
         out
     }
 

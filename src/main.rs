@@ -1,13 +1,15 @@
 //! `ext4chk`: check (and repair) an ext2/3/4 file system. Installed as
 //! `fsck.ext4` (or `e2fsck`), it stands in for e2fsck.
 
+mod ask;
 mod cli;
+mod conf;
 mod doc;
 mod error;
 mod extended;
-mod json;
-mod output;
+mod plan;
 mod progress;
+mod render;
 mod run;
 
 use std::io::Write;
@@ -19,11 +21,33 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    conf::load();
     let code = match cli::parse(&argv) {
-        Ok(inv) => run::run(&inv),
+        Ok(inv) => match conf::loaded(&inv.prog) {
+            Ok(()) => run::run(&inv),
+            Err(line) => {
+                eprintln!("{line}");
+                if let Some(doc) =
+                    render::error_document(inv.format, &inv.device, &line, exit::OPERATIONAL)
+                {
+                    print!("{doc}");
+                }
+                exit::OPERATIONAL
+            }
+        },
         Err(early) => {
             print!("{}", early.stdout);
             eprint!("{}", early.stderr);
+            // A pipeline that asked for JSON (or JUnit) gets a document
+            // even when the command line is wrong.
+            if early.code != 0 {
+                let msg = early.stderr.lines().next().unwrap_or("usage error");
+                if let Some(doc) =
+                    render::error_document(render::format_in(&argv), "", msg, early.code)
+                {
+                    print!("{doc}");
+                }
+            }
             early.code
         }
     };

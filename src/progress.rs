@@ -122,6 +122,7 @@ impl Display {
         name: &str,
         p: &'static Progress,
         debug: bool,
+        eta: bool,
     ) -> Option<Display> {
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
         if debug {
@@ -143,7 +144,7 @@ impl Display {
                 }))
             }
             Some(ProgressTo::Bar) => Some(Box::new(TextBar::new(name))),
-            None => std::io::IsTerminal::is_terminal(&std::io::stderr())
+            None => (eta && std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .then(|| Box::new(Eta::new(name)) as Box<dyn Sink>),
         };
         sinks.extend(main);
@@ -387,12 +388,14 @@ impl Eta {
             Some(ETA_STEPS),
             indicatif::ProgressDrawTarget::stderr_with_hz(8),
         );
+        // At most 79 columns: a name of up to 14, a bar of 20, the share
+        // and a message of up to 37.
         let style =
-            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {percent:>3}% {msg}")
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:20}] {percent:>3}% {msg}")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                 .progress_chars("=> ");
         bar.set_style(style);
-        bar.set_prefix(name.to_string());
+        bar.set_prefix(short_name(name, 14));
         Eta { bar }
     }
 }
@@ -401,14 +404,11 @@ impl Sink for Eta {
     fn show(&mut self, pass: u8, _: u64, _: u64, s: &Snapshot) {
         let f = fraction(s);
         let left = match time_left(s) {
-            Some(l) => format!(", about {} left", human(l)),
+            Some(l) => format!(", {} left", human(l)),
             None => String::new(),
         };
         let msg = match pass {
-            1 | 2 => format!(
-                "passes 1-2: {}/{} inodes, {}/{} directory blocks{left}",
-                s.inodes_done, s.inodes_total, s.dir_blocks_done, s.dir_blocks_found
-            ),
+            1 | 2 => format!("passes 1-2{left}"),
             p => format!("pass {p}{left}"),
         };
         self.bar.set_message(msg);
@@ -418,6 +418,20 @@ impl Sink for Eta {
     fn finish(&mut self) {
         self.bar.finish_and_clear();
     }
+}
+
+/// The end of a device's name, `width` characters at most ("…" before
+/// what is cut).
+fn short_name(name: &str, width: usize) -> String {
+    let base = std::path::Path::new(name)
+        .file_name()
+        .map_or(name.to_string(), |b| b.to_string_lossy().into_owned());
+    let n = base.chars().count();
+    if n <= width {
+        return base;
+    }
+    let tail: String = base.chars().skip(n + 1 - width).collect();
+    format!("…{tail}")
 }
 
 /// Seconds as a person reads them.
@@ -433,6 +447,16 @@ fn human(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bar_fits_80_columns() {
+        // The longest message: a pass of passes 1-2 with hours left.
+        let msg = format!("passes 1-2, {} left", human(3600.0 * 99.0 + 59.0 * 60.0));
+        let name = short_name("/dev/disk/by-id/nvme-a-very-long-device-name-part1", 14);
+        let width = name.chars().count() + 2 + 20 + 2 + 4 + 1 + msg.chars().count();
+        assert!(width <= 80, "{width} columns: {name} {msg}");
+        assert_eq!(short_name("/tmp/a.img", 14), "a.img");
+    }
 
     #[test]
     fn e2fsck_percentages() {

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use check_core::answers::Answers;
 use check_core::due::{self, Clock, Due, Skipped};
 use check_core::fs::{open_fs, OpenOptions, SbLoc};
 use check_core::progress::Progress;
@@ -14,7 +15,8 @@ use pipeline::{open_device, IoMode, Target};
 
 use crate::cli::{DirectIo, Invocation, Io, Mode, Personality};
 use crate::error::TargetError;
-use crate::{output, progress};
+use crate::progress;
+use crate::render::{self, text as output};
 
 /// Runs the invocation; returns the exit code.
 pub fn run(inv: &Invocation) -> i32 {
@@ -40,12 +42,18 @@ pub fn run(inv: &Invocation) -> i32 {
     let display = progress_display(inv, &target);
     let report = match inv.mode {
         Mode::Check => check_only(inv, &target, journal),
-        Mode::Preen | Mode::Repair => repair(inv, &target, journal),
+        Mode::Preen | Mode::Repair => repair(inv, &target, journal, None),
+        Mode::Interactive => interactive(inv, &target, journal),
     };
     if let Some(d) = display {
         d.stop();
     }
-    let code = finish(inv, &report);
+    let mut code = finish(inv, &report);
+    // e2fsck.conf's allow_cancellation: a canceled run that left no
+    // errors behind is not a failure.
+    if code == check_core::report::exit::CANCELLED && crate::conf::get().allow_cancellation {
+        code = 0;
+    }
     if inv.timing > 0 && report.skipped.is_none() {
         print!("{}", output::timing(Some(&report), inv.timing, started));
     }
@@ -63,8 +71,8 @@ fn refused(inv: &Invocation, why: &str, uncorrected: bool) -> i32 {
         forced_uncorrected: uncorrected,
         ..Default::default()
     };
-    if inv.format == crate::cli::Format::Json {
-        print!("{}", crate::json::render(&report));
+    if let Some(doc) = render::document(inv.format, &report) {
+        print!("{doc}");
     }
     report.exit_code()
 }
@@ -123,23 +131,26 @@ fn flush(path: &Path) -> std::io::Result<()> {
 /// The check's progress counters, for the whole process.
 static PROGRESS: Progress = Progress::new();
 
-/// Starts the progress display the invocation asks for (`-C`, or a bar
-/// on a terminal), named as e2fsck names the device.
+/// Starts the progress display the invocation asks for (`-C`, or, as
+/// `ext4chk`, a line on a terminal), named as e2fsck names the device. An
+/// interactive repair draws nothing on the terminal it asks on (a
+/// descriptor given to `-C` still gets its lines).
 fn progress_display(inv: &Invocation, target: &Target) -> Option<progress::Display> {
-    if inv.progress.is_none() && inv.format == crate::cli::Format::Json && !inv.debug {
+    if inv.progress.is_none() && inv.format != crate::cli::Format::Text && !inv.debug {
         return None;
     }
+    let asking = inv.mode == Mode::Interactive;
+    let to = match inv.progress {
+        Some(crate::cli::ProgressTo::Bar) if asking => None,
+        to => to,
+    };
+    let eta = inv.personality == Personality::Ext4chk && !asking;
     let label = peek_label(target).unwrap_or_default();
     let probe = Report {
         label,
         ..Default::default()
     };
-    progress::Display::start(
-        inv.progress,
-        &display_name(inv, &probe),
-        &PROGRESS,
-        inv.debug,
-    )
+    progress::Display::start(to, &display_name(inv, &probe), &PROGRESS, inv.debug, eta)
 }
 
 /// The volume label, read straight from the primary superblock.
@@ -240,11 +251,13 @@ fn check_options(inv: &Invocation, journal: Option<Arc<pipeline::Device>>) -> Ch
             ea_ver: inv.ext.ea_ver,
             fragcheck: inv.ext.fragcheck,
             check_encoding: inv.ext.check_encoding,
-            readahead_kb: inv.ext.readahead_kb,
+            // -E readahead_kb, else e2fsck.conf's.
+            readahead_kb: inv.ext.readahead_kb.or(crate::conf::get().readahead_kb),
             // A read-only run has nothing to unshare: as e2fsck's
             // simulation, shared blocks stay acceptable.
             unshare_blocks: inv.ext.unshare_blocks && inv.mode != Mode::Check,
         },
+        times: time_check(inv),
         ..CheckOptions::default()
     }
 }
@@ -257,24 +270,45 @@ fn forced(inv: &Invocation) -> bool {
         || inv.ext.unshare_blocks
 }
 
+/// The clock as e2fsck sees it: `E2FSCK_TIME` or the system's, and what
+/// e2fsck.conf says of it and of running on battery.
 fn clock() -> Clock {
-    let now = std::env::var("E2FSCK_TIME")
+    let conf = crate::conf::get();
+    let set = std::env::var("E2FSCK_TIME")
         .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs())
-        });
-    Clock {
-        now,
-        on_battery: due::on_battery(),
-    }
+        .and_then(|t| crate::conf::parse_int(t.trim()))
+        .and_then(|t| u64::try_from(t).ok());
+    let now = set.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    let mut c = Clock::at(now);
+    c.on_battery = conf.defer_check_on_battery && due::on_battery();
+    c.fudge = if conf.accept_time_fudge { 86_400 } else { 0 };
+    // A clock before 2010 is taken as unset, unless E2FSCK_TIME set it.
+    c.broken = conf.broken_system_clock || (set.is_none() && !c.trusted());
+    c
+}
+
+/// The superblock's time checks, as the clock allows them.
+fn time_check(inv: &Invocation) -> Option<check_core::TimeCheck> {
+    let c = clock();
+    (!c.broken).then_some(check_core::TimeCheck {
+        now: c.now,
+        fudge: c.fudge,
+        forced: forced(inv),
+    })
 }
 
 /// A read-only check (`-n`).
 fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Device>>) -> Report {
-    let opts = check_options(inv, journal);
+    let mut opts = check_options(inv, journal);
+    // Ctrl-C and SIGTERM stop the passes at their next unit of work; the
+    // findings so far are reported, and the exit code is e2fsck's 32.
+    if fixer::safety::install_interrupt_handler().is_ok() {
+        opts.interrupt = Some(fixer::safety::interrupt_flag());
+    }
     if let Some(m) = fixer::safety::mounted(&target.path)
         .ok()
         .and_then(|m| m.into_iter().next())
@@ -357,8 +391,13 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
             {
                 println!("Warning: skipping journal recovery because doing a read-only filesystem check.");
             }
-            match due::check_due(&sb, clock(), false) {
-                Due::Skip { note } => return skipped_report(inv, Skipped::from_super(&sb, note)),
+            let clock = clock();
+            match due::check_due(&sb, clock, false) {
+                Due::Skip { note } => {
+                    let mut s = Skipped::from_super(&sb, note);
+                    s.interval_ignored = clock.broken && sb.s_checkinterval() != 0;
+                    return skipped_report(inv, s);
+                }
                 Due::Now(r) => forced_by = Some(r),
             }
         }
@@ -384,17 +423,42 @@ fn skipped_report(inv: &Invocation, s: Skipped) -> Report {
     }
 }
 
-/// A repair (`-y`) or preen (`-p`).
-fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Device>>) -> Report {
+/// A repair (`-y`, or interactive when someone `answers`) or preen
+/// (`-p`).
+fn repair(
+    inv: &Invocation,
+    target: &Target,
+    journal: Option<Arc<pipeline::Device>>,
+    answers: Option<Arc<dyn Answers>>,
+) -> Report {
+    // ext4chk's own e2fsck.conf setting ([ext4chk] undo = true): every
+    // repair keeps an undo file, named as -z with no name names it.
+    let undo = inv.undo.clone().or_else(|| {
+        (crate::conf::get().undo_always && !inv.dry_run)
+            .then(|| crate::cli::undo_path("", &inv.device))
+            .flatten()
+    });
+    let mut check = check_options(inv, journal);
+    // e2fsck.conf's force_no problems are declined, even under -y.
+    let preen = inv.mode == Mode::Preen;
+    if answers.is_some()
+        || check_core::overrides::any_force_no()
+        || (preen && check_core::overrides::any_no_default())
+    {
+        check.answers = Some(Arc::new(check_core::answers::Configured {
+            inner: answers,
+            preen,
+        }));
+    }
     let opts = repair::RepairOptions {
-        check: check_options(inv, journal),
+        check,
         io: io_mode(inv.io),
-        mode: if inv.mode == Mode::Repair {
-            repair::Mode::All
-        } else {
+        mode: if inv.mode == Mode::Preen {
             repair::Mode::Preen
+        } else {
+            repair::Mode::All
         },
-        undo: inv.undo.clone(),
+        undo: undo.clone(),
         max_rounds: 16,
         skip_if_clean: (!forced(inv)).then(clock),
         journal_only: inv.ext.journal_only,
@@ -408,8 +472,8 @@ fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Devic
         discard: inv.ext.discard,
         dry_run: inv.dry_run,
     };
-    if let Some(u) = &inv.undo {
-        if inv.mode != Mode::Check {
+    if let Some(u) = &undo {
+        if inv.mode != Mode::Check && !inv.dry_run {
             println!(
                 "Overwriting existing filesystem; this can be undone using the command:\n    e2undo {} {}\n",
                 u.display(),
@@ -422,6 +486,52 @@ fn repair(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Devic
         eprintln!("{}: {} check-and-fix round(s)", inv.prog, r.rounds);
     }
     r.report
+}
+
+/// An interactive repair: on a terminal, a summary of everything the
+/// repair would do and a choice (all of it, one by one, or nothing);
+/// then each problem is asked as it is found, as e2fsck asks.
+fn interactive(
+    inv: &Invocation,
+    target: &Target,
+    journal: Option<Arc<pipeline::Device>>,
+) -> Report {
+    if crate::ask::stdin_is_terminal() && inv.format == crate::cli::Format::Text {
+        let mut dry = inv.clone();
+        dry.dry_run = true;
+        dry.undo = None;
+        let plan = repair(&dry, target, journal.clone(), None);
+        let fixes: Vec<&check_core::Finding> = plan.findings.iter().filter(|f| f.fixed).collect();
+        if plan.aborted.is_none() && plan.skipped.is_none() && !fixes.is_empty() {
+            print!("{}", crate::plan::summary(&fixes));
+            match crate::plan::choose() {
+                crate::plan::Choice::All => return repair(inv, target, journal, None),
+                crate::plan::Choice::OneByOne => {}
+                crate::plan::Choice::Quit => {
+                    let mut r = plan;
+                    r.dry_run = None;
+                    r.modified = false;
+                    r.repair = None;
+                    for f in &mut r.findings {
+                        f.fixed = false;
+                    }
+                    r.notes.push("Nothing was changed.".into());
+                    return r;
+                }
+            }
+        }
+    }
+    // Questions come in the order of the check, one thread's order, as
+    // e2fsck asks them: a person answering sets the pace, not the disk.
+    let mut one = inv.clone();
+    one.threads = (1, false);
+    let console = Arc::new(crate::ask::Console::new());
+    let mut report = repair(&one, target, journal, Some(console.clone()));
+    if console.cancelled() {
+        report.cancelled = true;
+    }
+    report.declined = Some(console.declined());
+    report
 }
 
 /// The name e2fsck shows for the device: `-N`, else the volume label,
@@ -457,16 +567,40 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
             eprintln!("{}: {d}", inv.prog);
         }
     }
+    if report.cancelled && report.skipped.is_none() && inv.format == crate::cli::Format::Text {
+        match inv.personality {
+            Personality::E2fsck => println!("{}: e2fsck canceled.", report.device),
+            Personality::Ext4chk => println!("{}: canceled.", report.device),
+        }
+    }
     if let Some(s) = &report.skipped {
         print_skipped(inv, &report, s);
     } else {
         if let Some(r) = &report.forced {
             println!("{} {}, check forced.", report.device, r.describe());
         }
-        output::print_report(inv, &report);
+        render::print(inv, &report);
     }
-    if let Some(why) = report.aborted.as_ref().or(report.preen_halt.as_ref()) {
+    if let Some(why) = &report.aborted {
         eprintln!("{}: {}: {why}", inv.prog, report.device);
+    } else if let Some(why) = &report.preen_halt {
+        // e2fsck's words, which boot scripts and admins know, then what
+        // stopped preen and what to run instead.
+        let (ask, all) = match inv.personality {
+            Personality::E2fsck => (
+                format!("{} {}", inv.prog, inv.device),
+                format!("{} -y {}", inv.prog, inv.device),
+            ),
+            Personality::Ext4chk => (
+                format!("{} --interactive {}", inv.prog, inv.device),
+                format!("{} --repair {}", inv.prog, inv.device),
+            ),
+        };
+        eprintln!(
+            "\n\n{dev}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)\n\
+             {dev}: preen cannot fix: {why}; run \"{ask}\" to be asked about each problem, or \"{all}\" to fix them all",
+            dev = report.device,
+        );
     }
     report.exit_code()
 }
@@ -481,9 +615,15 @@ fn print_skipped(inv: &Invocation, r: &Report, s: &Skipped) {
             println!("Setting free {what} count to {now} (was {was})");
         }
     }
-    match inv.format {
-        crate::cli::Format::Json => print!("{}", crate::json::render(r)),
-        crate::cli::Format::Text => println!(
+    if s.interval_ignored && inv.format == crate::cli::Format::Text {
+        println!(
+            "{}: ignoring check interval, broken_system_clock set",
+            r.device
+        );
+    }
+    match render::document(inv.format, r) {
+        Some(doc) => print!("{doc}"),
+        None => println!(
             "{}: clean, {}/{} files, {}/{} blocks{}",
             r.device,
             s.inodes_used,

@@ -40,6 +40,10 @@ enum Place {
 }
 
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn corpus_read_only_verdicts_match_e2fsck() {
     check_corpus(Place::Disk, "auto");
 }
@@ -47,21 +51,37 @@ fn corpus_read_only_verdicts_match_e2fsck() {
 /// The direct path (O_DIRECT and its own read-ahead) on image files;
 /// the loop-device test below takes it by default.
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn corpus_read_only_with_direct_io() {
     check_corpus_with(Place::Disk, "auto", &["--direct-io", "on"]);
 }
 
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn corpus_on_tmpfs_through_io_uring() {
     check_corpus(Place::Tmpfs, "uring");
 }
 
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn corpus_on_tmpfs_through_pread() {
     check_corpus(Place::Tmpfs, "pread");
 }
 
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn corpus_through_loop_devices() {
     check_corpus(Place::Loop, "auto");
 }
@@ -218,4 +238,17 @@ fn check_corpus_with(place: Place, io: &str, extra: &[&str]) {
         agree * 100 >= total * 95,
         "agreement {agree}/{total} is below 95%"
     );
+}
+
+/// In CI (`EXT4CHK_REQUIRE_ALL`), a missing corpus is a failure, not a
+/// list of ignored tests.
+#[test]
+fn the_corpus_is_there_when_it_is_required() {
+    if std::env::var_os("EXT4CHK_REQUIRE_ALL").is_some() {
+        assert!(
+            cfg!(ext4chk_corpus) && common::manifest().is_some(),
+            "EXT4CHK_REQUIRE_ALL is set and the e2fsprogs corpus is not at {}",
+            common::corpus_dir().display()
+        );
+    }
 }

@@ -52,6 +52,10 @@ struct Outcome {
 }
 
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn corpus_repairs_leave_clean_file_systems() {
     if !have("e2fsck") || !have("debugfs") {
         eprintln!("e2fsprogs is not installed: skipping the corpus repair test");

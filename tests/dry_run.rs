@@ -14,6 +14,10 @@ fn essence(json: &[u8]) -> Result<(serde_json::Value, serde_json::Value), String
 }
 
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn a_dry_run_reports_the_repair_and_writes_nothing() {
     let Some(rows) = manifest() else {
         return;

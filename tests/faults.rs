@@ -755,3 +755,390 @@ fn power_cuts_during_a_repair_leave_an_undoable_and_repairable_image() {
         failures.join("\n")
     );
 }
+
+/// Starts `prog args` under the wrapper with every device read slowed,
+/// sends `signal` after `after`, and returns the output, the exit code and
+/// how long the program took to end after the signal.
+fn stopped_midway(
+    prog: &Path,
+    args: &[&str],
+    dev: &Path,
+    signal: nix::sys::signal::Signal,
+    after: std::time::Duration,
+) -> (Output, i32, std::time::Duration) {
+    let child = Command::new(prog)
+        .args(args)
+        .env("LD_PRELOAD", shim().expect("wrapper"))
+        .env("FAULT_DEV", dev)
+        .env("FAULT_READ_DELAY_US", "2000")
+        .env("LC_ALL", "C")
+        .env("TZ", "GMT0")
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    std::thread::sleep(after);
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let sent = std::time::Instant::now();
+    nix::sys::signal::kill(pid, signal).expect("signal");
+    let out = child.wait_with_output().expect("wait");
+    let took = sent.elapsed();
+    let c = code(&out);
+    (out, c, took)
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM stop a read-only check within a second,
+/// with what it found so far marked as incomplete and e2fsck's exit code
+/// 32; the real e2fsck, slowed and stopped the same way, exits 32 too.
+#[test]
+fn a_signal_stops_a_check_within_a_second() {
+    if !have_all(&["mke2fs", "debugfs", "e2fsck", "rustc"]) {
+        return;
+    }
+    let scratch = common::Scratch::new("cancel");
+    for (i, mkfs) in [
+        &["-t", "ext4", "-b", "1024"][..],
+        &["-t", "ext4", "-b", "1024", "-O", "^metadata_csum,uninit_bg"],
+        &["-t", "ext2", "-b", "1024"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let img = scratch.path(&format!("slow{i}.img"));
+        let mut args = mkfs.to_vec();
+        args.extend_from_slice(&["-N", "65536", img.to_str().expect("path"), "256M"]);
+        common::mke2fs(&args);
+        // A problem in pass 4, so the report has something to say if the
+        // check got that far.
+        common::tool(
+            "debugfs",
+            &[
+                "-w",
+                "-R",
+                "sif <2> links_count 9",
+                img.to_str().expect("path"),
+            ],
+        );
+        let p = img.to_str().expect("path");
+        for (sig, json) in [
+            (nix::sys::signal::Signal::SIGINT, false),
+            (nix::sys::signal::Signal::SIGTERM, true),
+        ] {
+            let mut a = vec!["-fn", "--io", "pread"];
+            if json {
+                a.extend_from_slice(&["--format", "json"]);
+            }
+            a.push(p);
+            let (out, c, took) =
+                stopped_midway(&bin(), &a, &img, sig, std::time::Duration::from_millis(100));
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert_eq!(c & 32, 32, "{sig:?} {mkfs:?}: exit {c}\n{text}");
+            assert!(
+                took < std::time::Duration::from_secs(1),
+                "{sig:?} {mkfs:?}: took {took:?} to stop"
+            );
+            if json {
+                let v: serde_json::Value = serde_json::from_str(&text).expect("a JSON report");
+                assert_eq!(v["cancelled"], true, "{text}");
+                assert_eq!(v["exit_code"], c);
+                assert!(v["summary"].is_null(), "no summary of a partial check");
+            } else {
+                assert!(text.contains("canceled"), "{text}");
+                assert!(text.contains("Interrupted"), "{text}");
+            }
+        }
+        let (out, c, _) = stopped_midway(
+            &e2fsck(),
+            &["-fn", p],
+            &img,
+            nix::sys::signal::Signal::SIGINT,
+            // e2fsck takes its signals once it has opened the file system.
+            std::time::Duration::from_millis(400),
+        );
+        assert_eq!(
+            c & 32,
+            32,
+            "e2fsck: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// The first block of group 0's inode table, and the block size.
+fn inode_table_start(img: &Path) -> (u64, u64) {
+    let out = common::tool("dumpe2fs", &[img.to_str().expect("path")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let bs: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Block size:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("block size");
+    let start = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Inode table at "))
+        .and_then(|v| v.split('-').next())
+        .and_then(|v| v.trim().parse().ok())
+        .expect("inode table");
+    (start, bs)
+}
+
+/// A repair meets an unreadable inode-table block as e2fsck -y does: it
+/// goes on, and writes the block back (which makes a disk remap it). When
+/// only a sector of the block fails, the rest of the block is read sector
+/// by sector and its inodes are kept: strictly more files than e2fsck
+/// keeps, which loses the whole block.
+#[test]
+fn an_unreadable_inode_table_block_is_rewritten_and_the_repair_goes_on() {
+    if !have_all(&["mke2fs", "e2fsck", "dumpe2fs", "debugfs", "rustc"]) {
+        return;
+    }
+    let scratch = common::Scratch::new("itable-eio");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("d")).expect("tree");
+    for i in 0..60 {
+        std::fs::write(
+            tree.join(format!("f{i:02}")),
+            format!("file {i}\n").repeat(i + 1),
+        )
+        .expect("file");
+    }
+    let mut failures = Vec::new();
+    let mut table = Vec::new();
+    for (n, mkfs) in [
+        &["-t", "ext4", "-b", "1024"][..],
+        &["-t", "ext4", "-b", "4096", "-O", "^metadata_csum,uninit_bg"],
+        &["-t", "ext2", "-b", "4096"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let base = scratch.path(&format!("base{n}.img"));
+        let mut args = mkfs.to_vec();
+        args.extend_from_slice(&[
+            "-I",
+            "256",
+            "-d",
+            tree.to_str().expect("path"),
+            base.to_str().expect("path"),
+            "16M",
+        ]);
+        common::mke2fs(&args);
+        let (start, bs) = inode_table_start(&base);
+        // The table block holding inodes 17 onwards: files.
+        let blk = start + 16 * 256 / bs;
+        for (what, len) in [("the whole block", bs), ("one sector", 512)] {
+            let env = [
+                ("FAULT_READ_EIO", (blk * bs).to_string()),
+                ("FAULT_READ_LEN", len.to_string()),
+                ("FAULT_HEAL_ON_WRITE", "1".to_string()),
+            ];
+            let theirs = scratch.path(&format!("t{n}-{len}.img"));
+            let ours = scratch.path(&format!("o{n}-{len}.img"));
+            std::fs::copy(&base, &theirs).expect("copy");
+            std::fs::copy(&base, &ours).expect("copy");
+            let t = under(
+                &e2fsck(),
+                &["-fy", theirs.to_str().expect("path")],
+                &theirs,
+                None,
+                &env,
+            );
+            let o = under(
+                &bin(),
+                &["--io", "pread", "-fy", ours.to_str().expect("path")],
+                &ours,
+                None,
+                &env,
+            );
+            let ctx = format!("{mkfs:?}, {what} of block {blk}");
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            if code(&o) != code(&t) {
+                failures.push(format!(
+                    "{ctx}: exit {} vs e2fsck's {}\n{text}",
+                    code(&o),
+                    code(&t)
+                ));
+            }
+            if !text.contains(&format!("block {blk} of the inode table")) {
+                failures.push(format!(
+                    "{ctx}: the unreadable block is not reported\n{text}"
+                ));
+            }
+            for img in [&theirs, &ours] {
+                let after = common::tool("e2fsck", &["-fn", img.to_str().expect("path")]);
+                if code(&after) != 0 {
+                    failures.push(format!(
+                        "{ctx}: e2fsck -fn finds {} unclean\n{}",
+                        img.display(),
+                        String::from_utf8_lossy(&after.stdout)
+                    ));
+                }
+            }
+            let (Some((lost, _)), Some(t_files), Some(o_files)) = (
+                common::files_lost(&theirs, &ours, &scratch.0),
+                common::file_tree(&theirs, &scratch.0),
+                common::file_tree(&ours, &scratch.0),
+            ) else {
+                failures.push(format!("{ctx}: debugfs cannot list the files"));
+                continue;
+            };
+            if !lost.is_empty() {
+                failures.push(format!(
+                    "{ctx}: files e2fsck keeps and ext4chk lost: {lost:?}"
+                ));
+            }
+            if len == 512 && o_files.len() <= t_files.len() {
+                failures.push(format!(
+                    "{ctx}: ext4chk keeps {} files, e2fsck {}: no more",
+                    o_files.len(),
+                    t_files.len()
+                ));
+            }
+            table.push(format!(
+                "{ctx}: exit {} / e2fsck {}; files kept {} / e2fsck {} (of 60)",
+                code(&o),
+                code(&t),
+                o_files.len(),
+                t_files.len()
+            ));
+        }
+    }
+    eprintln!("{}", table.join("\n"));
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The same for a directory block: the repair goes on as e2fsck -y does,
+/// and when only the block's last sector fails, the entries before it are
+/// kept in place (e2fsck loses the whole block, and its files go to
+/// /lost+found).
+#[test]
+fn an_unreadable_directory_block_is_rewritten_and_the_repair_goes_on() {
+    if !have_all(&["mke2fs", "e2fsck", "debugfs", "rustc"]) {
+        return;
+    }
+    let scratch = common::Scratch::new("dir-eio");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("d")).expect("tree");
+    for i in 0..100 {
+        std::fs::write(
+            tree.join("d")
+                .join(format!("a-file-with-a-longer-name-{i:03}")),
+            format!("file {i}\n"),
+        )
+        .expect("file");
+    }
+    let mut failures = Vec::new();
+    let mut table = Vec::new();
+    for (n, mkfs) in [
+        &["-t", "ext4", "-b", "4096"][..],
+        &["-t", "ext4", "-b", "4096", "-O", "^metadata_csum,uninit_bg"],
+        &["-t", "ext2", "-b", "4096"],
+        &["-t", "ext4", "-b", "1024"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let base = scratch.path(&format!("base{n}.img"));
+        let mut args = mkfs.to_vec();
+        args.extend_from_slice(&[
+            "-d",
+            tree.to_str().expect("path"),
+            base.to_str().expect("path"),
+            "16M",
+        ]);
+        common::mke2fs(&args);
+        let (_, bs) = inode_table_start(&base);
+        let out = common::tool(
+            "debugfs",
+            &["-R", "blocks /d", base.to_str().expect("path")],
+        );
+        let blk: u64 = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .and_then(|b| b.parse().ok())
+            .expect("a directory block");
+        for (what, at, len) in [
+            ("the whole block", blk * bs, bs),
+            ("its last sector", (blk + 1) * bs - 512, 512),
+        ] {
+            let env = [
+                ("FAULT_READ_EIO", at.to_string()),
+                ("FAULT_READ_LEN", len.to_string()),
+                ("FAULT_HEAL_ON_WRITE", "1".to_string()),
+            ];
+            let theirs = scratch.path(&format!("t{n}-{len}.img"));
+            let ours = scratch.path(&format!("o{n}-{len}.img"));
+            std::fs::copy(&base, &theirs).expect("copy");
+            std::fs::copy(&base, &ours).expect("copy");
+            let t = under(
+                &e2fsck(),
+                &["-fy", theirs.to_str().expect("path")],
+                &theirs,
+                None,
+                &env,
+            );
+            let o = under(
+                &bin(),
+                &["--io", "pread", "-fy", ours.to_str().expect("path")],
+                &ours,
+                None,
+                &env,
+            );
+            let ctx = format!("{mkfs:?}, {what} of directory block {blk}");
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            if code(&o) != code(&t) {
+                failures.push(format!(
+                    "{ctx}: exit {} vs e2fsck's {}\n{text}",
+                    code(&o),
+                    code(&t)
+                ));
+            }
+            for img in [&theirs, &ours] {
+                if code(&common::tool(
+                    "e2fsck",
+                    &["-fn", img.to_str().expect("path")],
+                )) != 0
+                {
+                    failures.push(format!("{ctx}: e2fsck -fn finds {} unclean", img.display()));
+                }
+            }
+            let (Some((lost, _)), Some(t_files), Some(o_files)) = (
+                common::files_lost(&theirs, &ours, &scratch.0),
+                common::file_tree(&theirs, &scratch.0),
+                common::file_tree(&ours, &scratch.0),
+            ) else {
+                failures.push(format!("{ctx}: debugfs cannot list the files"));
+                continue;
+            };
+            if !lost.is_empty() {
+                failures.push(format!(
+                    "{ctx}: files e2fsck keeps and ext4chk lost: {lost:?}"
+                ));
+            }
+            // Files still under /d, by their names.
+            let in_place = |m: &std::collections::BTreeMap<String, String>| {
+                m.keys().filter(|p| p.starts_with("/d/")).count()
+            };
+            if len == 512 && bs == 4096 && in_place(&o_files) <= in_place(&t_files) {
+                failures.push(format!(
+                    "{ctx}: {} files keep their names, e2fsck's {}: no more",
+                    in_place(&o_files),
+                    in_place(&t_files)
+                ));
+            }
+            table.push(format!(
+                "{ctx}: exit {} / e2fsck {}; files {} / e2fsck {}, named in /d {} / e2fsck {} (of 100)",
+                code(&o),
+                code(&t),
+                o_files.len(),
+                t_files.len(),
+                in_place(&o_files),
+                in_place(&t_files)
+            ));
+        }
+    }
+    eprintln!("{}", table.join("\n"));
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -45,6 +45,10 @@ fn tools_ok() -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(ext4chk_corpus),
+    ignore = "needs the e2fsprogs corpus: set EXT4CHK_CORPUS to the folder holding e2fsprogs/MANIFEST.tsv"
+)]
 fn undo_file_restores_damaged_corpus_images() {
     if !tools_ok() || common::manifest().is_none() {
         return;

@@ -23,7 +23,7 @@ _ext4chk() {
 
     case "${cmd}" in
         ext4chk)
-            opts="-a -p -n -y -f -c -C -b -B -d -D -E -F -j -k -l -L -r -s -S -M -I -P -N -t -v -V -z --preen --read-only --repair --force --check-blocks --superblock --blocksize --debug --optimize-dirs --flush --external-journal --keep-badblocks --add-badblocks --set-badblocks --timing --verbose --version --undo --threads --format --io --direct-io --nice --partition --dry-run --help"
+            opts="-a -p -n -y -f -c -C -b -B -d -D -E -F -j -k -l -L -r -s -S -M -I -P -N -t -v -V -z --preen --read-only --repair --interactive --force --check-blocks --superblock --blocksize --debug --optimize-dirs --flush --external-journal --keep-badblocks --add-badblocks --set-badblocks --timing --verbose --version --undo --threads --format --io --direct-io --nice --partition --dry-run --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -102,11 +102,11 @@ _ext4chk() {
                     return 0
                     ;;
                 --threads)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "auto" -- "${cur}"))
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "text json junit" -- "${cur}"))
                     return 0
                     ;;
                 --io)
@@ -136,3 +136,6 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _ext4chk -o bashdefault -o default ext4chk
 fi
+complete -F _ext4chk -o nosort -o bashdefault -o default fsck.ext4
+complete -F _ext4chk -o nosort -o bashdefault -o default fsck.ext3
+complete -F _ext4chk -o nosort -o bashdefault -o default fsck.ext2

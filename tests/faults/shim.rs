@@ -12,6 +12,11 @@
 //! * `FAULT_WRITE_EIO=N`: fail the `N`th device write (from 1) with EIO;
 //! * `FAULT_FLUSH_EIO=N`: fail the `N`th device flush with EIO;
 //! * `FAULT_UNDO_ENOSPC=N`: fail the `N`th undo-file write with ENOSPC;
+//! * `FAULT_HEAL_ON_WRITE=1`: a device write that touches the bad
+//!   region makes it readable again, as a disk remaps a sector it is
+//!   asked to write;
+//! * `FAULT_READ_DELAY_US=N`: make every device read take `N`
+//!   microseconds longer (a slow disk, for stopping a run midway);
 //! * `FAULT_LOG=PATH`: append a record of every device and undo-file
 //!   read, write and flush to `PATH`, in the order they happen: a kind
 //!   byte, a little-endian u64 offset and u32 length, then the bytes of a
@@ -67,8 +72,14 @@ struct Config {
     write_eio: Option<u64>,
     flush_eio: Option<u64>,
     undo_enospc: Option<u64>,
+    read_delay_us: Option<u64>,
+    heal_on_write: bool,
     log: c_int,
 }
+
+/// The bad region was written (with `FAULT_HEAL_ON_WRITE`): reads of it
+/// succeed from then on.
+static HEALED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 static DEV_WRITES: AtomicU64 = AtomicU64::new(0);
 static DEV_FLUSHES: AtomicU64 = AtomicU64::new(0);
@@ -96,6 +107,8 @@ fn config() -> &'static Config {
             write_eio: num("FAULT_WRITE_EIO"),
             flush_eio: num("FAULT_FLUSH_EIO"),
             undo_enospc: num("FAULT_UNDO_ENOSPC"),
+            read_delay_us: num("FAULT_READ_DELAY_US"),
+            heal_on_write: std::env::var_os("FAULT_HEAL_ON_WRITE").is_some(),
             log,
         }
     })
@@ -171,6 +184,9 @@ fn read_rule(off: u64, len: usize) -> Result<usize, c_int> {
     let c = config();
     let end = off.saturating_add(len as u64);
     let touches = |b: u64| off < b.saturating_add(c.read_len) && b < end;
+    if HEALED.load(Ordering::SeqCst) {
+        return Ok(len);
+    }
     if let Some(b) = c.read_eio {
         if touches(b) {
             return Err(EIO);
@@ -193,6 +209,9 @@ unsafe fn read_common(fd: c_int, buf: *mut c_void, n: usize, off: Option<Off>) -
             Some(o) => o,
             None => lseek64(fd, 0, SEEK_CUR),
         };
+        if let Some(us) = config().read_delay_us {
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
         if at >= 0 {
             log(5, at as u64, n, &[]);
             match read_rule(at as u64, n) {
@@ -227,6 +246,14 @@ unsafe fn write_common(fd: c_int, buf: *const c_void, n: usize, off: Option<Off>
             return fail(errno);
         }
         let data = std::slice::from_raw_parts(buf.cast::<u8>(), n);
+        if w == Which::Dev && c.heal_on_write {
+            let end = at.saturating_add(n as u64);
+            for b in [c.read_eio, c.read_short].into_iter().flatten() {
+                if at < b.saturating_add(c.read_len) && b < end {
+                    HEALED.store(true, Ordering::SeqCst);
+                }
+            }
+        }
         let r = match off {
             Some(o) => real::<Pwrite>(c"pwrite64")(fd, buf, n, o),
             None => real::<Write>(c"write")(fd, buf, n),

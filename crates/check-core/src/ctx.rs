@@ -33,6 +33,60 @@ pub struct CheckOptions {
     /// e2fsck decides that once, on the inodes as found; later rounds,
     /// after their checksums were fixed, decide the same way.
     pub not_dirs: std::sync::Arc<[u32]>,
+    /// Under a repair: who answers its questions (`None`: yes to all, as
+    /// e2fsck -y). The passes judge what follows a problem as the answer
+    /// leaves it.
+    pub answers: Option<std::sync::Arc<dyn crate::answers::Answers>>,
+    /// The superblock's time checks (a last mount or write time in the
+    /// future); `None` when the clock is declared broken (e2fsck.conf's
+    /// broken_system_clock) or reads before 2010.
+    pub times: Option<TimeCheck>,
+    /// Set (by a signal handler) to stop the check: the passes stop at
+    /// their next unit of work and the report lists what was found so
+    /// far, marked as cancelled.
+    pub interrupt: Option<&'static std::sync::atomic::AtomicBool>,
+    /// This process holds the multiple-mount protection block (a repair
+    /// marked it as being checked): the mark is its own.
+    pub mmp_held: bool,
+}
+
+impl CheckOptions {
+    /// Whether the check was told to stop.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// How the superblock's times are judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeCheck {
+    /// Seconds since the epoch.
+    pub now: u64,
+    /// How far ahead a time may be and still be taken as the clock's
+    /// fault, fixed without asking (e2fsck.conf's accept_time_fudge: a
+    /// day, or 0).
+    pub fudge: u64,
+    /// Whether the check was forced (`-f`): without it, times are judged
+    /// only on a file system with a check interval, as e2fsck does.
+    pub forced: bool,
+}
+
+impl CheckOptions {
+    /// Whether the check, inside a repair, takes problem `f` as fixed.
+    pub fn says_yes(&self, f: &Finding) -> bool {
+        answered_yes(self.repairing, self.answers.as_deref(), f)
+    }
+}
+
+/// Whether a check inside a repair (`repairing`) takes `f` as fixed,
+/// given who answers.
+pub(crate) fn answered_yes(
+    repairing: bool,
+    answers: Option<&dyn crate::answers::Answers>,
+    f: &Finding,
+) -> bool {
+    repairing && answers.is_none_or(|a| a.yes(f))
 }
 
 /// e2fsck's `-E` choices that change what a check reports or prints
@@ -78,6 +132,10 @@ impl Default for CheckOptions {
             choices: Choices::default(),
             repairing: false,
             not_dirs: std::sync::Arc::from([]),
+            answers: None,
+            times: None,
+            interrupt: None,
+            mmp_held: false,
         }
     }
 }

@@ -66,6 +66,11 @@ pub struct Skipped {
     pub counts_set: Vec<(&'static str, u64, u64)>,
     /// `-E journal_only`: the journal was all that was asked for.
     pub journal_only: bool,
+    /// The volume label.
+    pub label: String,
+    /// The check interval was not applied because the clock is declared
+    /// broken (e2fsck.conf's broken_system_clock).
+    pub interval_ignored: bool,
 }
 
 impl Skipped {
@@ -79,6 +84,12 @@ impl Skipped {
             note,
             counts_set: Vec::new(),
             journal_only: false,
+            interval_ignored: false,
+            label: {
+                let l = sb.s_volume_name();
+                let end = l.iter().position(|&b| b == 0).unwrap_or(l.len());
+                String::from_utf8_lossy(&l[..end]).into_owned()
+            },
         }
     }
 }
@@ -91,6 +102,30 @@ pub struct Clock {
     /// Running on battery: mount-count and interval checks wait until
     /// twice their limit.
     pub on_battery: bool,
+    /// The clock is declared wrong (e2fsck.conf's broken_system_clock):
+    /// no rule goes by the time.
+    pub broken: bool,
+    /// How far ahead of the clock a last check may be and be forgiven
+    /// (e2fsck.conf's accept_time_fudge: a day, or nothing).
+    pub fudge: u64,
+}
+
+impl Clock {
+    /// A working clock reading `now`, on mains power.
+    pub fn at(now: u64) -> Clock {
+        Clock {
+            now,
+            on_battery: false,
+            broken: false,
+            fudge: DAY,
+        }
+    }
+
+    /// Whether rules that go by the time apply: the clock is not declared
+    /// broken and reads after 2010.
+    pub fn trusted(&self) -> bool {
+        !self.broken && self.now >= SANE_CLOCK
+    }
 }
 
 /// A day in seconds; also e2fsck's allowance for a last-check time a
@@ -122,10 +157,10 @@ pub fn check_due(sb: &Superblock<'_>, clock: Clock, backup_differs: bool) -> Due
     let interval = i64::from(sb.s_checkinterval());
     let raw_last = i64::from(sb.s_lastcheck()) | (i64::from(sb.s_lastcheck_hi()) << 32);
     let now = i64::try_from(clock.now).unwrap_or(i64::MAX);
-    let timed = interval != 0 && clock.now >= SANE_CLOCK;
+    let timed = interval != 0 && clock.trusted();
     // A last check a little ahead of this clock is forgiven (a day).
     let last = if raw_last > now {
-        raw_last - DAY as i64
+        raw_last - i64::try_from(clock.fudge).unwrap_or(0)
     } else {
         raw_last
     };
@@ -208,14 +243,7 @@ mod tests {
     }
 
     fn due(b: &[u8]) -> Due {
-        check_due(
-            &Superblock::new(b).unwrap(),
-            Clock {
-                now: NOW,
-                on_battery: false,
-            },
-            false,
-        )
+        check_due(&Superblock::new(b).unwrap(), Clock::at(NOW), false)
     }
 
     #[test]

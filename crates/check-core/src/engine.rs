@@ -39,6 +39,9 @@ pub struct CheckState {
     /// Whether the check judged each pass as a repair leaves the passes
     /// before it (e2fsck -y's answers; see [`CheckOptions::repairing`]).
     pub answered_yes: bool,
+    /// Pass 1B's owners of blocks claimed twice: each inode with the
+    /// clusters it shares.
+    pub dup_inodes: std::collections::BTreeMap<u32, Vec<u64>>,
 }
 
 /// A report and, when the file system could be opened, the check's state.
@@ -78,6 +81,17 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
             state: None,
         };
     };
+    if opts.interrupted() {
+        report.cancelled = true;
+        report.notes.push(
+            "Interrupted before pass 1: the problems below are those found before the check stopped; the rest of the file system was not checked.".into(),
+        );
+        report.finish();
+        return Checked {
+            report,
+            state: None,
+        };
+    }
     let mut maps = Maps::new(&fs);
     report
         .findings
@@ -87,11 +101,13 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
     p1cx.sink = sink;
     p1cx.choices = opts.choices;
     p1cx.repairing = opts.repairing;
+    p1cx.answers = opts.answers.clone();
     p1cx.not_dirs = opts.not_dirs.clone();
     let p1cx = p1cx;
     let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
     p2cx.check_encoding = opts.choices.check_encoding;
     p2cx.yes = opts.repairing;
+    p2cx.answers = opts.answers.clone();
     let (mut p1, accs) = passes_1_and_2(&mut io, opts, &p1cx, &p2cx, &mut tl, &mut report);
     let mut abort = p1.abort.take();
     if abort.is_none() && pre.resize_unreadable {
@@ -112,12 +128,24 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         p1: &p1,
         tl: &mut tl,
         report: &mut report,
+        dup_inodes: Default::default(),
     };
     let (abort, p2out) = later.run(abort, &mut p2cx, accs);
+    let dup_inodes = std::mem::take(&mut later.dup_inodes);
+    // Stopped by a signal: what was found so far, and no verdict on the
+    // rest (nor a summary of a file system not wholly counted).
+    report.cancelled = opts.interrupted();
     drop(p2cx);
+    if let Some(p2) = &p2out {
+        crate::paths::name_findings(&fs, &maps, &p2.dirs, &mut report.findings);
+    }
     if let Some(a) = &abort {
         report.findings.retain(|f| !a.is_after(f));
         report.aborted = Some(a.reason.clone());
+    } else if report.cancelled {
+        report.notes.push(
+            "Interrupted: the problems below are those found before the check stopped; the rest of the file system was not checked.".into(),
+        );
     } else {
         let no_counts = pass2::RefCounts::default();
         let counted = p2out.as_ref().map_or(&no_counts, |p| &p.counted);
@@ -145,6 +173,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         abort,
         quota: std::mem::take(&mut p1.quota),
         answered_yes: opts.repairing,
+        dup_inodes,
     };
     Checked {
         report,
@@ -187,8 +216,8 @@ struct PrePass {
 /// descriptors, the resize inode, and the bad blocks list. `None` if one
 /// of them stopped the check (the report says why).
 fn pre_pass(fs: &Fs, io: &mut Io<'_>, opts: &CheckOptions, report: &mut Report) -> Option<PrePass> {
-    if let Some((finding, fatal)) = super_check::check_mmp(fs, io) {
-        report.findings.push(finding);
+    if let Some((finding, fatal)) = super_check::check_mmp(fs, io, opts.mmp_held) {
+        report.findings.extend(finding);
         report.aborted = Some(fatal.reason);
         report.forced_uncorrected = fatal.uncorrected;
         return None;
@@ -209,6 +238,9 @@ fn pre_pass(fs: &Fs, io: &mut Io<'_>, opts: &CheckOptions, report: &mut Report) 
         }
     };
     report.findings.extend(sc.findings);
+    if let Some(t) = opts.times {
+        report.findings.extend(super_check::future_times(fs, t));
+    }
     report
         .findings
         .extend(super_check::check_resize_inode(fs, io));
@@ -289,6 +321,7 @@ fn passes_1_and_2<'a>(
         chunks: &chunks,
         progress: opts.progress,
         prefetch,
+        stop: opts.interrupt,
     };
     for c in chunks.iter().take(prefetch) {
         let (off, len) = pass1::chunk_extent(fs, c);
@@ -345,6 +378,8 @@ struct LaterPasses<'r, 'a> {
     opts: &'r CheckOptions,
     p1: &'r pass1::P1Out,
     tl: &'r mut Timeline,
+    /// Pass 1B's owners of shared blocks.
+    dup_inodes: std::collections::BTreeMap<u32, Vec<u64>>,
     report: &'r mut Report,
 }
 
@@ -358,19 +393,31 @@ impl<'a> LaterPasses<'_, 'a> {
         accs: Vec<pass2::P2Acc>,
     ) -> (Option<AbortAt>, Option<pass2::P2Out>) {
         let (fs, maps) = (self.fs, self.maps);
+        self.asked(0);
+        if self.opts.interrupted() {
+            return (abort, None);
+        }
         if abort.is_none() {
             let p1b = pass1b::run(fs, maps);
             self.tl.mark("pass 1B");
+            let from = self.report.findings.len();
             self.report.findings.extend(p1b.findings);
+            self.asked(from);
             abort = p1b.abort;
+            self.dup_inodes = p1b.dup_inodes;
         }
         if abort.is_some() {
             return (abort, None);
         }
         let mut p2 = pass2::merge(p2cx, self.io, accs, &self.p1.dx_dirs);
         self.tl.mark("pass 2 merge");
+        let from = self.report.findings.len();
         self.report.findings.append(&mut p2.findings);
+        self.asked(from);
         abort = p2.abort.clone();
+        if self.opts.interrupted() {
+            return (abort, Some(p2));
+        }
         if abort.is_none() {
             if self.p1.stats.large_files > 0
                 && !fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE)
@@ -382,11 +429,17 @@ impl<'a> LaterPasses<'_, 'a> {
             self.phase(3);
             let mut p3 = pass3::run(fs, maps, &p2);
             if self.opts.repairing {
-                pass3::answer_yes(fs, maps, self.io, &p2, &mut p3);
+                let answers = self.opts.answers.as_deref();
+                pass3::answer_yes(fs, maps, self.io, &p2, &mut p3, answers);
             }
             self.tl.mark("pass 3");
+            let from = self.report.findings.len();
             self.report.findings.extend(p3.findings);
+            self.asked(from);
             abort = p3.abort;
+        }
+        if self.opts.interrupted() {
+            return (abort, Some(p2));
         }
         if abort.is_none() {
             self.phase(4);
@@ -399,10 +452,12 @@ impl<'a> LaterPasses<'_, 'a> {
                 self.opts.repairing,
             );
             self.tl.mark("pass 4");
+            let from = self.report.findings.len();
             self.report.findings.extend(p4.findings);
+            self.asked(from);
             abort = p4.abort;
         }
-        if abort.is_none() {
+        if abort.is_none() && !self.opts.interrupted() {
             abort = self.pass5_and_after();
         }
         (abort, Some(p2))
@@ -413,7 +468,9 @@ impl<'a> LaterPasses<'_, 'a> {
         let fs = self.fs;
         self.phase(5);
         let mut abort = None;
-        match pass5::run(fs, self.maps, self.opts.repairing) {
+        let from = self.report.findings.len();
+        let answers = self.opts.answers.as_deref();
+        match pass5::run(fs, self.maps, self.opts.repairing, answers) {
             Ok(f) => self.report.findings.extend(f),
             Err(why) => abort = Some(AbortAt::new(Pass::P5, 0, why.to_string())),
         }
@@ -424,7 +481,18 @@ impl<'a> LaterPasses<'_, 'a> {
         self.report
             .findings
             .extend(postpass::check_quota(fs, self.io, &self.p1.quota));
+        self.asked(from);
         abort
+    }
+
+    /// Lets whoever answers ask about the findings from `from` on (a
+    /// pass's), in report order.
+    fn asked(&self, from: usize) {
+        if let (Some(a), true) = (&self.opts.answers, self.opts.repairing) {
+            let mut found = self.report.findings[from..].to_vec();
+            found.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+            a.pass_done(&found);
+        }
     }
 
     fn phase(&self, n: u8) {
@@ -530,6 +598,15 @@ struct CheckJob<'a> {
     progress: Option<&'a crate::progress::Progress>,
     /// Inode-table chunks read ahead of the workers (0: none).
     prefetch: usize,
+    /// Set when the check is to stop: the stages then skip their work.
+    stop: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl CheckJob<'_> {
+    fn stopped(&self) -> bool {
+        self.stop
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// One worker's reader, outputs and scratch space.
@@ -571,6 +648,9 @@ impl<'a> pipeline::stages::Job for CheckJob<'a> {
         chunk: &pass1::Chunk,
         emit: &mut dyn FnMut(pass1::DirWork),
     ) {
+        if self.stopped() {
+            return;
+        }
         if let Some(ahead) = self
             .chunks
             .get(index + self.prefetch)
@@ -601,6 +681,10 @@ impl<'a> pipeline::stages::Job for CheckJob<'a> {
         last: bool,
         defer: &mut dyn FnMut(pass1::DirWork),
     ) {
+        if self.stopped() {
+            batch.clear();
+            return;
+        }
         let n = batch.len() as u64;
         let mut deferred = 0u64;
         pass2::check_batch(

@@ -106,3 +106,28 @@ impl<'f> Io<'f> {
         })
     }
 }
+
+/// Bytes of a sector, the unit a disk fails in.
+pub const SECTOR: usize = 512;
+
+/// Reads block `blk` into `out` one sector at a time, as a repair reads a
+/// block the disk will not give whole: the sectors that fail are left as
+/// zeros. Returns how many failed.
+pub fn salvage_block(fs: &Fs, blk: u64, out: &mut [u8]) -> usize {
+    let base = blk * u64::from(fs.geo.block_size);
+    // An aligned buffer, for a device read around the page cache.
+    let mut raw = vec![0u8; 2 * SECTOR + 4096];
+    let skip = raw.as_ptr().align_offset(4096).min(4096);
+    let mut failed = 0;
+    for (i, dst) in out.chunks_mut(SECTOR).enumerate() {
+        let sector = &mut raw[skip..skip + SECTOR];
+        match fs.dev.read_at(sector, base + (i * SECTOR) as u64) {
+            Ok(()) => dst.copy_from_slice(&sector[..dst.len()]),
+            Err(_) => {
+                dst.fill(0);
+                failed += 1;
+            }
+        }
+    }
+    failed
+}

@@ -26,6 +26,7 @@
 //! # }
 //! ```
 
+pub mod answers;
 pub mod bitmap;
 pub mod blockiter;
 pub(crate) mod counts;
@@ -37,23 +38,27 @@ pub mod fs;
 pub(crate) mod inode_checks;
 pub mod io;
 pub mod journal;
+pub mod overrides;
 pub mod pass1;
 pub mod pass1b;
 pub mod pass2;
 pub(crate) mod pass3;
 pub(crate) mod pass4;
 pub mod pass5;
+mod paths;
 pub(crate) mod postpass;
 pub mod problem;
 pub mod progress;
+pub mod prompt;
 pub mod report;
 pub mod sink;
 pub(crate) mod super_check;
 pub(crate) mod xattr_read;
 pub(crate) mod zeroed;
 
-pub use ctx::{CheckOptions, Choices, Maps};
+pub use ctx::{CheckOptions, Choices, Maps, TimeCheck};
 pub use problem::{Code, Finding, Pass, Severity};
 pub use report::{Report, Summary};
+pub use super_check::mmp_refusal;
 
 pub use engine::check;

@@ -123,10 +123,18 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
 /// itself is looked up in the root, as e2fsck does; when it is missing
 /// or unusable the findings say so (every repair creates it) and the
 /// root gains the new directory's '..'.
-pub(crate) fn answer_yes(fs: &Fs, maps: &Maps, io: &mut Io<'_>, p2: &P2Out, out: &mut P3Out) {
+pub(crate) fn answer_yes(
+    fs: &Fs,
+    maps: &Maps,
+    io: &mut Io<'_>,
+    p2: &P2Out,
+    out: &mut P3Out,
+    answers: Option<&dyn crate::answers::Answers>,
+) {
     if out.abort.is_some() {
         return;
     }
+    let yes = |f: &Finding| answers.is_none_or(|a| a.yes(f));
     let counted = &p2.counted.counts;
     // As e2fsck_adjust_inode_count: the references counted and the link
     // count recorded move together (the repair writes the new link count
@@ -171,6 +179,9 @@ pub(crate) fn answer_yes(fs: &Fs, maps: &Maps, io: &mut Io<'_>, p2: &P2Out, out:
         let (Code::UnconnectedDir, Some(d)) = (f.code, f.ino) else {
             continue;
         };
+        if !yes(f) {
+            continue;
+        }
         add(d);
         let old = dotdot_counts_for(d);
         if old != 0 {
@@ -187,6 +198,9 @@ pub(crate) fn answer_yes(fs: &Fs, maps: &Maps, io: &mut Io<'_>, p2: &P2Out, out:
         let (Code::BadDotDot, Some(d), Some(parent)) = (f.code, f.ino, f.num2) else {
             continue;
         };
+        if !yes(f) {
+            continue;
+        }
         let old = dotdot_counts_for(d);
         if old != 0 {
             sub(old);

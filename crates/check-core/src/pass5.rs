@@ -163,15 +163,23 @@ fn add_range(v: &mut Vec<(u64, u64)>, x: u64, step: u64) {
 /// Runs pass 5. A bitmap block that cannot be read stops a read-only
 /// check, as e2fsck -n stops; a repair takes it as zeros and rewrites it
 /// (e2fsck -y ignores the error and rewrites the block).
-pub(crate) fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>, BitmapReadError> {
+pub(crate) fn run(
+    fs: &Fs,
+    maps: &Maps,
+    repairing: bool,
+    answers: Option<&dyn crate::answers::Answers>,
+) -> Result<Vec<Finding>, BitmapReadError> {
     let mut out = Vec::new();
     let mut io = Io::new(fs);
     let disk = read_bitmaps(fs, &mut io);
     if let (Some(why), false) = (&disk.read_error, repairing) {
         return Err(why.clone());
     }
-    compare_blocks(fs, maps, &disk, &mut out);
-    compare_inodes(fs, maps, &disk, &mut out);
+    // A repair counts the bitmaps as it rewrites them, once the bitmap's
+    // differences are answered yes.
+    let fixes = |f: &Finding| crate::ctx::answered_yes(repairing, answers, f);
+    compare_blocks(fs, maps, &disk, &mut out, &fixes);
+    compare_inodes(fs, maps, &disk, &mut out, &fixes);
     check_padding(fs, &disk, &mut out);
     if fs.metadata_csum() {
         check_bitmap_checksums(fs, &disk, &mut out);
@@ -180,8 +188,17 @@ pub(crate) fn run(fs: &Fs, maps: &Maps, repairing: bool) -> Result<Vec<Finding>,
 }
 
 /// The block bitmap against the blocks pass 1 found in use, and the free
-/// block counts.
-fn compare_blocks(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Finding>) {
+/// block counts: of the bitmap as it is (a read-only check, as e2fsck -n
+/// counts after declining the bitmap's fix) or as a repair rewrites it
+/// (e2fsck -y counts after fixing it, so a count the bitmap's fix makes
+/// right is not reported).
+fn compare_blocks(
+    fs: &Fs,
+    maps: &Maps,
+    disk: &DiskBitmaps,
+    out: &mut Vec<Finding>,
+    fixes: &dyn Fn(&Finding) -> bool,
+) {
     let geo = &fs.geo;
     let sb = fs.sb();
     let bits = geo.cluster_bits;
@@ -193,6 +210,7 @@ fn compare_blocks(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Findin
     let mut plus = Vec::new();
     let mut minus = Vec::new();
     let mut group_free = vec![0u64; geo.group_count as usize];
+    let mut group_free_disk = vec![0u64; geo.group_count as usize];
     let mut uninit_reported = vec![false; geo.group_count as usize];
     for c in first_cluster..=last_cluster {
         let rel = c - first_cluster;
@@ -211,12 +229,22 @@ fn compare_blocks(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Findin
                 add_range(&mut minus, blk, ratio);
             }
         }
-        if !on_disk {
+        if !actual {
             group_free[g] += 1;
         }
+        if !on_disk {
+            group_free_disk[g] += 1;
+        }
     }
+    // Without differences the two counts agree.
+    let mut rewritten = true;
     if !plus.is_empty() || !minus.is_empty() {
-        out.push(Finding::new(Code::BlockBitmapDiff).str(ranges_text(&plus, &minus)));
+        let f = Finding::new(Code::BlockBitmapDiff).str(ranges_text(&plus, &minus));
+        rewritten = fixes(&f);
+        out.push(f);
+    }
+    if !rewritten {
+        group_free = group_free_disk;
     }
     let mut total_free = 0u64;
     for (g, &free) in group_free.iter().enumerate() {
@@ -242,8 +270,15 @@ fn compare_blocks(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Findin
 }
 
 /// The inode bitmap against the inodes in use, and the free inode and
-/// directory counts.
-fn compare_inodes(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Finding>) {
+/// directory counts (of the bitmap as it is, or as a repair rewrites it:
+/// see [`compare_blocks`]).
+fn compare_inodes(
+    fs: &Fs,
+    maps: &Maps,
+    disk: &DiskBitmaps,
+    out: &mut Vec<Finding>,
+    fixes: &dyn Fn(&Finding) -> bool,
+) {
     let geo = &fs.geo;
     let sb = fs.sb();
     let ipg = u64::from(geo.inodes_per_group);
@@ -252,18 +287,23 @@ fn compare_inodes(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Findin
     let mut plus = Vec::new();
     let mut minus = Vec::new();
     let mut total_free = 0u64;
+    let mut total_free_disk = 0u64;
     let mut counts = Vec::with_capacity(geo.group_count as usize);
+    let mut counts_disk = Vec::with_capacity(geo.group_count as usize);
     for g in 0..u64::from(geo.group_count) {
         let gd = fs.gd(g as u32);
         let skip_group = csum_flag && gd.has_flag(BG_INODE_UNINIT);
         let base = g * ipg;
         if skip_group && maps.inode_used.count_range(base, ipg) == 0 {
             counts.push((ipg, 0u64));
+            counts_disk.push((ipg, 0u64));
             total_free += ipg;
+            total_free_disk += ipg;
             continue;
         }
         let mut free = 0u64;
         let mut dirs = 0u64;
+        let (mut free_disk, mut dirs_disk) = (0u64, 0u64);
         let mut uninit_reported = false;
         for i in 0..ipg {
             let idx = base + i;
@@ -288,19 +328,32 @@ fn compare_inodes(fs: &Fs, maps: &Maps, disk: &DiskBitmaps, out: &mut Vec<Findin
                     add_range(&mut minus, idx + 1, 1);
                 }
             }
-            if on_disk {
-                if maps.inode_dir.get(idx) {
-                    dirs += 1;
-                }
+            let dir = maps.inode_dir.get(idx);
+            if actual {
+                dirs += u64::from(dir);
             } else {
                 free += 1;
             }
+            if on_disk {
+                dirs_disk += u64::from(dir);
+            } else {
+                free_disk += 1;
+            }
         }
         counts.push((free, dirs));
+        counts_disk.push((free_disk, dirs_disk));
         total_free += free;
+        total_free_disk += free_disk;
     }
+    let mut rewritten = true;
     if !plus.is_empty() || !minus.is_empty() {
-        out.push(Finding::new(Code::InodeBitmapDiff).str(ranges_text(&plus, &minus)));
+        let f = Finding::new(Code::InodeBitmapDiff).str(ranges_text(&plus, &minus));
+        rewritten = fixes(&f);
+        out.push(f);
+    }
+    if !rewritten {
+        counts = counts_disk;
+        total_free = total_free_disk;
     }
     for (g, &(free, dirs)) in counts.iter().enumerate() {
         let gd = fs.gd(g as u32);

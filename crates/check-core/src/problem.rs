@@ -252,17 +252,17 @@ macro_rules! codes {
 
 codes! {
     /// superblock-primary-bad (no e2fsck equivalent).
-    SuperblockUsedBackup = 0x000000, "superblock-primary-bad", Super, Notice [fix],
+    SuperblockUsedBackup = 0x000000, "superblock-primary-bad", Super, Notice [fix keeps],
         "the primary superblock is unusable ({str}); the backup at block {blk} was used";
     /// superblock-from-backup (no e2fsck equivalent: its -b option).
-    SuperblockFromBackup = 0x000000, "superblock-from-backup", Super, Notice [fix],
+    SuperblockFromBackup = 0x000000, "superblock-from-backup", Super, Notice [fix keeps],
         "the superblock at block {blk} was used, as asked; a repair writes it and its group descriptors to the primary place";
     /// state-not-clean (no e2fsck problem code: e2fsck marks the file
     /// system valid at the end of every repair).
     StateNotClean = 0x000000, "state-not-clean", Super, Notice [],
         "the file system was not marked clean (not cleanly unmounted, or checked from a backup superblock)";
     /// descriptors-primary-bad (e2fsck PR_0_CHECK_DESC_FAILED).
-    DescriptorsUsedBackup = 0x000045, "descriptors-primary-bad", Super, Notice [fix],
+    DescriptorsUsedBackup = 0x000045, "descriptors-primary-bad", Super, Notice [fix keeps],
         "the primary group descriptors are unusable ({str}); the backup at block {blk} was used";
     /// descriptors-bad (e2fsck PR_0_CHECK_DESC_FAILED).
     DescriptorsBad = 0x000045, "descriptors-bad", Super, Notice [],
@@ -318,12 +318,22 @@ codes! {
     /// group-itable-unused-invalid (e2fsck PR_0_GDT_ITABLE_UNUSED).
     GroupItableUnusedInvalid = 0x000038, "group-itable-unused-invalid", Super, Notice [preen],
         "group {group} has {num} unused inodes, more than its free inodes";
-    /// future-last-mount (e2fsck PR_0_FUTURE_SB_LAST_MOUNT).
-    FutureLastMount = 0x000031, "future-last-mount", Super, Notice [preen],
-        "the last mount time is in the future";
+    /// future-last-mount (e2fsck PR_0_FUTURE_SB_LAST_MOUNT). A repair sets
+    /// it to the time now; leaving it is no error.
+    FutureLastMount = 0x000031, "future-last-mount", Super, Notice [preen fix keeps],
+        "the last mount time is {num} seconds in the future";
     /// future-last-write (e2fsck PR_0_FUTURE_SB_LAST_WRITE).
-    FutureLastWrite = 0x000032, "future-last-write", Super, Notice [preen],
-        "the last write time is in the future";
+    FutureLastWrite = 0x000032, "future-last-write", Super, Notice [preen fix keeps],
+        "the last write time is {num} seconds in the future";
+    /// future-last-mount-fudged (e2fsck PR_0_FUTURE_SB_LAST_MOUNT_FUDGED):
+    /// less than the allowance ahead (a day, e2fsck.conf's
+    /// accept_time_fudge), taken as a clock set wrong; set to now without
+    /// asking.
+    FutureLastMountFudged = 0x00003C, "future-last-mount-fudged", Super, Notice [preen fix keeps],
+        "the last mount time is {num} seconds in the future (less than a day: the hardware clock is probably set wrong)";
+    /// future-last-write-fudged (e2fsck PR_0_FUTURE_SB_LAST_WRITE_FUDGED).
+    FutureLastWriteFudged = 0x00003D, "future-last-write-fudged", Super, Notice [preen fix keeps],
+        "the last write time is {num} seconds in the future (less than a day: the hardware clock is probably set wrong)";
     /// journal-backup-updated (e2fsck PR_0_BACKUP_JNL). Repair only: the
     /// superblock's copy of the journal inode's block map is written.
     JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice [],
@@ -416,6 +426,13 @@ codes! {
     /// quota-mismatch (e2fsck PR_6_UPDATE_QUOTAS).
     QuotaMismatch = 0x060002, "quota-mismatch", P5, Error [preen],
         "the {str} quota file does not match the usage found";
+    /// inode-table-block-unreadable (no e2fsck problem code: its read
+    /// error handler's "Ignore error? yes" and "Force rewrite? yes").
+    /// Repair only (a read-only check stops there, as e2fsck -n does):
+    /// the sectors that can be read are kept, the others become zeros,
+    /// and the block is written back so that the disk can remap it.
+    InodeTableBlockUnreadable = 0x000000, "inode-table-block-unreadable", P1, Error [yes keeps],
+        "block {blk} of the inode table of group {group} cannot be read ({num} of its {num2} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
     /// root-not-dir (e2fsck PR_1_ROOT_NO_DIR).
     RootNotDir = 0x010001, "root-not-dir", P1, Error [],
         "the root inode is not a directory";
@@ -779,6 +796,12 @@ codes! {
     /// final-rec-len (e2fsck PR_2_FINAL_RECLEN).
     FinalRecLen = 0x02001d, "final-rec-len", P2, Error [],
         "the last entry of directory {dir} has a bad rec_len {num}";
+    /// dir-block-unreadable (no e2fsck problem code: its read error
+    /// handler's "Ignore error? yes", "Force rewrite? yes"). Repair only:
+    /// the sectors that can be read are kept, the rest become zeros, and
+    /// the block is written back; the directory is then judged as that.
+    DirBlockUnreadable = 0x000000, "dir-block-unreadable", P2, Error [yes keeps],
+        "block {blk} of directory {dir} cannot be read ({num} of its {num2} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
     /// dir-block-read-error (e2fsck PR_2_READ_DIRBLOCK).
     ReadDirBlock = 0x020020, "dir-block-read-error", P2, Error [],
         "directory {dir} block {blk} cannot be read";
@@ -1002,6 +1025,11 @@ impl fmt::Display for Code {
 }
 
 impl Code {
+    /// The question e2fsck asks for this problem.
+    pub fn prompt(self) -> crate::prompt::Prompt {
+        crate::prompt::Prompt::of_e2fsck_code(self.e2fsck_code())
+    }
+
     /// Whether e2fsck -y clears the whole inode for this pass-1 problem.
     pub fn clears_inode(self) -> bool {
         matches!(
@@ -1048,6 +1076,11 @@ impl Code {
                 // sees what the run after the restart changes.
                 | Code::InorefBgInoUninit
                 | Code::InorefInUnused
+                // e2fsck sets a future time to now without counting a fix.
+                | Code::FutureLastMount
+                | Code::FutureLastWrite
+                | Code::FutureLastMountFudged
+                | Code::FutureLastWriteFudged
         )
     }
 }
@@ -1076,6 +1109,10 @@ pub struct Finding {
     pub str: Option<String>,
     /// Whether a repair fixed it.
     pub fixed: bool,
+    /// The path of `dir`, when the check could name it.
+    pub dir_path: Option<String>,
+    /// The path of `ino`, where e2fsck names it.
+    pub ino_path: Option<String>,
 }
 
 impl Finding {
@@ -1093,6 +1130,8 @@ impl Finding {
             num2: None,
             str: None,
             fixed: false,
+            dir_path: None,
+            ino_path: None,
         }
     }
 
@@ -1165,9 +1204,15 @@ impl Finding {
             };
             let key = &after[..close];
             let val = match key {
-                "ino" => self.ino.map(|v| v.to_string()),
+                "ino" => self.ino.map(|v| match &self.ino_path {
+                    Some(p) => format!("{v} ({p})"),
+                    None => v.to_string(),
+                }),
                 "ino2" => self.ino2.map(|v| v.to_string()),
-                "dir" => self.dir.map(|v| v.to_string()),
+                "dir" => self.dir.map(|v| match &self.dir_path {
+                    Some(p) => format!("{p} ({v})"),
+                    None => v.to_string(),
+                }),
                 "blk" => self.blk.map(|v| v.to_string()),
                 "blk2" => self.blk2.map(|v| v.to_string()),
                 "group" => self.group.map(|v| v.to_string()),

@@ -1,7 +1,7 @@
 //! The result of a check: findings sorted into a stable order, the
 //! summary counts, and the exit code e2fsck would give.
 
-use crate::problem::{Finding, Severity};
+use crate::problem::Finding;
 
 /// e2fsck's exit status bits.
 pub mod exit {
@@ -18,7 +18,7 @@ pub mod exit {
     /// Usage or syntax error.
     pub const USAGE: i32 = 16;
     /// Cancelled by the user.
-    pub(crate) const CANCELLED: i32 = 32;
+    pub const CANCELLED: i32 = 32;
 }
 
 /// The counts in the closing summary line.
@@ -98,6 +98,11 @@ pub struct Report {
     pub preen_halt: Option<String>,
     /// A repair was interrupted (SIGINT or SIGTERM) at a safe point.
     pub cancelled: bool,
+    /// In an interactive repair, whether a question was answered no
+    /// (`None` when nobody was asked). A canceled run counts its errors as
+    /// left only then, as e2fsck counts a file system as invalid only once
+    /// a fix has been declined.
+    pub declined: Option<bool>,
     /// The repaired file system is the root, mounted read-only: once it
     /// has been changed the system must be rebooted.
     pub mounted_root: bool,
@@ -133,6 +138,12 @@ pub struct RepairRecord {
     pub checks: Vec<f64>,
     /// Each round of fixes.
     pub rounds: Vec<RoundRecord>,
+    /// Orphaned inodes released before the check.
+    pub orphans_released: u64,
+    /// Blocks replayed from the journal.
+    pub journal_blocks_replayed: u64,
+    /// Committed transactions replayed from the journal.
+    pub journal_transactions_replayed: u64,
 }
 
 /// One round of a repair.
@@ -165,7 +176,7 @@ impl Report {
     pub fn has_uncorrected_errors(&self) -> bool {
         self.findings
             .iter()
-            .any(|f| f.code.severity() == Severity::Error && !f.fixed)
+            .any(|f| f.code.counts_as_error() && !f.fixed)
     }
 
     /// The e2fsck-compatible exit code.
@@ -190,6 +201,14 @@ impl Report {
                     exit::OK
                 };
         }
+        if self.cancelled && self.aborted.is_none() {
+            // As e2fsck: a canceled run does not count its fixes, and
+            // counts errors as left once one was seen and not fixed.
+            let left = self
+                .declined
+                .unwrap_or_else(|| self.has_uncorrected_errors());
+            return exit::CANCELLED | if left { exit::UNCORRECTED } else { exit::OK };
+        }
         let mut code = exit::OK;
         if self.has_uncorrected_errors() {
             code |= exit::UNCORRECTED;
@@ -208,6 +227,10 @@ impl Report {
         }
         if self.modified && self.mounted_root {
             code |= exit::CORRECTED | exit::REBOOT;
+        }
+        if code & exit::UNCORRECTED != 0 {
+            // As e2fsck: errors left take back the "corrected" bit.
+            code &= !exit::CORRECTED;
         }
         if self.cancelled {
             code |= exit::CANCELLED;

@@ -15,7 +15,12 @@ use crate::problem::{Code, Finding};
 /// magic. e2fsck stops when it may not fix it (and a fix of the block
 /// number alone leaves the file system unusable to the library), so
 /// both stop the check.
-pub(crate) fn check_mmp(fs: &Fs, io: &mut Io<'_>) -> Option<(Finding, Fatal)> {
+///
+/// Then what the sequence number says: a file system marked as being
+/// checked (by a checker still running, or one killed) or undergoing an
+/// operation nothing names is refused, as e2fsck refuses it (exit 12),
+/// unless `held`: this process marked it.
+pub(crate) fn check_mmp(fs: &Fs, io: &mut Io<'_>, held: bool) -> Option<(Option<Finding>, Fatal)> {
     if !fs
         .geo
         .incompat
@@ -33,15 +38,51 @@ pub(crate) fn check_mmp(fs: &Fs, io: &mut Io<'_>) -> Option<(Finding, Fatal)> {
             Ok(()) if !ext4_layout::superblock::is_mmp_block(&b) => {
                 Some(format!("block {blk} has a bad magic number"))
             }
-            Ok(()) => None,
+            Ok(()) => {
+                return (!held)
+                    .then(|| mmp_refusal(fs.dev.path(), &b))
+                    .flatten()
+                    .map(|reason| {
+                        (
+                            None,
+                            Fatal {
+                                reason,
+                                uncorrected: true,
+                            },
+                        )
+                    });
+            }
         }
     }?;
     Some((
-        Finding::new(Code::MmpInvalid).str(why.clone()),
+        Some(Finding::new(Code::MmpInvalid).str(why.clone())),
         Fatal {
             reason: format!("the multiple-mount protection block is invalid: {why}"),
             uncorrected: true,
         },
+    ))
+}
+
+/// Why a file system whose MMP block (`block`, read from the device at
+/// `path`) says another checker has it, or an operation nothing names, may
+/// not be checked; `None` when it says nothing of the kind.
+pub fn mmp_refusal(path: &std::path::Path, block: &[u8]) -> Option<String> {
+    use ext4_layout::mmp::{Mmp, Seq};
+    let m = Mmp::new(block)?;
+    let whose = format!(
+        "node '{}', device '{}', last written at {} s",
+        m.mmp_nodename(),
+        m.mmp_bdevname(),
+        m.mmp_time()
+    );
+    let what = match m.seq() {
+        Seq::Fsck => "is marked as being checked by another fsck".to_string(),
+        Seq::Unknown(s) => format!("says an unknown operation is under way (sequence {s:#010x})"),
+        Seq::Clean | Seq::InUse(_) => return None,
+    };
+    Some(format!(
+        "the multiple-mount protection block {what} ({whose}); if no node uses the file system, clear it with 'tune2fs -f -E clear_mmp {}'",
+        path.display()
     ))
 }
 
@@ -65,6 +106,33 @@ pub(crate) struct SuperCheck {
     pub missing_inode_bitmap: Vec<u32>,
     /// Groups whose inode table location is 0.
     pub missing_inode_table: Vec<u32>,
+}
+
+/// A last mount or write time in the future, as e2fsck judges them at
+/// the end of its superblock checks: only with `-f` or a check interval;
+/// up to `fudge` seconds ahead is the clock's fault.
+pub(crate) fn future_times(fs: &Fs, t: crate::ctx::TimeCheck) -> Vec<Finding> {
+    let sb = fs.sb();
+    if !t.forced && sb.s_checkinterval() == 0 {
+        return Vec::new();
+    }
+    let mount = u64::from(sb.s_mtime()) | (u64::from(sb.s_mtime_hi()) << 32);
+    let write = u64::from(sb.s_wtime()) | (u64::from(sb.s_wtime_hi()) << 32);
+    let mut out = Vec::new();
+    for (at, far, near) in [
+        (mount, Code::FutureLastMount, Code::FutureLastMountFudged),
+        (write, Code::FutureLastWrite, Code::FutureLastWriteFudged),
+    ] {
+        if at > t.now {
+            let code = if at <= t.now.saturating_add(t.fudge) {
+                near
+            } else {
+                far
+            };
+            out.push(Finding::new(code).num(at - t.now));
+        }
+    }
+    out
 }
 
 /// e2fsck's check_super_block.
@@ -357,14 +425,24 @@ pub(crate) fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
         } else {
             let per = bs / 4;
             let gdt_off = u64::from(geo.first_data_block == 0 && bs == 1024);
-            for i in 0..u64::from(sb.s_reserved_gdt_blocks()) / 4 {
-                let pblk = geo.first_data_block + 1 + u64::from(geo.desc_blocks) + i + gdt_off;
+            let first = geo.first_data_block + 1 + u64::from(geo.desc_blocks) + gdt_off;
+            let count = u64::from(sb.s_reserved_gdt_blocks()) / 4;
+            // The reserved blocks lie together: one read for all of them
+            // (block by block only if that read fails).
+            let mut all = vec![0u8; bs * count as usize];
+            let together = geo.block_in_range(first + count.saturating_sub(1))
+                && io.read_blocks(first, &mut all).is_ok();
+            for i in 0..count {
+                let pblk = first + i;
                 let slot = ((u64::from(geo.desc_blocks) + i) as usize) % per;
                 if u64::from(ext4_layout::blockmap::pointer(&db, slot)) != pblk {
                     why = Some("a reserved descriptor block is not mapped");
                     break;
                 }
-                if io.read_blocks(pblk, &mut ib).is_err() {
+                if together {
+                    let at = i as usize * bs;
+                    ib.copy_from_slice(&all[at..at + bs]);
+                } else if io.read_blocks(pblk, &mut ib).is_err() {
                     why = Some("a reserved descriptor block cannot be read");
                     break;
                 }

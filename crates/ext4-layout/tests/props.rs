@@ -133,6 +133,10 @@ proptest! {
     fn rec_len_round_trip(len in (3usize..65536).prop_map(|l| l * 4), shift in 0u32..3) {
         let bs = 65536usize << shift;
         prop_assume!(len <= bs);
+        // The kernel's encoding gives 262,140 the raw value 65535, which
+        // it reads back as a whole block: the one length no entry can
+        // have.
+        prop_assume!(len != 262_140);
         prop_assert_eq!(decode_rec_len(encode_rec_len(len, bs), bs), len);
     }
 }

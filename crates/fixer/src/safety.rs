@@ -189,6 +189,11 @@ pub fn install_interrupt_handler() -> io::Result<()> {
     Ok(())
 }
 
+/// The flag SIGINT and SIGTERM set, for code that polls it.
+pub fn interrupt_flag() -> &'static AtomicBool {
+    &INTERRUPTED
+}
+
 /// Whether SIGINT or SIGTERM has arrived.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)

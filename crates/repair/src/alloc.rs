@@ -16,6 +16,10 @@ pub struct Allocator<'a> {
     disk_used: Option<check_core::fs::BitSet>,
     taken_blocks: BTreeSet<u64>,
     taken_inodes: BTreeSet<u32>,
+    /// Blocks the check saw in use that a fix of this round stopped
+    /// using (an extent tree written anew): free once the round's
+    /// summaries are rebuilt, but not handed out again in the round.
+    released: BTreeSet<u64>,
 }
 
 impl<'a> Allocator<'a> {
@@ -31,6 +35,7 @@ impl<'a> Allocator<'a> {
             disk_used,
             taken_blocks: BTreeSet::new(),
             taken_inodes: BTreeSet::new(),
+            released: BTreeSet::new(),
         }
     }
 
@@ -46,6 +51,7 @@ impl<'a> Allocator<'a> {
                 .is_some_and(|d| d.get(c - (geo.first_data_block >> geo.cluster_bits)))
             && !self.maps.metadata.get(b)
             && !self.taken_blocks.contains(&b)
+            && !self.released.contains(&b)
     }
 
     /// A free block, the first at or after `goal` (wrapping around).
@@ -96,6 +102,23 @@ impl<'a> Allocator<'a> {
     /// Never hands out block `b` (something not in the maps uses it).
     pub fn reserve(&mut self, b: u64) {
         self.taken_blocks.insert(b);
+    }
+
+    /// Block `b` is no longer used: handed back if this round took it,
+    /// else counted free when the summaries are rebuilt (not with
+    /// bigalloc, where the rest of its cluster may still be in use).
+    pub fn release(&mut self, b: u64) {
+        if self.taken_blocks.remove(&b) {
+            return;
+        }
+        if self.fs.geo.cluster_bits == 0 {
+            self.released.insert(b);
+        }
+    }
+
+    /// The blocks released by [`Allocator::release`] that were in use.
+    pub fn released(&self) -> Vec<u64> {
+        self.released.iter().copied().collect()
     }
 
     /// The blocks and inodes handed out so far.

@@ -137,9 +137,9 @@ pub fn clone_duplicates<'f>(
     let maps = &st.maps;
     let geo = &fs.geo;
     let bits = geo.cluster_bits;
-    let p1b = check_core::pass1b::run(fs, maps);
+    let dup_inodes = &st.dup_inodes;
     let mut count: BTreeMap<u64, u32> = BTreeMap::new();
-    for clusters in p1b.dup_inodes.values() {
+    for clusters in dup_inodes.values() {
         for &c in clusters {
             *count.entry(c).or_default() += 1;
         }
@@ -150,7 +150,7 @@ pub fn clone_duplicates<'f>(
         }
     }
     let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
-    for (&ino, clusters) in &p1b.dup_inodes {
+    for (&ino, clusters) in dup_inodes {
         if ino == 1 || ino == 7 {
             continue;
         }

@@ -57,6 +57,10 @@ struct DirFix<'a> {
     clear_targets: BTreeSet<u32>,
     /// Inodes deallocated this round.
     dead: &'a BTreeSet<u32>,
+    /// (target, name) entries whose fix was declined: left in place.
+    kept: BTreeSet<(u32, Vec<u8>)>,
+    /// (target, name) entries whose file type fix was declined.
+    kept_type: BTreeSet<(u32, Vec<u8>)>,
     /// Logical blocks that are holes.
     holes: BTreeSet<u64>,
     encrypted: bool,
@@ -65,8 +69,26 @@ struct DirFix<'a> {
 
 /// Pass 2's repairs.
 pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    // Unreadable directory blocks first: each is staged as the check read
+    // it (its readable sectors, zeros for the rest), so that the
+    // directory's other fixes start from that.
+    let (unreadable, rest): (Vec<&'a Finding>, Vec<&'a Finding>) = mine
+        .iter()
+        .copied()
+        .partition(|f| f.code == Code::DirBlockUnreadable);
+    for f in unreadable {
+        let Some(blk) = f.blk else { continue };
+        let mut data = vec![0u8; r.st.fs.block_size()];
+        check_core::io::salvage_block(&r.st.fs, blk, &mut data);
+        r.stage
+            .fresh_block(blk, crate::stage::Kind::Plain)
+            .copy_from_slice(&data);
+        r.fixed.push(f);
+    }
+    let mine = &rest[..];
     let dead = fix_entry_inodes(r, mine);
     let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let declined = &r.declined;
     let fs = &st.fs;
     for f in mine {
         match f.code {
@@ -100,6 +122,20 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     for (dir, fs_) in dirs {
         let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
         let mut fx = dir_fix(dir, &fs_, &codes, &dead);
+        for f in declined.iter().filter(|f| f.dir == Some(dir)) {
+            let (Some(t), Some(n)) = (f.ino, &f.str) else {
+                continue;
+            };
+            let entry = (t, n.as_bytes().to_vec());
+            if matches!(
+                f.code,
+                Code::BadFiletype | Code::SetFiletype | Code::ClearFiletype
+            ) {
+                fx.kept_type.insert(entry);
+            } else {
+                fx.kept.insert(entry);
+            }
+        }
         let drop_index = codes.iter().any(|&c| drops_index(c));
         let dups = codes.contains(&Code::ReportDupDirent);
         if let Ok(true) = fix_directory(st, stage, io, &mut fx, drop_index, dups) {
@@ -205,6 +241,8 @@ fn dir_fix<'d>(
         link_dir: BTreeSet::new(),
         clear_targets: BTreeSet::new(),
         dead,
+        kept: BTreeSet::new(),
+        kept_type: BTreeSet::new(),
         holes: BTreeSet::new(),
         encrypted: false,
         // A name the check found badly encoded (strict mode, or
@@ -454,7 +492,12 @@ fn walk_block(
         let nl = dirent::name_len_at(b, offset);
         let target = dirent::inode_at(b, offset);
         let name: Vec<u8> = b[offset + 8..offset + 8 + nl].to_vec();
-        let mut clear = target != 0 && entry_goes(st, fx, target, &name, dot_state);
+        let entry = (target, name.clone());
+        // A declined clear keeps the entry (what else was answered yes of
+        // it is still fixed).
+        let mut clear = target != 0
+            && !fx.kept.contains(&entry)
+            && entry_goes(st, fx, target, &name, dot_state);
         if clear && dot_state <= 1 {
             // '.' and '..' are never emptied: '..' is pointed at the root
             // until pass 3 puts the parent there.
@@ -469,7 +512,7 @@ fn walk_block(
             modified = true;
         } else if target != 0 {
             let want = if filetype { want_type(target) } else { 0 };
-            if b[ft_byte] != want {
+            if b[ft_byte] != want && !fx.kept_type.contains(&entry) {
                 b[ft_byte] = want;
                 modified = true;
             }

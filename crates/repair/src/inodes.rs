@@ -199,6 +199,35 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         // size its large inodes have (32), a first_meta_bg past the
         // descriptor table with the meta_bg feature.
         match f.code {
+            Code::FutureLastMount
+            | Code::FutureLastMountFudged
+            | Code::FutureLastWrite
+            | Code::FutureLastWriteFudged => {
+                // As e2fsck: the time becomes now (the check's clock).
+                use ext4_layout::superblock::field as sb_field;
+                let now = f.num.and_then(|ahead| {
+                    let sb = st.fs.sb();
+                    let (lo, hi) =
+                        if matches!(f.code, Code::FutureLastMount | Code::FutureLastMountFudged) {
+                            (sb.s_mtime(), sb.s_mtime_hi())
+                        } else {
+                            (sb.s_wtime(), sb.s_wtime_hi())
+                        };
+                    (u64::from(lo) | (u64::from(hi) << 32)).checked_sub(ahead)
+                });
+                if let Some(now) = now {
+                    let b = stage.sb_mut();
+                    if matches!(f.code, Code::FutureLastMount | Code::FutureLastMountFudged) {
+                        sb_field::s_mtime.set(b, now as u32);
+                        sb_field::s_mtime_hi.set(b, (now >> 32) as u8);
+                    } else {
+                        sb_field::s_wtime.set(b, now as u32);
+                        sb_field::s_wtime_hi.set(b, (now >> 32) as u8);
+                    }
+                    fixed.push(f);
+                }
+                continue;
+            }
             Code::BadMinExtraIsize => {
                 ext4_layout::superblock::field::s_min_extra_isize.set(stage.sb_mut(), 32);
                 fixed.push(f);
@@ -297,6 +326,23 @@ fn is_block_problem(code: Code) -> bool {
 /// alone); then, inode by inode, features, clearing, field fixes and
 /// block fixes; then EA blocks; then sizes and block counts.
 pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
+    // Unreadable inode-table blocks first: the block is written as the
+    // check read it (its readable sectors, zeros for the rest), and every
+    // later fix of an inode in it starts from that.
+    let (unreadable, rest): (Vec<&'a Finding>, Vec<&'a Finding>) = mine
+        .iter()
+        .copied()
+        .partition(|f| f.code == Code::InodeTableBlockUnreadable);
+    for f in unreadable {
+        let Some(blk) = f.blk else { continue };
+        let mut data = vec![0u8; r.st.fs.block_size()];
+        check_core::io::salvage_block(&r.st.fs, blk, &mut data);
+        r.stage
+            .fresh_block(blk, crate::stage::Kind::Plain)
+            .copy_from_slice(&data);
+        r.fixed.push(f);
+    }
+    let mine = &rest[..];
     if relocate_metadata(r, mine) {
         return;
     }

@@ -244,7 +244,9 @@ impl JournalStep<'_, '_> {
         };
         let (outcome, fc_log, error) = replay(fs, io, self.fx, &space)?;
         pre.modified = true;
-        pre.notes.push(outcome);
+        pre.notes.push(outcome.said);
+        pre.journal_blocks_replayed += outcome.blocks;
+        pre.journal_transactions_replayed += outcome.transactions;
         if let Some(e) = error {
             // As e2fsck, which counts a journal it could not fully replay
             // as a problem dealt with.
@@ -841,13 +843,22 @@ fn replay(
     io: &mut Io<'_>,
     fx: &fixer::Fixer,
     space: &Space<'_>,
-) -> Result<(String, Vec<super::fastcommit::Change>, Option<Error>), Error> {
+) -> Result<(Replayed, Vec<super::fastcommit::Change>, Option<Error>), Error> {
     let (log, mut jsb) = Log::open(fs, io, space)?;
     if log.start == 0 {
         jsbl::field::s_sequence.set(&mut jsb, log.sequence.wrapping_add(1));
         set_jsb_checksum(&mut jsb);
         log.write(fx, Vec::new(), jsb)?;
-        return Ok(("The journal was empty.".into(), Vec::new(), None));
+        let said = "The journal was empty.".into();
+        return Ok((
+            Replayed {
+                said,
+                blocks: 0,
+                transactions: 0,
+            },
+            Vec::new(),
+            None,
+        ));
     }
     let (end, mut error) = log.scan_end(io);
     let mut writes = BTreeMap::new();
@@ -877,11 +888,31 @@ fn replay(
     }
     set_jsb_checksum(&mut jsb);
     log.write(fx, list, jsb)?;
+    let transactions = end.wrapping_sub(log.sequence);
     let said = match &error {
-        None => format!("The journal was recovered: {n} blocks replayed."),
-        Some(e) => format!("The journal was recovered only in part ({e}); {n} blocks replayed."),
+        None => format!(
+            "The journal was recovered: {transactions} transaction(s), {n} blocks replayed."
+        ),
+        Some(e) => format!(
+            "The journal was recovered only in part ({e}); {transactions} transaction(s), {n} blocks replayed."
+        ),
     };
-    Ok((said, fc_log, error))
+    let replayed = Replayed {
+        said,
+        blocks: n as u64,
+        transactions: u64::from(transactions),
+    };
+    Ok((replayed, fc_log, error))
+}
+
+/// What a replay did.
+struct Replayed {
+    /// The line for the report.
+    said: String,
+    /// Blocks written from the log.
+    blocks: u64,
+    /// Committed transactions replayed.
+    transactions: u64,
 }
 
 /// One block of the log, as the revoke and replay passes see it.

@@ -51,6 +51,7 @@ pub use inodes::{inode_local_fix, Streamed};
 mod journal;
 mod map;
 mod mkjournal;
+mod mmp;
 pub(crate) mod orphan;
 mod prepass;
 mod quota;

@@ -377,7 +377,13 @@ pub fn map_block<'f>(
             }
             merged.push(e);
         }
-        return super::tree::write_extent_tree(stage, io, ino, &merged);
+        // The tree is written anew: its old blocks go back.
+        let old = tree_blocks_of(stage, io, ino)?;
+        super::tree::write_extent_tree(stage, io, ino, &merged)?;
+        for b in old {
+            stage.release_block(b);
+        }
+        return Ok(());
     }
     let per = (stage.fs().block_size() / 4) as u64;
     if lblk < 12 {

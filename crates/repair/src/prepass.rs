@@ -31,6 +31,12 @@ pub struct PrePass {
     /// Whether group descriptors were fixed (the check then runs, as
     /// e2fsck does not skip a file system whose descriptors it fixed).
     pub descriptors_fixed: bool,
+    /// Orphaned inodes released.
+    pub orphans_released: u64,
+    /// Blocks replayed from the journal.
+    pub journal_blocks_replayed: u64,
+    /// Committed transactions replayed from the journal.
+    pub journal_transactions_replayed: u64,
 }
 
 const STATE_VALID: u16 = 1;

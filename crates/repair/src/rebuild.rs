@@ -26,6 +26,9 @@ pub fn rebuild_with_allocations<'f>(
     for b in blocks {
         st.maps.block_found.test_and_set(b >> bits);
     }
+    for b in stage.released() {
+        st.maps.block_found.test_and_clear(b >> bits);
+    }
     for ino in inodes {
         let dir = stage.inode_copy(io, ino).is_ok_and(|r| {
             FileType::from_mode(ext4_layout::inode::field::i_mode.get(&r))

@@ -57,6 +57,7 @@ pub(crate) fn orphans(
     // check runs anyway; the orphan file is cleaned after it.
     if fs.sb().s_state() & sbl::STATE_ERROR == 0 {
         let outcome = r.release_all(head).and_then(|()| r.write_quota());
+        pre.orphans_released += r.released as u64;
         match outcome {
             Ok(()) => pre
                 .notes

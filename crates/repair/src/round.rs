@@ -50,11 +50,18 @@ pub(crate) fn plan_round<'a, 'f>(
     io: &mut Io<'f>,
     stopped: &mut Option<String>,
 ) -> Vec<&'a Finding> {
+    let declined = report
+        .findings
+        .iter()
+        .filter(|f| wants_fix(f) && !to_fix.iter().any(|g| std::ptr::eq(*g, *f)))
+        .cloned()
+        .collect();
     let mut r = Round {
         st,
         stage,
         io,
         fixed: Vec::new(),
+        declined,
     };
     // Entries that name inodes in a group's unused area or in a group
     // marked INODE_UNINIT: pass 1 never read those inodes, so what the

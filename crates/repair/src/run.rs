@@ -95,6 +95,8 @@ struct Run<'a> {
     must_check: bool,
     /// Each check's time and each round's fixes, for the report.
     record: check_core::report::RepairRecord,
+    /// The multiple-mount protection block, marked by this repair.
+    mmp: Option<crate::mmp::Held>,
 }
 
 /// Why a repair ends before its first check.
@@ -290,6 +292,24 @@ impl<'a> Run<'a> {
             return Err(r);
         }
         let (fx, staged, notes) = start_fixer(opts, path, file, &dev, block_size)?;
+        // Shared storage: nothing is written until the protection block
+        // says no other node uses the file system (a dry run only reads;
+        // the check refuses a block another checker marked).
+        let mmp = if opts.dry_run {
+            None
+        } else {
+            match crate::mmp::start(&dev, &fx, path) {
+                Ok(h) => h,
+                Err(refused) => {
+                    let _ = fx.finish();
+                    let mut r = fail(path, refused.why, notes);
+                    r.report.forced_uncorrected = refused.uncorrected;
+                    return Err(Box::new(r));
+                }
+            }
+        };
+        let mut check_opts = check_opts;
+        check_opts.mmp_held = mmp.is_some();
         Ok(Run {
             opts,
             path,
@@ -319,12 +339,19 @@ impl<'a> Run<'a> {
             indexed_before: Vec::new(),
             must_check: false,
             record: Default::default(),
+            mmp,
         })
     }
 
     /// Whether the repair goes on: nothing stopped it, no signal came.
     fn going(&self) -> bool {
         self.stop_reason.is_none() && !self.cancelled
+    }
+
+    /// Whether a finding is to be fixed: it calls for a change and, when
+    /// someone answers the repair's questions, was answered yes.
+    fn fixable(&self, f: &Finding) -> bool {
+        wants_fix(f) && self.check_opts.answers.as_ref().is_none_or(|a| a.yes(f))
     }
 
     /// The external journal gets a writer of its own: replay empties it.
@@ -400,6 +427,9 @@ impl<'a> Run<'a> {
             let pre = journal::before_passes(&self.dev, &self.fx, self.external().as_ref(), true);
             match pre {
                 Ok(pre) => {
+                    self.record.orphans_released += pre.orphans_released;
+                    self.record.journal_blocks_replayed += pre.journal_blocks_replayed;
+                    self.record.journal_transactions_replayed += pre.journal_transactions_replayed;
                     self.must_check |= pre.descriptors_fixed;
                     self.journal_removed = pre.journal_removed;
                     self.notes.extend(pre.notes);
@@ -454,8 +484,18 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Marks the protection block clean again (before the writer stops).
+    fn release_mmp(&mut self) {
+        if let Some(h) = self.mmp.take() {
+            if let Some(note) = h.release(&self.fx, self.path) {
+                self.notes.push(note);
+            }
+        }
+    }
+
     /// The report of a file system skipped as clean.
-    fn into_skipped(self, skipped: check_core::due::Skipped) -> Repaired {
+    fn into_skipped(mut self, skipped: check_core::due::Skipped) -> Repaired {
+        self.release_mmp();
         let mut notes = self.notes;
         if let Err(e) = self.fx.finish() {
             notes.push(format!("The fixer failed at the end: {e}"));
@@ -514,7 +554,8 @@ impl<'a> Run<'a> {
         // Pass 1's workers send inode-local fixes to the fixer while they
         // check, except when preening (which must know that every problem
         // is one it may fix before it writes anything).
-        self.streaming = self.opts.mode != Mode::Preen && self.going();
+        self.streaming =
+            self.opts.mode != Mode::Preen && self.check_opts.answers.is_none() && self.going();
         self.check_opts.repairing = true;
         let t = std::time::Instant::now();
         let mut current = self.check();
@@ -552,7 +593,7 @@ impl<'a> Run<'a> {
             }
             self.restructure(current);
             after_pass_3a = true;
-            let more = current.report.findings.iter().any(wants_fix);
+            let more = current.report.findings.iter().any(|f| self.fixable(f));
             if !more || self.rounds >= self.opts.max_rounds || !self.going() {
                 break;
             }
@@ -635,11 +676,11 @@ impl<'a> Run<'a> {
             };
             if !self.lpf_checked
                 && st.abort.is_none()
-                && !current.report.findings.iter().any(wants_fix)
+                && !current.report.findings.iter().any(|f| self.fixable(f))
             {
                 self.last_findings(current);
             }
-            let nothing_left = !current.report.findings.iter().any(wants_fix);
+            let nothing_left = !current.report.findings.iter().any(|f| self.fixable(f));
             if nothing_left && self.streamed > 0 && self.rounds < self.opts.max_rounds {
                 // The check's workers fixed what it found: check again, so
                 // that the last word is a fresh check.
@@ -680,7 +721,7 @@ impl<'a> Run<'a> {
             .report
             .findings
             .iter()
-            .filter(|f| wants_fix(f))
+            .filter(|f| self.fixable(f))
             .collect();
         if to_fix.is_empty() || self.rounds >= self.opts.max_rounds {
             return false;
@@ -688,12 +729,9 @@ impl<'a> Run<'a> {
         if self.opts.mode == Mode::Preen {
             if let Some(f) = to_fix
                 .iter()
-                .find(|f| !f.code.policy().preen && !entry_cleared(f, &to_fix))
+                .find(|f| !f.code.preen_ok() && !entry_cleared(f, &to_fix))
             {
-                self.preen_halt = Some(format!(
-                    "UNEXPECTED INCONSISTENCY ({}); run ext4chk --repair without -p",
-                    f.message()
-                ));
+                self.preen_halt = Some(f.message());
                 return false;
             }
         }
@@ -859,7 +897,8 @@ impl<'a> Run<'a> {
 
     /// Stops the writers and makes the report: the last check's findings,
     /// everything fixed, and why the repair stopped if it did.
-    fn into_repaired(self, current: Checked) -> Repaired {
+    fn into_repaired(mut self, current: Checked) -> Repaired {
+        self.release_mmp();
         let Run {
             fx,
             jfx,
@@ -890,6 +929,9 @@ impl<'a> Run<'a> {
         if check_opts.choices.unshare_blocks && had_shared_blocks {
             uncount_unsharing(&mut fixed_all, &mut notes);
         }
+        if let Some(st) = &current.state {
+            values_as_written(&mut fixed_all, &st.fs);
+        }
         let mut report = current.report;
         report.diagnostics.extend(self.round_times);
         report.notes.splice(0..0, notes);
@@ -910,10 +952,12 @@ impl<'a> Run<'a> {
             );
         }
         if self.cancelled {
-            report.notes.push(
+            report.notes.push(if self.modified {
                 "Interrupted: the repair stopped between two complete sets of changes; run it again to finish."
-                    .into(),
-            );
+                    .into()
+            } else {
+                "Interrupted before anything was written: the file system is as it was.".into()
+            });
         }
         if let Some(why) = write_failure {
             // Errors remain unless the failure came after the last check
@@ -932,6 +976,30 @@ impl<'a> Run<'a> {
             report,
             rounds: self.rounds,
         }
+    }
+}
+
+/// The counts a repair fixed, as the last check found them on disk: what
+/// was written, not what the check that found them expected (other fixes
+/// of the same round, such as new blocks for /lost+found, move them).
+fn values_as_written(fixed: &mut [Finding], fs: &check_core::fs::Fs) {
+    let sb = fs.sb();
+    for f in fixed.iter_mut().filter(|f| f.fixed) {
+        let on_disk = match (f.code, f.group) {
+            (Code::FreeBlocksGroup, Some(g)) if g < fs.geo.group_count => {
+                u64::from(fs.gd(g).free_blocks_count())
+            }
+            (Code::FreeInodesGroup, Some(g)) if g < fs.geo.group_count => {
+                u64::from(fs.gd(g).free_inodes_count())
+            }
+            (Code::DirsCountGroup, Some(g)) if g < fs.geo.group_count => {
+                u64::from(fs.gd(g).used_dirs_count())
+            }
+            (Code::FreeBlocksTotal, _) => sb.free_blocks_count(),
+            (Code::FreeInodesTotal, _) => u64::from(sb.s_free_inodes_count()),
+            _ => continue,
+        };
+        f.num2 = Some(on_disk);
     }
 }
 

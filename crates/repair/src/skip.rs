@@ -70,6 +70,7 @@ pub(super) fn decide(
     free_blocks = free_blocks.saturating_mul(u64::from(fs.geo.cluster_ratio));
     let sb = fs.sb();
     let mut skipped = Skipped::from_super(&sb, note);
+    skipped.interval_ignored = clock.broken && sb.s_checkinterval() != 0;
     let old_inodes = u64::from(sb.s_free_inodes_count());
     let old_blocks = sb.free_blocks_count();
     if old_inodes == free_inodes && old_blocks == free_blocks {

@@ -75,6 +75,17 @@ impl<'f> Staging<'f> {
         self.alloc.block(goal)
     }
 
+    /// Block `b` is no longer used by anything (see
+    /// [`super::alloc::Allocator::release`]).
+    pub fn release_block(&mut self, b: u64) {
+        self.alloc.release(b);
+    }
+
+    /// Blocks in use at the check that the round released.
+    pub fn released(&self) -> Vec<u64> {
+        self.alloc.released()
+    }
+
     /// A run of `n` free blocks inside `[lo, hi]`.
     pub fn alloc_run_in(&mut self, lo: u64, hi: u64, n: u64) -> Option<u64> {
         self.alloc.run_in(lo, hi, n)
@@ -426,4 +437,7 @@ pub struct Round<'r, 'a, 'f> {
     pub io: &'r mut check_core::io::Io<'f>,
     /// What the round has fixed.
     pub fixed: Vec<&'a check_core::problem::Finding>,
+    /// Problems the person at the terminal declined to fix: whatever else
+    /// the round changes leaves them as they are.
+    pub declined: Vec<check_core::problem::Finding>,
 }

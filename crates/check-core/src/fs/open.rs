@@ -535,12 +535,7 @@ fn open_with(dev: Arc<Device>, opts: OpenOptions, backups: bool) -> Result<Opene
                 }
                 return Err(OpenFailure {
                     exit: 8,
-                    message: format!(
-                        "{}: {}; the superblock could not be read or does not describe a valid \
-                         ext2/3/4 file system (if it is one, a backup superblock may help)",
-                        dev.path().display(),
-                        e.describe()
-                    ),
+                    message: failure_message(&dev, &e),
                     notes,
                 });
             }
@@ -555,6 +550,50 @@ fn open_with(dev: Arc<Device>, opts: OpenOptions, backups: bool) -> Result<Opene
         ));
     }
     finish_open(dev, fs, opts, findings, notes)
+}
+
+/// The one line a failed open ends with: what the device holds when it
+/// is another format; why the superblock is unusable, with the hint of a
+/// backup, only when a backup could help.
+fn failure_message(dev: &Device, e: &OpenErr) -> String {
+    let path = dev.path().display();
+    if matches!(e, OpenErr::BadMagic) {
+        let mut head = vec![0u8; ext4_layout::foreign::PROBE_LEN];
+        let n = read_prefix(dev, &mut head);
+        if let Some(name) = ext4_layout::foreign::identify(&head[..n]) {
+            return format!(
+                "{path} contains {} {name}, not an ext2/3/4 file system",
+                ext4_layout::foreign::article(name)
+            );
+        }
+        return format!(
+            "{path}: no ext2/3/4 superblock (bad magic number), and no backup either; \
+             if it is an ext2/3/4 file system, try a backup superblock with -b"
+        );
+    }
+    match e {
+        OpenErr::Io(_) | OpenErr::SbCsumInvalid | OpenErr::Corrupt(_) | OpenErr::BadFirstIno(_) => {
+            format!(
+                "{path}: {}; no backup superblock could be used either",
+                e.describe()
+            )
+        }
+        _ => format!("{path}: {}", e.describe()),
+    }
+}
+
+/// Reads as much of the device's start as it holds into `buf`; returns
+/// how many bytes were read.
+fn read_prefix(dev: &Device, buf: &mut [u8]) -> usize {
+    let n = usize::try_from(dev.size())
+        .unwrap_or(usize::MAX)
+        .min(buf.len());
+    let n = n - n % 512;
+    if n > 0 && dev.read_at(&mut buf[..n], 0).is_ok() {
+        n
+    } else {
+        0
+    }
 }
 
 /// The checks made once a superblock is chosen.

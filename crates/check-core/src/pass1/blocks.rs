@@ -386,9 +386,13 @@ impl Worker<'_, '_, '_> {
             // Every twelfth, e2fsck offers to clear the inode: declining
             // changes nothing, and a repair clears it and walks no more.
             if w.num_illegal % 12 == 0 && self.p.repairing {
-                self.report(Finding::new(Code::TooManyBadBlocks).ino(w.ino));
-                w.cleared = true;
-                return true;
+                let many = Finding::new(Code::TooManyBadBlocks).ino(w.ino);
+                let clear = self.p.says_yes(&many);
+                self.report(many);
+                if clear {
+                    w.cleared = true;
+                    return true;
+                }
             }
             let f = Finding::new(code).ino(w.ino).blk(blk);
             let f = if code == Code::IllegalBlock {
@@ -1059,7 +1063,8 @@ impl BlockMapVisitor for MapCheck<'_, '_, '_, '_> {
             // A repair clears the pointer and goes on with the next one;
             // a read-only check cannot read the map block and leaves the
             // tree.
-            if self.w.p.repairing {
+            let p = self.w.p;
+            if p.repairing && self.w.out.findings.last().is_none_or(|f| p.says_yes(f)) {
                 return MapStep::Skip;
             }
             self.left_tree(MapErr::BadInd(blk));

@@ -69,11 +69,12 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         if self.p.sink.is_some() && self.out.findings.len() > mark {
             self.send_local_fixes(ino, raw, mark);
         }
-        if self.p.repairing
+        let p = self.p;
+        if p.repairing
             && self.claims == claims
             && self.out.findings[mark..]
                 .iter()
-                .any(|f| f.ino == Some(ino) && f.code.clears_inode())
+                .any(|f| f.ino == Some(ino) && f.code.clears_inode() && p.says_yes(f))
         {
             self.answer_clear(ino);
             return;
@@ -603,10 +604,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             if self.p.not_dirs.binary_search(&cur.ino).is_ok() {
                 return;
             }
-            let rewritten = self.p.repairing
+            let p = self.p;
+            let rewritten = p.repairing
                 && self.out.findings[cur.findings_from..]
                     .iter()
-                    .any(|f| f.ino == Some(cur.ino));
+                    .any(|f| f.ino == Some(cur.ino) && p.says_yes(f));
             if cur.csum_bad && !rewritten {
                 Maps::mark(&self.maps().inode_not_dir, cur.ino);
                 return;

@@ -29,6 +29,11 @@ pub use types::{chunks, Chunk, LeafExtent, Pass1, QuotaUse};
 pub use types::{BlockKey, DirWork, DxInfo, P1Out};
 
 impl<'a> Pass1<'a> {
+    /// Whether, under a repair, problem `f` is taken as fixed.
+    pub(crate) fn says_yes(&self, f: &crate::problem::Finding) -> bool {
+        crate::ctx::answered_yes(self.repairing, self.answers.as_deref(), f)
+    }
+
     /// Whether a block claimed twice is accepted: the shared_blocks
     /// feature says files may share blocks, unless they are to be
     /// unshared.
@@ -56,6 +61,7 @@ impl<'a> Pass1<'a> {
             low_dtime_check,
             choices: crate::ctx::Choices::default(),
             repairing: false,
+            answers: None,
             not_dirs: std::sync::Arc::from([]),
             sink: None,
         }

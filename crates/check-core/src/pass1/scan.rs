@@ -7,7 +7,7 @@ use ext4_layout::inode::{flags, Inode, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
 use super::types::{Chunk, ScanStatus, Worker};
 use crate::ctx::AbortAt;
-use crate::problem::Pass;
+use crate::problem::{Code, Finding, Pass};
 
 /// Whether an inode makes its block look like garbage: a bad checksum, a
 /// broken extent header, or a block map with more than seven pointers out
@@ -38,6 +38,37 @@ fn insane(w: &Worker<'_, '_, '_>, inode: &Inode<'_>, csum_bad: bool) -> bool {
         .filter(|&b| b != 0 && !geo.block_in_range(b))
         .count();
     bad > 7
+}
+
+/// Reads blocks `i..j` of a chunk whose whole read failed, one block at a
+/// time, and the blocks that still fail one sector at a time (the
+/// sectors that fail read as zeros); each such block is a finding, which
+/// the repair fixes by writing the block as it was read here.
+fn salvage_run(
+    w: &mut Worker<'_, '_, '_>,
+    group: u32,
+    first_blk: u64,
+    i: usize,
+    j: usize,
+    buf: &mut [u8],
+) {
+    let fs = w.p.fs;
+    let bs = fs.geo.block_size as usize;
+    for k in i..j {
+        let blk = first_blk + k as u64;
+        let dst = &mut buf[k * bs..(k + 1) * bs];
+        if w.io.read_blocks(blk, dst).is_ok() {
+            continue;
+        }
+        let failed = crate::io::salvage_block(fs, blk, dst);
+        w.out.findings.push(
+            Finding::new(Code::InodeTableBlockUnreadable)
+                .blk(blk)
+                .group(group)
+                .num(failed as u64)
+                .num2(bs.div_ceil(crate::io::SECTOR) as u64),
+        );
+    }
 }
 
 /// Which inodes of a chunk to check.
@@ -84,6 +115,14 @@ pub(crate) fn scan_chunk(w: &mut Worker<'_, '_, '_>, chunk: Chunk, only: Only, r
         if let Err(e) =
             w.io.read_blocks(first_blk + i as u64, &mut buf[i * bs..j * bs])
         {
+            if w.p.repairing {
+                // As e2fsck -y goes on past an unreadable block (and
+                // rewrites it), block by block, and beyond it, sector by
+                // sector: what can be read is kept.
+                salvage_run(w, chunk.group, first_blk, i, j, &mut buf);
+                i = j;
+                continue;
+            }
             let bad = crate::fs::failed_block(&e)
                 .unwrap_or(first_blk + i as u64)
                 .saturating_sub(first_blk) as usize;

@@ -308,6 +308,9 @@ pub struct Pass1<'a> {
     /// Whether a repair runs this check (see
     /// [`crate::ctx::CheckOptions::repairing`]).
     pub repairing: bool,
+    /// Who answers the repair's questions (see
+    /// [`crate::ctx::CheckOptions::answers`]).
+    pub answers: Option<std::sync::Arc<dyn crate::answers::Answers>>,
     /// Inodes an earlier round judged not to be directories (see
     /// [`crate::ctx::CheckOptions::not_dirs`]).
     pub not_dirs: std::sync::Arc<[u32]>,

@@ -259,6 +259,28 @@ pub(crate) fn check_block(
     data: Option<&[u8]>,
 ) {
     let mut out = Special::default();
+    // Under a repair, a block the disk will not give whole is read sector
+    // by sector (the sectors that fail read as zeros) and judged as that,
+    // as e2fsck -y ignores the error and rewrites the block; the repair
+    // writes it as read here.
+    let salvaged = (data.is_none()
+        && cx.yes
+        && work.pblk != 0
+        && work.inline.is_none()
+        && work.pblk < cx.fs.geo.blocks_count)
+        .then(|| {
+            let mut b = vec![0u8; cx.fs.block_size()];
+            let failed = crate::io::salvage_block(cx.fs, work.pblk, &mut b);
+            out.findings.push(
+                Finding::new(Code::DirBlockUnreadable)
+                    .dir(work.meta.ino)
+                    .blk(work.pblk)
+                    .num(failed as u64)
+                    .num2(b.len().div_ceil(crate::io::SECTOR) as u64),
+            );
+            b
+        });
+    let data = salvaged.as_deref().or(data);
     if cx.maps.used(work.meta.ino) {
         BlockCheck {
             cx,
@@ -266,6 +288,7 @@ pub(crate) fn check_block(
             acc,
             work,
             out: &mut out,
+            cleared: false,
         }
         .run(data);
     }
@@ -296,6 +319,8 @@ struct BlockCheck<'c, 'a, 'f> {
     acc: &'c mut P2Acc,
     work: &'c DirWork,
     out: &'c mut Special,
+    /// The entry just checked was cleared by a yes answer.
+    cleared: bool,
 }
 
 /// Where a block's entries are, once its checksum and htree role are known.
@@ -483,8 +508,16 @@ impl<'c> BlockCheck<'c, '_, '_> {
         if at >= max {
             return None;
         }
-        let mut b = lay.data.to_vec();
         let (ino, lblk) = (self.ino(), self.work.lblk);
+        // Salvaging is the answer to the first damage found.
+        let first = Finding::new(Code::DirCorrupted)
+            .dir(ino)
+            .num(lblk)
+            .num2(at as u64);
+        if !self.cx.says_yes(&first) {
+            return None;
+        }
+        let mut b = lay.data.to_vec();
         let icount = self.cx.fs.sb().s_inodes_count();
         let ft_dir = if rules.filetype { ft::DIR } else { 0 };
         let mut offset = 0;
@@ -671,8 +704,13 @@ impl<'c> BlockCheck<'c, '_, '_> {
             let Ok(e) = self.read_entry(lay, rules, &mut offset, dot_state) else {
                 break;
             };
+            let mark = self.out.findings.len();
             let dots = self.check_dots(lay, &e, dot_state);
-            let counted_as = match self.entry_fate(rules, &e, dot_state, dots) {
+            // Under a repair, '.' and '..' are judged as fixed when every
+            // problem found in them is answered yes.
+            let cx = self.cx;
+            let dots_yes = cx.yes && self.out.findings[mark..].iter().all(|f| cx.says_yes(f));
+            let counted_as = match self.entry_fate(rules, &e, dot_state, dots, dots_yes) {
                 Err(Stop) => break,
                 Ok(t) => t,
             };
@@ -776,8 +814,8 @@ impl<'c> BlockCheck<'c, '_, '_> {
         e: &Entry<'_>,
         dot_state: u32,
         dots: Dots,
+        yes: bool,
     ) -> Result<Option<u32>, Stop> {
-        let yes = self.cx.yes;
         let ino = self.ino();
         if yes && dot_state == 0 {
             return Ok(Some(ino));
@@ -789,8 +827,9 @@ impl<'c> BlockCheck<'c, '_, '_> {
         if e.ino == 0 || (yes && dots == Dots::Cleared) {
             return Ok(None);
         }
+        self.cleared = false;
         let kept = self.check_entry(rules, e, dot_state)?;
-        if yes && dot_state == 1 && !kept {
+        if self.cleared && dot_state == 1 && !kept {
             self.acc.dotdot_refs.push((ino, 0));
         }
         Ok(kept.then_some(e.ino))
@@ -862,9 +901,15 @@ impl<'c> BlockCheck<'c, '_, '_> {
         dot_state: u32,
     ) -> Result<bool, Stop> {
         if let Some(c) = self.entry_problem(e, dot_state) {
-            self.push(self.about(c, e));
+            let f = self.about(c, e);
             // Each of these problems clears the entry under -y.
-            if c == Code::BadIno || self.cx.yes {
+            let clear = self.cx.says_yes(&f);
+            self.push(f);
+            if clear {
+                self.cleared = true;
+                return Ok(false);
+            }
+            if c == Code::BadIno {
                 return Ok(false);
             }
         }
@@ -913,7 +958,9 @@ impl<'c> BlockCheck<'c, '_, '_> {
                     findings,
                     still_bad,
                 } => {
-                    let dealloc = cx.yes && findings.iter().any(|f| f.code.deallocates_inode());
+                    let dealloc = findings
+                        .iter()
+                        .any(|f| f.code.deallocates_inode() && cx.says_yes(f));
                     // Under a repair the entry goes with the inode: the
                     // finding says which entry, so that its directory is
                     // fixed in the same round.
@@ -943,18 +990,22 @@ impl<'c> BlockCheck<'c, '_, '_> {
         // Under -y, an entry into a group's unused part fixes the group
         // and restarts the check, and is not cleared meanwhile.
         let restart = if gd.has_flag(BG_INODE_UNINIT) {
-            self.push(self.about(Code::InorefBgInoUninit, e));
-            true
+            Some(self.about(Code::InorefBgInoUninit, e))
         } else if e.ino >= first_unused {
-            self.push(self.about(Code::InorefInUnused, e));
-            true
+            Some(self.about(Code::InorefInUnused, e))
         } else {
-            false
+            None
         };
-        let suppressed = cx.yes && restart;
+        let suppressed = restart.as_ref().is_some_and(|f| cx.says_yes(f));
+        if let Some(f) = restart {
+            self.push(f);
+        }
         if !cx.maps.used(e.ino) && !suppressed {
-            self.push(self.about(Code::UnusedInode, e));
-            if cx.yes {
+            let f = self.about(Code::UnusedInode, e);
+            let clear = cx.says_yes(&f);
+            self.push(f);
+            if clear {
+                self.cleared = true;
                 return Ok(None);
             }
         }
@@ -1013,15 +1064,20 @@ impl<'c> BlockCheck<'c, '_, '_> {
                     let f = Finding::new(Code::BadEncryptedName)
                         .dir(ino)
                         .num(e.name_len as u64);
+                    let clear = self.cx.says_yes(&f);
                     self.push(f);
-                    if self.cx.yes {
+                    if clear {
+                        self.cleared = true;
                         return Ok(false);
                     }
                 }
                 match check_policy(self.cx, self.io, ino, e.ino, e.ftype) {
                     Ok(Some(c)) => {
-                        self.push(self.about(c, e));
-                        if self.cx.yes {
+                        let f = self.about(c, e);
+                        let clear = self.cx.says_yes(&f);
+                        self.push(f);
+                        if clear {
+                            self.cleared = true;
                             return Ok(false);
                         }
                     }

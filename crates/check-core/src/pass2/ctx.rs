@@ -78,6 +78,8 @@ pub struct P2Ctx<'a> {
     /// Under a repair: entries are judged as e2fsck -y judges them (see
     /// the entry checks), so that passes 3 to 5 see what the repair leaves.
     pub(crate) yes: bool,
+    /// Who answers (see [`crate::ctx::CheckOptions::answers`]).
+    pub answers: Option<std::sync::Arc<dyn crate::answers::Answers>>,
     /// Of late, how many directory-block reads (per thousand) had to wait
     /// for the device: a moving average that decides whether pass 1
     /// fetches directory blocks ahead. It starts high (assume a cold cache).
@@ -108,7 +110,13 @@ impl<'a> P2Ctx<'a> {
             .map(|x| if x == 0 { u32::MAX } else { x }),
             miss_permille: AtomicU32::new(1000),
             yes: false,
+            answers: None,
         }
+    }
+
+    /// Whether, under a repair, problem `f` is taken as fixed.
+    pub(crate) fn says_yes(&self, f: &crate::problem::Finding) -> bool {
+        crate::ctx::answered_yes(self.yes, self.answers.as_deref(), f)
     }
 
     /// Records how many reads of a batch came from the page cache.

@@ -174,16 +174,15 @@ pub(crate) fn merge(
         if dirs.claim_parent(l.target, l.dir) == Claim::Taken {
             // A second link to a directory: a repair clears it, so it
             // counts for nothing.
-            if cx.yes {
+            let name = link_name(fs, io, l, &mut bs_buf);
+            let f = Finding::new(Code::LinkDir)
+                .dir(l.dir)
+                .ino(l.target)
+                .str(name);
+            if cx.says_yes(&f) {
                 cx.counted.sub_one(l.target - 1);
             }
-            let name = link_name(fs, io, l, &mut bs_buf);
-            out.findings.push(
-                Finding::new(Code::LinkDir)
-                    .dir(l.dir)
-                    .ino(l.target)
-                    .str(name),
-            );
+            out.findings.push(f);
         }
     }
     drop(links);

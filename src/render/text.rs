@@ -1,33 +1,38 @@
-//! What a run prints: the report in the chosen format, e2fsck's preen
-//! lines, the `-v` statistics and the `-t` timing.
+//! The text report: e2fsck's lines, the findings grouped by pass, the
+//! preen lines, the `-v` statistics and the `-t` timing.
 
 use check_core::problem::{Finding, Pass, Severity};
 use check_core::report::exit;
 use check_core::{Report, Summary};
 
-use crate::cli::{Format, Invocation, Mode, Personality};
+use crate::cli::{Invocation, Mode, Personality};
 
-/// Prints the report as the invocation asks.
-pub fn print_report(inv: &Invocation, report: &Report) {
-    match inv.format {
-        Format::Json => print!("{}", crate::json::render(report)),
-        Format::Text => {
-            if inv.personality == Personality::E2fsck && inv.mode == Mode::Preen {
-                print!("{}", preen_text(report));
-            } else {
-                print!("{}", text(report));
-            }
-            if inv.verbose {
-                if let Some(s) = &report.summary {
-                    print!("{}", verbose_stats(s));
-                }
-            }
+/// Prints the text report.
+pub fn print(inv: &Invocation, report: &Report) {
+    let e2fsck = inv.personality == Personality::E2fsck;
+    let preen = inv.mode == Mode::Preen;
+    let notices = if e2fsck {
+        closing_notices(report, preen)
+    } else {
+        String::new()
+    };
+    if e2fsck && preen {
+        print!("{}", preen_text(report, &notices));
+    } else {
+        // An interactive repair has shown every problem already.
+        let list = inv.mode != Mode::Interactive;
+        print!("{}", text(report, &notices, list));
+    }
+    if inv.verbose {
+        if let Some(s) = &report.summary {
+            print!("{}", verbose_stats(s));
         }
     }
 }
 
-/// The human-readable report: findings grouped by pass, then the summary.
-fn text(r: &Report) -> String {
+/// The human-readable report: findings grouped by pass, then `notices`
+/// (e2fsck's closing lines, under its names) and the summary.
+fn text(r: &Report, notices: &str, list: bool) -> String {
     let mut out = String::new();
     if let Some(blocks) = r.dry_run {
         out.push_str(&format!(
@@ -49,7 +54,7 @@ fn text(r: &Report) -> String {
         Pass::P4,
         Pass::P5,
     ];
-    for p in passes {
+    for p in passes.into_iter().filter(|_| list) {
         let mine: Vec<&Finding> = r.findings.iter().filter(|f| f.code.pass() == p).collect();
         let always = matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
         if mine.is_empty() && !(always && r.summary.is_some()) {
@@ -65,7 +70,8 @@ fn text(r: &Report) -> String {
         }
         for f in mine {
             let mark = match (f.code.severity(), f.fixed) {
-                (_, true) => "FIXED",
+                (_, true) if r.dry_run.is_some() => f.code.prompt().would(),
+                (_, true) => f.code.prompt().done(),
                 (Severity::Error, false) => "error",
                 (Severity::Notice, false) => "note",
             };
@@ -84,10 +90,13 @@ fn text(r: &Report) -> String {
     if let Some(reason) = &r.preen_halt {
         out.push_str(&format!("{}: {}\n", r.device, reason));
     }
+    out.push_str(notices);
     let state = match r.exit_code() {
         0 => "clean",
         c if c & exit::OPERATIONAL != 0 => "check incomplete",
+        c if c & exit::CANCELLED != 0 => "canceled",
         c if c & exit::UNCORRECTED != 0 => "errors found",
+        _ if r.dry_run.is_some() => "errors would be corrected",
         _ => "errors corrected",
     };
     if let Some(s) = &r.summary {
@@ -112,16 +121,48 @@ fn text(r: &Report) -> String {
     out
 }
 
+/// What e2fsck prints at the end of a run under its own names: that the
+/// file system was changed (not when preening), that the system must be
+/// rebooted (the root, mounted read-only, was changed), and that errors
+/// are left.
+fn closing_notices(r: &Report, preen: bool) -> String {
+    let mut out = String::new();
+    let code = r.exit_code();
+    // A skipped file system ends with e2fsck's "clean" line alone.
+    let changed = r.modified && r.dry_run.is_none() && r.skipped.is_none();
+    if changed && !preen {
+        out.push_str(&format!(
+            "\n{}: ***** FILE SYSTEM WAS MODIFIED *****\n",
+            r.device
+        ));
+    }
+    if changed && r.mounted_root {
+        out.push_str(&format!("{}: ***** REBOOT SYSTEM *****\n", r.device));
+    }
+    if code & exit::UNCORRECTED != 0 && r.preen_halt.is_none() && r.skipped.is_none() {
+        out.push_str(&format!(
+            "\n{}: ********** WARNING: Filesystem still has errors **********\n\n",
+            r.device
+        ));
+    }
+    out
+}
+
 /// e2fsck -p's output: each problem on one line after the device name,
-/// then the summary line.
-fn preen_text(r: &Report) -> String {
+/// then `notices` and the summary line.
+fn preen_text(r: &Report, notices: &str) -> String {
     let mut out = String::new();
     for n in &r.notes {
         out.push_str(&format!("{}: {n}\n", r.device));
     }
     for f in &r.findings {
+        if f.code.preen_nomessage() {
+            continue;
+        }
         let what = match (f.code.severity(), f.fixed) {
-            (_, true) => "FIXED",
+            (_, true) => f.code.prompt().done(),
+            // Declined by e2fsck.conf, in e2fsck's word.
+            (Severity::Error, false) if f.code.force_no() || f.code.no_default() => "IGNORED",
             (Severity::Error, false) => "NOT FIXED",
             (Severity::Notice, false) => continue,
         };
@@ -130,6 +171,7 @@ fn preen_text(r: &Report) -> String {
     if let Some(reason) = &r.aborted {
         out.push_str(&format!("{}: check stopped: {reason}\n", r.device));
     }
+    out.push_str(notices);
     if let Some(s) = &r.summary {
         out.push_str(&format!(
             "{}: {}/{} files ({} non-contiguous), {}/{} blocks\n",

@@ -6,13 +6,18 @@ use check_core::problem::{Finding, Severity};
 use check_core::{Report, Summary};
 use serde::Serialize;
 
+/// The version of the document's shape (`docs/report.schema.json`).
+pub const SCHEMA_VERSION: u32 = 2;
+
 /// The whole document.
 #[derive(Serialize)]
 struct JsonReport<'a> {
     aborted: Option<&'a str>,
+    cancelled: bool,
     clean: bool,
     device: &'a str,
     dry_run: bool,
+    error: Option<&'a str>,
     exit_code: i32,
     findings: Vec<JsonFinding<'a>>,
     label: &'a str,
@@ -20,7 +25,9 @@ struct JsonReport<'a> {
     notes: &'a [String],
     preen_halt: Option<&'a str>,
     repair: Option<JsonRepair<'a>>,
+    skipped: bool,
     summary: Option<JsonSummary>,
+    version: u32,
     would_write_blocks: Option<u64>,
 }
 
@@ -28,6 +35,9 @@ struct JsonReport<'a> {
 #[derive(Serialize)]
 struct JsonRepair<'a> {
     check_seconds: &'a [f64],
+    journal_blocks_replayed: u64,
+    journal_transactions_replayed: u64,
+    orphans_released: u64,
     rounds: Vec<JsonRound<'a>>,
 }
 
@@ -52,6 +62,8 @@ struct JsonFinding<'a> {
     code: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     dir: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dir_path: Option<&'a str>,
     e2fsck_code: String,
     fixed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -60,6 +72,8 @@ struct JsonFinding<'a> {
     ino: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ino2: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ino_path: Option<&'a str>,
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     num: Option<u64>,
@@ -97,11 +111,13 @@ impl<'a> JsonFinding<'a> {
             block2: f.blk2,
             code: f.code.name(),
             dir: f.dir,
+            dir_path: f.dir_path.as_deref(),
             e2fsck_code: format!("0x{:06x}", f.code.e2fsck_code()),
             fixed: f.fixed,
             group: f.group,
             ino: f.ino,
             ino2: f.ino2,
+            ino_path: f.ino_path.as_deref(),
             message: f.message(),
             num: f.num,
             num2: f.num2,
@@ -141,17 +157,26 @@ pub fn render(report: &Report) -> String {
     let exit_code = report.exit_code();
     let doc = JsonReport {
         aborted: report.aborted.as_deref(),
+        cancelled: report.cancelled,
         clean: exit_code == 0,
         device: &report.device,
         dry_run: report.dry_run.is_some(),
+        error: None,
         exit_code,
         findings: report.findings.iter().map(JsonFinding::new).collect(),
-        label: &report.label,
-        modified: report.modified,
+        label: match &report.skipped {
+            Some(s) if report.label.is_empty() => &s.label,
+            _ => &report.label,
+        },
+        // A dry run writes nothing, whatever it would have changed.
+        modified: report.modified && report.dry_run.is_none(),
         notes: &report.notes,
         preen_halt: report.preen_halt.as_deref(),
         repair: report.repair.as_ref().map(|r| JsonRepair {
             check_seconds: &r.checks,
+            journal_blocks_replayed: r.journal_blocks_replayed,
+            journal_transactions_replayed: r.journal_transactions_replayed,
+            orphans_released: r.orphans_released,
             rounds: r
                 .rounds
                 .iter()
@@ -165,8 +190,37 @@ pub fn render(report: &Report) -> String {
                 })
                 .collect(),
         }),
+        skipped: report.skipped.is_some(),
         summary: report.summary.as_ref().map(JsonSummary::new),
+        version: SCHEMA_VERSION,
         would_write_blocks: report.dry_run,
+    };
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+/// The document of a run that could not start: the command line was
+/// wrong, say. Same shape as every report, with `error` set.
+pub fn render_error(device: &str, message: &str, exit_code: i32) -> String {
+    let doc = JsonReport {
+        aborted: Some(message),
+        cancelled: false,
+        clean: false,
+        device,
+        dry_run: false,
+        error: Some(message),
+        exit_code,
+        findings: Vec::new(),
+        label: "",
+        modified: false,
+        notes: &[],
+        preen_halt: None,
+        repair: None,
+        skipped: false,
+        summary: None,
+        version: SCHEMA_VERSION,
+        would_write_blocks: None,
     };
     let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
     s.push('\n');

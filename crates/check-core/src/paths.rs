@@ -1,0 +1,166 @@
+//! The paths of the directories and inodes findings are about, as e2fsck
+//! names them in its messages ("entry 'f3' in /a (12)"). A directory's
+//! path is built from its parent, which pass 2 found (the first entry
+//! naming it), and its name there, read from the parent's blocks; each
+//! parent is read once, and every path once.
+
+use std::collections::HashMap;
+
+use ext4_layout::dirent::DirWalk;
+use ext4_layout::features::IncompatFeatures;
+use ext4_layout::inode::{flags, Inode};
+
+use crate::ctx::Maps;
+use crate::fs::Fs;
+use crate::io::Io;
+use crate::pass2::DirTable;
+use crate::problem::{Finding, Pass};
+
+/// Paths are not built past this depth (a loop the check has not
+/// resolved, or a tree deeper than any real one).
+const MAX_DEPTH: usize = 256;
+
+/// Finds and remembers the paths of directories.
+struct Namer<'a, 'f> {
+    fs: &'f Fs,
+    maps: &'a Maps,
+    dirs: &'a DirTable,
+    io: Io<'f>,
+    /// A directory's path, once built.
+    paths: HashMap<u32, Option<String>>,
+    /// The names of the subdirectories of each directory read so far.
+    names: HashMap<u32, HashMap<u32, String>>,
+}
+
+impl Namer<'_, '_> {
+    /// The path of directory `ino`, or `None` when it is not reachable
+    /// from the root through the parents pass 2 found.
+    fn path(&mut self, ino: u32) -> Option<String> {
+        if ino == 2 {
+            return Some("/".into());
+        }
+        if let Some(p) = self.paths.get(&ino) {
+            return p.clone();
+        }
+        // Up to the root or a directory already named.
+        let mut chain = vec![ino];
+        let mut at = ino;
+        let mut base = None;
+        while chain.len() <= MAX_DEPTH {
+            let parent = self.dirs.parent(at);
+            if parent == 0 || !self.maps.is_dir(at) {
+                break;
+            }
+            if parent == 2 {
+                base = Some(String::new());
+                break;
+            }
+            if let Some(known) = self.paths.get(&parent) {
+                base = known.clone();
+                break;
+            }
+            if chain.contains(&parent) {
+                break;
+            }
+            chain.push(parent);
+            at = parent;
+        }
+        // Down again, naming each directory in its parent.
+        let mut path = base;
+        for &d in chain.iter().rev() {
+            path = match path {
+                Some(p) => {
+                    let parent = self.dirs.parent(d);
+                    self.name_in(parent, d).map(|n| format!("{p}/{n}"))
+                }
+                None => None,
+            };
+            self.paths.insert(d, path.clone());
+        }
+        path
+    }
+
+    /// The name of directory `child` in directory `parent`.
+    fn name_in(&mut self, parent: u32, child: u32) -> Option<String> {
+        if !self.names.contains_key(&parent) {
+            let found = self.read_names(parent);
+            self.names.insert(parent, found);
+        }
+        self.names.get(&parent)?.get(&child).cloned()
+    }
+
+    /// The names of the subdirectories a directory holds.
+    fn read_names(&mut self, dir: u32) -> HashMap<u32, String> {
+        let mut out = HashMap::new();
+        let fs = self.fs;
+        let mut raw = vec![0u8; fs.geo.inode_size as usize];
+        if self.io.read_inode(dir, &mut raw).is_err() {
+            return out;
+        }
+        let Some(inode) = Inode::new(&raw) else {
+            return out;
+        };
+        if inode.has_flag(flags::INLINE_DATA) {
+            return out;
+        }
+        let mut blocks = Vec::new();
+        crate::blockiter::for_each_block(&mut self.io, &inode, &mut |b, l| {
+            if l >= 0 {
+                blocks.push(b);
+            }
+        });
+        let bs = fs.block_size();
+        let filetype = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
+        let mut buf = vec![0u8; bs];
+        for b in blocks {
+            if !fs.geo.block_in_range(b) || self.io.read_blocks(b, &mut buf).is_err() {
+                continue;
+            }
+            for w in DirWalk::new(&buf, bs, filetype) {
+                let target = w.entry.inode();
+                let name = w.entry.name();
+                if target == 0 || name == b"." || name == b".." || !self.maps.is_dir(target) {
+                    continue;
+                }
+                out.entry(target)
+                    .or_insert_with(|| String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        out
+    }
+}
+
+/// Gives the findings the paths of what they are about: the directory
+/// an entry is in, a directory pass 3 judges, an inode an entry leads
+/// to when it is deallocated.
+pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mut [Finding]) {
+    let mut n = Namer {
+        fs,
+        maps,
+        dirs,
+        io: Io::new(fs),
+        paths: HashMap::new(),
+        names: HashMap::new(),
+    };
+    for f in findings.iter_mut() {
+        if let Some(d) = f.dir {
+            if maps.is_dir(d) || d == 2 {
+                f.dir_path = n.path(d);
+            }
+        }
+        let Some(ino) = f.ino else {
+            continue;
+        };
+        if f.code.pass() == Pass::P3 && maps.is_dir(ino) {
+            f.ino_path = n.path(ino);
+        } else if f.code.deallocates_inode() {
+            if let (Some(dp), Some(name)) = (&f.dir_path, &f.str) {
+                f.ino_path = Some(if dp == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{dp}/{name}")
+                });
+            }
+        }
+    }
+}
