@@ -14,7 +14,7 @@ use crate::ctx::Maps;
 use crate::fs::Fs;
 use crate::io::Io;
 use crate::pass2::DirTable;
-use crate::problem::{Finding, Pass};
+use crate::problem::{Code, Finding, Pass};
 
 /// Paths are not built past this depth (a loop the check has not
 /// resolved, or a tree deeper than any real one).
@@ -89,9 +89,46 @@ impl Namer<'_, '_> {
         self.names.get(&parent)?.get(&child).cloned()
     }
 
+    /// The first name of each inode in `want` found in any directory, as
+    /// e2fsck's pass 1C finds the files that share blocks: one walk of
+    /// every directory.
+    fn find_files(&mut self, want: &std::collections::HashSet<u32>) -> HashMap<u32, String> {
+        let mut found: HashMap<u32, (u32, String)> = HashMap::new();
+        let mut at = 0;
+        while let Some(i) = self.maps.inode_dir.next_set(at) {
+            at = i + 1;
+            if found.len() == want.len() {
+                break;
+            }
+            let dir = u32::try_from(i + 1).unwrap_or(u32::MAX);
+            for (target, name) in self.read_entries(dir, &mut |t| want.contains(&t)) {
+                found.entry(target).or_insert((dir, name));
+            }
+        }
+        let mut out = HashMap::new();
+        for (ino, (dir, name)) in found {
+            if let Some(p) = self.path(dir) {
+                let sep = if p == "/" { "" } else { "/" };
+                out.insert(ino, format!("{p}{sep}{name}"));
+            }
+        }
+        out
+    }
+
     /// The names of the subdirectories a directory holds.
     fn read_names(&mut self, dir: u32) -> HashMap<u32, String> {
+        let maps = self.maps;
         let mut out = HashMap::new();
+        for (target, name) in self.read_entries(dir, &mut |t| maps.is_dir(t)) {
+            out.entry(target).or_insert(name);
+        }
+        out
+    }
+
+    /// The entries of directory `dir` (but '.' and '..') whose inode
+    /// `keep` accepts: (inode, name), in block order.
+    fn read_entries(&mut self, dir: u32, keep: &mut dyn FnMut(u32) -> bool) -> Vec<(u32, String)> {
+        let mut out = Vec::new();
         let fs = self.fs;
         let mut raw = vec![0u8; fs.geo.inode_size as usize];
         if self.io.read_inode(dir, &mut raw).is_err() {
@@ -119,11 +156,10 @@ impl Namer<'_, '_> {
             for w in DirWalk::new(&buf, bs, filetype) {
                 let target = w.entry.inode();
                 let name = w.entry.name();
-                if target == 0 || name == b"." || name == b".." || !self.maps.is_dir(target) {
+                if target == 0 || name == b"." || name == b".." || !keep(target) {
                     continue;
                 }
-                out.entry(target)
-                    .or_insert_with(|| String::from_utf8_lossy(name).into_owned());
+                out.push((target, String::from_utf8_lossy(name).into_owned()));
             }
         }
         out
@@ -142,6 +178,7 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
         paths: HashMap::new(),
         names: HashMap::new(),
     };
+    name_shared(&mut n, findings);
     for f in findings.iter_mut() {
         if let Some(d) = f.dir {
             if maps.is_dir(d) || d == 2 {
@@ -161,6 +198,44 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
                     format!("{dp}/{name}")
                 });
             }
+        }
+    }
+}
+
+/// Pass 1B's findings name each file that shares blocks, and the files it
+/// shares them with, by path (`12 (/termcap)`), as e2fsck does.
+fn name_shared(n: &mut Namer<'_, '_>, findings: &mut [Finding]) {
+    let shares = |f: &Finding| matches!(f.code, Code::DupBlocks | Code::DupBlocksMetadata);
+    let listed = |s: &str| -> Vec<u32> { s.split(", ").filter_map(|x| x.parse().ok()).collect() };
+    let mut want = std::collections::HashSet::new();
+    for f in findings.iter().filter(|f| shares(f)) {
+        want.extend(f.ino);
+        if f.code == Code::DupBlocks {
+            want.extend(f.str.as_deref().map(listed).unwrap_or_default());
+        }
+    }
+    if want.is_empty() {
+        return;
+    }
+    let named = n.find_files(&want);
+    for f in findings.iter_mut().filter(|f| shares(f)) {
+        if let Some(p) = f.ino.and_then(|i| named.get(&i)) {
+            f.ino_path = Some(p.clone());
+        }
+        if f.code != Code::DupBlocks {
+            continue;
+        }
+        if let Some(s) = &f.str {
+            let parts: Vec<String> = s
+                .split(", ")
+                .map(
+                    |x| match x.parse::<u32>().ok().and_then(|i| named.get(&i)) {
+                        Some(p) => format!("{x} ({p})"),
+                        None => x.to_string(),
+                    },
+                )
+                .collect();
+            f.str = Some(parts.join(", "));
         }
     }
 }
