@@ -134,8 +134,22 @@ fn text(o: &Output) -> String {
 
 /// The feature sets each case runs on.
 const FEATURES: [&[&str]; 3] = [
-    &["-t", "ext4", "-b", "1024"],
-    &["-t", "ext4", "-b", "4096", "-O", "^metadata_csum,uninit_bg"],
+    &[
+        "-O",
+        "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        "-I",
+        "256",
+        "-b",
+        "1024",
+    ],
+    &[
+        "-O",
+        "has_journal,extent,huge_file,flex_bg,uninit_bg,dir_nlink,extra_isize",
+        "-I",
+        "256",
+        "-b",
+        "4096",
+    ],
     &["-t", "ext2", "-b", "4096"],
 ];
 
@@ -247,12 +261,75 @@ fn problem_overrides_change_the_answers_as_e2fsck_changes_them() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// How many text lines of `out` name the link-count problem.
+fn link_lines(o: &Output) -> usize {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("link count") || l.contains("ref count"))
+        .count()
+}
+
+#[test]
+fn what_is_printed_is_limited_as_e2fsck_limits_it() {
+    let Some(t) = Tools::new("conf-printed") else {
+        return;
+    };
+    let img = t.image(
+        "links",
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+        ],
+        "sif /f1 links_count 4\nsif /f2 links_count 5\nsif /f3 links_count 6\n",
+    );
+    let none = t.conf("none", "");
+    let (o, th, _, _) = t.both(&img, &none, &["-fn"], &[]);
+    assert_eq!((link_lines(&o), link_lines(&th)), (3, 3), "{}", text(&o));
+    // Two printed, then one line saying the rest is suppressed; the
+    // verdict is the same.
+    for conf_text in [
+        "[options]\n\tmax_count_problems = 2\n",
+        "[problems]\n\t0x040003 = {\n\t\tmax_count = 2\n\t}\n",
+    ] {
+        let conf = t.conf("max", conf_text);
+        let (o, th, _, _) = t.both(&img, &conf, &["-fn"], &[]);
+        assert_eq!(code(&o), code(&th), "{conf_text}");
+        assert_eq!(link_lines(&o), 2, "{conf_text}: {}", text(&o));
+        assert!(
+            text(&o).contains("0x040003") && text(&o).contains("suppressed"),
+            "{}",
+            text(&o)
+        );
+        assert!(text(&th).contains("suppressed"), "{}", text(&th));
+    }
+    // no_nomsg: under -n the problem is not printed; the verdict stands.
+    let conf = t.conf(
+        "nomsg",
+        "[problems]\n\t0x040003 = {\n\t\tno_nomsg = true\n\t}\n",
+    );
+    let (o, th, _, _) = t.both(&img, &conf, &["-fn"], &[]);
+    assert_eq!(code(&o), code(&th));
+    assert_eq!(link_lines(&o), 0, "{}", text(&o));
+    assert_eq!(link_lines(&th), 0, "{}", text(&th));
+}
+
 #[test]
 fn a_syntax_error_stops_the_run_and_names_the_line() {
     let Some(t) = Tools::new("conf-syntax") else {
         return;
     };
-    let img = t.image("clean", &["-t", "ext4"], "");
+    let img = t.image(
+        "clean",
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+        ],
+        "",
+    );
     for text_ in [
         "[options]\nbroken system clock = 1\n",
         "[options\n",
@@ -297,7 +374,16 @@ fn a_directory_of_files_and_the_environment() {
     )
     .expect("w");
     std::fs::write(dir.join("b.conf"), "[options\n").expect("w");
-    let far = t.image("far", &["-t", "ext4"], "ssv mtime 20270101000000\n");
+    let far = t.image(
+        "far",
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+        ],
+        "ssv mtime 20270101000000\n",
+    );
     let (o, th, a, b) = t.both(&far, &dir, &["-fy"], &[]);
     assert_eq!(code(&o), code(&th), "{}\n{}", text(&o), text(&th));
     assert_eq!(
@@ -307,7 +393,16 @@ fn a_directory_of_files_and_the_environment() {
     assert!(!text(&o).contains("future"), "{}", text(&o));
 
     // broken_system_clock on a clean file system with a check interval.
-    let clean = t.image("interval", &["-t", "ext4"], "ssv checkinterval 86400\n");
+    let clean = t.image(
+        "interval",
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+        ],
+        "ssv checkinterval 86400\n",
+    );
     let conf = t.conf("broken", "[options]\n\tbroken_system_clock = 1\n");
     let (o, th, _, _) = t.both(&clean, &conf, &["-p"], &[]);
     assert_eq!(code(&o), code(&th));
@@ -343,7 +438,16 @@ fn an_undo_file_on_every_repair_when_the_configuration_asks() {
             undo_dir.display()
         ),
     );
-    let img = t.image("links", &["-t", "ext4"], "sif /f1 links_count 4\n");
+    let img = t.image(
+        "links",
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+        ],
+        "sif /f1 links_count 4\n",
+    );
     let before = std::fs::read(&img).expect("image");
     let out = with_conf(&t.ours, &conf, &["-fy", img.to_str().expect("path")], &[]);
     assert_eq!(code(&out), 1, "{}", text(&out));

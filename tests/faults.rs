@@ -799,8 +799,22 @@ fn a_signal_stops_a_check_within_a_second() {
     }
     let scratch = common::Scratch::new("cancel");
     for (i, mkfs) in [
-        &["-t", "ext4", "-b", "1024"][..],
-        &["-t", "ext4", "-b", "1024", "-O", "^metadata_csum,uninit_bg"],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "1024",
+        ][..],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,uninit_bg,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "1024",
+        ],
         &["-t", "ext2", "-b", "1024"],
     ]
     .iter()
@@ -907,8 +921,22 @@ fn an_unreadable_inode_table_block_is_rewritten_and_the_repair_goes_on() {
     let mut failures = Vec::new();
     let mut table = Vec::new();
     for (n, mkfs) in [
-        &["-t", "ext4", "-b", "1024"][..],
-        &["-t", "ext4", "-b", "4096", "-O", "^metadata_csum,uninit_bg"],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "1024",
+        ][..],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,uninit_bg,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "4096",
+        ],
         &["-t", "ext2", "-b", "4096"],
     ]
     .iter()
@@ -1032,10 +1060,31 @@ fn an_unreadable_directory_block_is_rewritten_and_the_repair_goes_on() {
     let mut failures = Vec::new();
     let mut table = Vec::new();
     for (n, mkfs) in [
-        &["-t", "ext4", "-b", "4096"][..],
-        &["-t", "ext4", "-b", "4096", "-O", "^metadata_csum,uninit_bg"],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "4096",
+        ][..],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,uninit_bg,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "4096",
+        ],
         &["-t", "ext2", "-b", "4096"],
-        &["-t", "ext4", "-b", "1024"],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "1024",
+        ],
     ]
     .iter()
     .enumerate()
@@ -1137,6 +1186,185 @@ fn an_unreadable_directory_block_is_rewritten_and_the_repair_goes_on() {
                 in_place(&o_files),
                 in_place(&t_files)
             ));
+        }
+    }
+    eprintln!("{}", table.join("\n"));
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The other metadata a repair reads, unreadable: a block bitmap, an
+/// inode bitmap and a file's extent-tree block (whole, and one sector).
+/// Against e2fsck -y under the same faults: the same exit code, both
+/// clean afterwards, and every file e2fsck keeps kept.
+#[test]
+fn unreadable_bitmaps_and_extent_blocks_meet_e2fsck_y() {
+    if !have_all(&["mke2fs", "e2fsck", "dumpe2fs", "debugfs", "rustc"]) {
+        return;
+    }
+    let scratch = common::Scratch::new("meta-eio");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(&tree).expect("tree");
+    // A file in many pieces (holes between them), so that its extents
+    // need a tree block; and some plain files.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(tree.join("pieces")).expect("file");
+        for i in 0..40u64 {
+            f.write_all_at(&[b'p'; 4096], i * 3 * 65536).expect("write");
+        }
+    }
+    for i in 0..20 {
+        std::fs::write(
+            tree.join(format!("f{i:02}")),
+            format!("file {i}\n").repeat(i + 1),
+        )
+        .expect("file");
+    }
+    let mut failures = Vec::new();
+    let mut table = Vec::new();
+    for (n, mkfs) in [
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "4096",
+        ][..],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,uninit_bg,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "4096",
+        ],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "1024",
+        ],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let base = scratch.path(&format!("base{n}.img"));
+        let mut args = mkfs.to_vec();
+        args.extend_from_slice(&[
+            "-d",
+            tree.to_str().expect("path"),
+            base.to_str().expect("path"),
+            "64M",
+        ]);
+        common::mke2fs(&args);
+        let p = base.to_str().expect("path");
+        let dump = String::from_utf8_lossy(&common::tool("dumpe2fs", &[p]).stdout).into_owned();
+        let (_, bs) = inode_table_start(&base);
+        let first = |key: &str| -> u64 {
+            dump.lines()
+                .find_map(|l| l.trim().strip_prefix(key))
+                .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|v| v.parse().ok())
+                .expect(key)
+        };
+        let bbitmap = first("Block bitmap at ");
+        let ibitmap = first("Inode bitmap at ");
+        // The extent tree's leaf block: the index entry's target
+        // (debugfs ex lists level 0 first, "0/ 1 ... BLK").
+        let ex = Command::new(common::find_tool("debugfs").expect("debugfs"))
+            .args(["-R", "ex /pieces", p])
+            .env("DEBUGFS_PAGER", "__none__")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let leaf: Option<u64> = ex
+            .lines()
+            .find(|l| l.trim_start().starts_with("0/"))
+            .and_then(|l| {
+                // "0/ 1   1/  1     0 -  1872  2070  1873": the block
+                // follows the logical range.
+                let t: Vec<&str> = l.split_whitespace().collect();
+                let dash = t.iter().position(|&x| x == "-")?;
+                t.get(dash + 2).copied()
+            })
+            .and_then(|v| v.parse().ok());
+        let Some(leaf) = leaf else {
+            failures.push(format!("{mkfs:?}: /pieces has no extent tree block:\n{ex}"));
+            continue;
+        };
+        for (what, blk, len) in [
+            ("block bitmap", bbitmap, bs),
+            ("inode bitmap", ibitmap, bs),
+            ("extent block", leaf, bs),
+            ("extent block, one sector", leaf, 512),
+        ] {
+            let env = [
+                ("FAULT_READ_EIO", (blk * bs).to_string()),
+                ("FAULT_READ_LEN", len.to_string()),
+                ("FAULT_HEAL_ON_WRITE", "1".to_string()),
+            ];
+            let theirs = scratch.path(&format!("t{n}.img"));
+            let ours = scratch.path(&format!("o{n}.img"));
+            std::fs::copy(&base, &theirs).expect("copy");
+            std::fs::copy(&base, &ours).expect("copy");
+            let t = under(
+                &e2fsck(),
+                &["-fy", theirs.to_str().expect("path")],
+                &theirs,
+                None,
+                &env,
+            );
+            let o = under(
+                &bin(),
+                &["--io", "pread", "-fy", ours.to_str().expect("path")],
+                &ours,
+                None,
+                &env,
+            );
+            let ctx = format!("{mkfs:?}, {what} (block {blk})");
+            let text = String::from_utf8_lossy(&o.stdout).into_owned()
+                + &String::from_utf8_lossy(&o.stderr);
+            if code(&o) != code(&t) {
+                failures.push(format!(
+                    "{ctx}: exit {} vs e2fsck's {}\n{text}\n{}",
+                    code(&o),
+                    code(&t),
+                    String::from_utf8_lossy(&t.stdout)
+                ));
+            }
+            for img in [&theirs, &ours] {
+                if code(&common::tool(
+                    "e2fsck",
+                    &["-fn", img.to_str().expect("path")],
+                )) != 0
+                {
+                    failures.push(format!("{ctx}: e2fsck -fn finds {} unclean", img.display()));
+                }
+            }
+            match (
+                common::files_lost(&theirs, &ours, &scratch.0),
+                common::file_tree(&theirs, &scratch.0),
+                common::file_tree(&ours, &scratch.0),
+            ) {
+                (Some((lost, _)), Some(tf), Some(of)) => {
+                    if !lost.is_empty() {
+                        failures.push(format!(
+                            "{ctx}: files e2fsck keeps and ext4chk lost: {lost:?}"
+                        ));
+                    }
+                    table.push(format!(
+                        "{ctx}: exit {} / e2fsck {}; files {} / e2fsck {}",
+                        code(&o),
+                        code(&t),
+                        of.len(),
+                        tf.len()
+                    ));
+                }
+                _ => failures.push(format!("{ctx}: debugfs cannot list the files")),
+            }
         }
     }
     eprintln!("{}", table.join("\n"));

@@ -117,10 +117,27 @@ fn fsck_ext4(scratch: &Scratch) -> PathBuf {
 
 /// The feature sets every case runs on.
 const FEATURES: [(&str, &[&str]); 3] = [
-    ("ext4-1k", &["-t", "ext4", "-b", "1024"]),
+    (
+        "ext4-1k",
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "1024",
+        ],
+    ),
     (
         "uninit_bg-4k",
-        &["-t", "ext4", "-b", "4096", "-O", "^metadata_csum,uninit_bg"],
+        &[
+            "-O",
+            "has_journal,extent,huge_file,flex_bg,uninit_bg,dir_nlink,extra_isize",
+            "-I",
+            "256",
+            "-b",
+            "4096",
+        ],
     ),
     ("ext2-4k", &["-t", "ext2", "-b", "4096"]),
 ];

@@ -116,7 +116,14 @@ impl Drop for OtherNode {
 }
 
 const FEATURES: [&[&str]; 2] = [
-    &["-t", "ext4", "-b", "1024", "-O", "mmp"],
+    &[
+        "-O",
+        "has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize,mmp",
+        "-I",
+        "256",
+        "-b",
+        "1024",
+    ],
     &[
         "-t",
         "ext4",

@@ -30,10 +30,57 @@ pub fn print(inv: &Invocation, report: &Report) {
     }
 }
 
+/// e2fsck.conf's limits on what is printed: `max_count_problems` and a
+/// code's own `max_count` (past the limit, its findings are suppressed,
+/// with one line saying so), and `no_nomsg` (a problem left by -n or by
+/// `force_no` is not printed). The JSON report keeps every finding.
+struct Shown {
+    counts: std::collections::HashMap<check_core::problem::Code, i64>,
+    max: i64,
+    read_only: bool,
+}
+
+impl Shown {
+    fn new(r: &Report) -> Shown {
+        Shown {
+            counts: std::collections::HashMap::new(),
+            max: crate::conf::get().max_count_problems,
+            read_only: r.repair.is_none() && r.dry_run.is_none(),
+        }
+    }
+
+    /// Whether `f` is printed, and the line that says its code is
+    /// suppressed from here on (once).
+    fn take(&mut self, f: &Finding) -> (bool, Option<String>) {
+        if !f.fixed && f.code.no_nomsg() && (self.read_only || f.code.force_no()) {
+            return (false, None);
+        }
+        let limit = f.code.max_count().unwrap_or(self.max);
+        if limit <= 0 {
+            return (true, None);
+        }
+        let n = self.counts.entry(f.code).or_insert(0);
+        *n += 1;
+        match (*n).cmp(&(limit + 1)) {
+            std::cmp::Ordering::Less => (true, None),
+            std::cmp::Ordering::Equal => (
+                false,
+                Some(format!(
+                    "...problem 0x{:06x} ({}) suppressed",
+                    f.code.e2fsck_code(),
+                    f.code.name()
+                )),
+            ),
+            std::cmp::Ordering::Greater => (false, None),
+        }
+    }
+}
+
 /// The human-readable report: findings grouped by pass, then `notices`
 /// (e2fsck's closing lines, under its names) and the summary.
 fn text(r: &Report, notices: &str, list: bool) -> String {
     let mut out = String::new();
+    let mut shown = Shown::new(r);
     if let Some(blocks) = r.dry_run {
         out.push_str(&format!(
             "Dry run: nothing is written to {}; below is what the repair would do \
@@ -69,6 +116,13 @@ fn text(r: &Report, notices: &str, list: bool) -> String {
             }
         }
         for f in mine {
+            let (show, said) = shown.take(f);
+            if let Some(line) = said {
+                out.push_str(&format!("  {line}\n"));
+            }
+            if !show {
+                continue;
+            }
             let mark = match (f.code.severity(), f.fixed) {
                 (_, true) if r.dry_run.is_some() => f.code.prompt().would(),
                 (_, true) => f.code.prompt().done(),
@@ -155,8 +209,16 @@ fn preen_text(r: &Report, notices: &str) -> String {
     for n in &r.notes {
         out.push_str(&format!("{}: {n}\n", r.device));
     }
+    let mut shown = Shown::new(r);
     for f in &r.findings {
         if f.code.preen_nomessage() {
+            continue;
+        }
+        let (show, said) = shown.take(f);
+        if let Some(line) = said {
+            out.push_str(&format!("{line}\n"));
+        }
+        if !show {
             continue;
         }
         let what = match (f.code.severity(), f.fixed) {

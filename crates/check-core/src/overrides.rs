@@ -76,6 +76,16 @@ impl Code {
         self.overridden().and_then(|o| o.force_no) == Some(true)
     }
 
+    /// Whether it is not printed when left unfixed by -n or `force_no`.
+    pub fn no_nomsg(self) -> bool {
+        self.overridden().and_then(|o| o.no_nomsg) == Some(true)
+    }
+
+    /// Its own limit on how many are printed, if it has one.
+    pub fn max_count(self) -> Option<i64> {
+        self.overridden().and_then(|o| o.max_count)
+    }
+
     /// Whether preen prints nothing about it.
     pub fn preen_nomessage(self) -> bool {
         self.overridden().and_then(|o| o.preen_nomessage) == Some(true)
