@@ -196,6 +196,16 @@ pub struct Args {
     /// repair's checks reads it.
     #[arg(long = "dry-run", action = ArgAction::Count)]
     pub dry_run: u8,
+    /// Check a mounted ext2/3/4 file system while it stays in use: DEVICE
+    /// is its mount point or its device. Read-only; what the live check
+    /// finds is confirmed in the file system's frozen state before it is
+    /// reported. Exit codes are e2scrub's: 0 clean, 6 damage, 8 could not
+    /// check.
+    #[arg(long = "online", action = ArgAction::Count)]
+    pub online: u8,
+    /// With --online: the longest a freeze may last, in milliseconds.
+    #[arg(long = "max-freeze", value_name = "MS", default_value = "200")]
+    pub max_freeze: String,
     /// Print help.
     #[arg(long = "help", action = ArgAction::Help)]
     pub help: Option<bool>,
@@ -351,6 +361,8 @@ pub struct Invocation {
     pub partition: Option<u32>,
     /// `--dry-run`: repair in memory only.
     pub dry_run: bool,
+    /// `--online`: the longest freeze, in milliseconds.
+    pub online: Option<u64>,
 }
 
 /// The end of a run decided by the command line alone: what to print and
@@ -423,6 +435,7 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
     let (threads, partition) = own_options(&prog, &args)?;
     let mode = chosen_mode(&prog, mode, personality)?;
     dry_run_fits(&prog, &args, mode)?;
+    let online = online_fits(&prog, &args, mode)?;
     Ok(Invocation {
         prog,
         personality,
@@ -459,7 +472,33 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         nice: args.nice > 0,
         partition,
         dry_run: args.dry_run > 0,
+        online,
     })
+}
+
+/// `--online` checks only: with a repair, or as fsck.ext4, it is refused.
+fn online_fits(prog: &str, args: &Args, mode: Mode) -> Result<Option<u64>, Early> {
+    if args.online == 0 {
+        return Ok(None);
+    }
+    if mode != Mode::Check {
+        return Err(Early::err(
+            exit::USAGE,
+            format!(
+                "{prog}: --online only checks: it cannot be given with -y, -p or --interactive"
+            ),
+        ));
+    }
+    match args.max_freeze.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Some(ms)),
+        _ => Err(Early::err(
+            exit::USAGE,
+            format!(
+                "{prog}: --max-freeze wants a number of milliseconds above 0, not '{}'",
+                args.max_freeze
+            ),
+        )),
+    }
 }
 
 /// Step 1: What e2fsck checks as it reads each option, in argument order.

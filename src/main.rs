@@ -7,6 +7,7 @@ mod conf;
 mod doc;
 mod error;
 mod extended;
+mod online;
 mod plan;
 mod progress;
 mod render;
@@ -21,6 +22,14 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // The thaw watchdog of an online check (a process of its own).
+    if argv.get(1).map(String::as_str) == Some("--online-watchdog") {
+        let code = online::watchdog(
+            argv.get(2).map_or("", String::as_str),
+            argv.get(3).map_or("", String::as_str),
+        );
+        return ExitCode::from(u8::try_from(code).unwrap_or(8));
+    }
     conf::load();
     let code = match cli::parse(&argv) {
         Ok(inv) => match conf::loaded(&inv.prog) {

@@ -20,6 +20,9 @@ use crate::render::{self, text as output};
 
 /// Runs the invocation; returns the exit code.
 pub fn run(inv: &Invocation) -> i32 {
+    if let Some(ms) = inv.online {
+        return crate::online::run(inv, ms);
+    }
     let started = Instant::now();
     let target = match resolve_target(inv) {
         Ok(t) => t,
@@ -234,6 +237,13 @@ fn peek_super(target: &Target) -> Option<Vec<u8>> {
     let mut sb = vec![0u8; 1024];
     dev.read_at(&mut sb, 1024).ok()?;
     Some(sb)
+}
+
+/// The check's options for an invocation (no external journal).
+pub(crate) fn check_options_for(inv: &Invocation) -> CheckOptions {
+    let mut o = check_options(inv, None);
+    o.progress = None;
+    o
 }
 
 fn check_options(inv: &Invocation, journal: Option<Arc<pipeline::Device>>) -> CheckOptions {
@@ -573,8 +583,25 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
             Personality::Ext4chk => println!("{}: canceled.", report.device),
         }
     }
+    // Nothing was checked (not an ext2/3/4 image, an unsupported
+    // feature, a refused device): one line, the device named once, and
+    // no report of a check that never ran.
+    let nothing_checked = report.aborted.is_some()
+        && report.skipped.is_none()
+        && report.summary.is_none()
+        && report.findings.is_empty()
+        && !report.modified;
+    let one_line = |why: &str| {
+        if why.starts_with(report.device.as_str()) {
+            eprintln!("{}: {why}", inv.prog);
+        } else {
+            eprintln!("{}: {}: {why}", inv.prog, report.device);
+        }
+    };
     if let Some(s) = &report.skipped {
         print_skipped(inv, &report, s);
+    } else if nothing_checked && inv.format == crate::cli::Format::Text {
+        // (the line follows below)
     } else {
         if let Some(r) = &report.forced {
             println!("{} {}, check forced.", report.device, r.describe());
@@ -582,7 +609,7 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
         render::print(inv, &report);
     }
     if let Some(why) = &report.aborted {
-        eprintln!("{}: {}: {why}", inv.prog, report.device);
+        one_line(why);
     } else if let Some(why) = &report.preen_halt {
         // e2fsck's words, which boot scripts and admins know, then what
         // stopped preen and what to run instead.

@@ -21,6 +21,7 @@ complete -c ext4chk -l direct-io -d 'Read-only checks: read with O_DIRECT, aroun
 on\t'O_DIRECT whenever the file or device takes it'
 off\t'Always the page cache'"
 complete -c ext4chk -l partition -d 'Check partition N of a whole-disk image or disk (GPT or MBR; numbered from 1)' -r
+complete -c ext4chk -l max-freeze -d 'With --online: the longest a freeze may last, in milliseconds' -r
 complete -c ext4chk -s p -s a -l preen -d 'Repair what is safe to repair without asking; anything else stops with exit 4 (-a is the same)'
 complete -c ext4chk -s n -l read-only -d 'Check without changing anything; the device is opened read-only'
 complete -c ext4chk -s y -l repair -d 'Repair every problem found'
@@ -39,6 +40,7 @@ complete -c ext4chk -s v -l verbose -d 'Print detailed statistics at the end'
 complete -c ext4chk -s V -l version -d 'Print the version and exit'
 complete -c ext4chk -l nice -d 'Run the workers at idle priority (SCHED_IDLE), so that anything else on the machine comes first'
 complete -c ext4chk -l dry-run -d 'With --repair (-y) or --preen (-p): run the repair without writing anything, and report what it would do. The device is opened read-only; every write is kept in memory, where each of the repair\'s checks reads it'
+complete -c ext4chk -l online -d 'Check a mounted ext2/3/4 file system while it stays in use: DEVICE is its mount point or its device. Read-only; what the live check finds is confirmed in the file system\'s frozen state before it is reported. Exit codes are e2scrub\'s: 0 clean, 6 damage, 8 could not check'
 complete -c ext4chk -l help -d 'Print help'
 complete -c fsck.ext4 --wraps ext4chk
 complete -c fsck.ext3 --wraps ext4chk

@@ -23,6 +23,7 @@ struct JsonReport<'a> {
     label: &'a str,
     modified: bool,
     notes: &'a [String],
+    online: Option<JsonOnline<'a>>,
     preen_halt: Option<&'a str>,
     repair: Option<JsonRepair<'a>>,
     skipped: bool,
@@ -39,6 +40,17 @@ struct JsonRepair<'a> {
     journal_transactions_replayed: u64,
     orphans_released: u64,
     rounds: Vec<JsonRound<'a>>,
+}
+
+/// How an online check went.
+#[derive(Serialize)]
+struct JsonOnline<'a> {
+    confirmed: usize,
+    dropped: &'a [String],
+    freeze_longest_ms: f64,
+    freeze_total_ms: f64,
+    freezes: usize,
+    mount_point: &'a str,
 }
 
 /// One round of a repair.
@@ -171,6 +183,14 @@ pub fn render(report: &Report) -> String {
         // A dry run writes nothing, whatever it would have changed.
         modified: report.modified && report.dry_run.is_none(),
         notes: &report.notes,
+        online: report.online.as_ref().map(|o| JsonOnline {
+            confirmed: o.confirmed,
+            dropped: &o.dropped,
+            freeze_longest_ms: o.freezes.iter().copied().fold(0.0, f64::max) * 1000.0,
+            freeze_total_ms: o.freezes.iter().sum::<f64>() * 1000.0,
+            freezes: o.freezes.len(),
+            mount_point: &o.mount_point,
+        }),
         preen_halt: report.preen_halt.as_deref(),
         repair: report.repair.as_ref().map(|r| JsonRepair {
             check_seconds: &r.checks,
@@ -215,6 +235,7 @@ pub fn render_error(device: &str, message: &str, exit_code: i32) -> String {
         label: "",
         modified: false,
         notes: &[],
+        online: None,
         preen_halt: None,
         repair: None,
         skipped: false,

@@ -48,6 +48,9 @@ pub struct CheckOptions {
     /// This process holds the multiple-mount protection block (a repair
     /// marked it as being checked): the mark is its own.
     pub mmp_held: bool,
+    /// The file system is mounted and in use (`--online`): the inodes on
+    /// its orphan list and in its orphan file are live.
+    pub live: bool,
 }
 
 impl CheckOptions {
@@ -136,6 +139,7 @@ impl Default for CheckOptions {
             times: None,
             interrupt: None,
             mmp_held: false,
+            live: false,
         }
     }
 }

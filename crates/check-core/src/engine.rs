@@ -103,6 +103,11 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
     p1cx.repairing = opts.repairing;
     p1cx.answers = opts.answers.clone();
     p1cx.not_dirs = opts.not_dirs.clone();
+    if opts.live {
+        let mut o = crate::orphans::listed(&fs);
+        o.sort_unstable();
+        p1cx.live_orphans = std::sync::Arc::from(o);
+    }
     let p1cx = p1cx;
     let mut p2cx = pass2::P2Ctx::new(&fs, &maps);
     p2cx.check_encoding = opts.choices.check_encoding;

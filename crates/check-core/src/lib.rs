@@ -38,6 +38,7 @@ pub mod fs;
 pub(crate) mod inode_checks;
 pub mod io;
 pub mod journal;
+pub mod orphans;
 pub mod overrides;
 pub mod pass1;
 pub mod pass1b;

@@ -78,7 +78,8 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
                 out.findings.push(
                     Finding::new(Code::UnconnectedDir)
                         .ino(ino)
-                        .num(u64::from(shown)),
+                        .num(u64::from(shown))
+                        .str(shown.to_string()),
                 );
                 break;
             }

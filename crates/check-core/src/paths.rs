@@ -188,6 +188,14 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
         let Some(ino) = f.ino else {
             continue;
         };
+        // Where an unconnected directory was: its '..', by path.
+        if f.code == Code::UnconnectedDir {
+            if let Some(p) = f.num.and_then(|p| u32::try_from(p).ok()) {
+                if let Some(path) = (maps.is_dir(p) || p == 2).then(|| n.path(p)).flatten() {
+                    f.str = Some(format!("{path} ({p})"));
+                }
+            }
+        }
         if f.code.pass() == Pass::P3 && maps.is_dir(ino) {
             f.ino_path = n.path(ino);
         } else if f.code.deallocates_inode() {

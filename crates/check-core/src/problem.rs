@@ -933,7 +933,7 @@ codes! {
         "the root inode is not allocated";
     /// dir-unconnected (e2fsck PR_3_UNCONNECTED_DIR).
     UnconnectedDir = 0x030003, "dir-unconnected", P3, Error [yes],
-        "directory {ino} is not connected to the tree (its '..' says {num})";
+        "directory {ino} is not connected to the tree (was in {str})";
     /// dot-dot-wrong (e2fsck PR_3_BAD_DOT_DOT).
     BadDotDot = 0x030005, "dot-dot-wrong", P3, Error [yes],
         "'..' in directory {ino} is {num}, should be {num2}";

@@ -103,6 +103,8 @@ pub struct Report {
     /// left only then, as e2fsck counts a file system as invalid only once
     /// a fix has been declined.
     pub declined: Option<bool>,
+    /// An online check's record (`--online`): its exit code is e2scrub's.
+    pub online: Option<OnlineRecord>,
     /// The repaired file system is the root, mounted read-only: once it
     /// has been changed the system must be rebooted.
     pub mounted_root: bool,
@@ -146,6 +148,22 @@ pub struct RepairRecord {
     pub journal_transactions_replayed: u64,
 }
 
+/// How an online check went.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OnlineRecord {
+    /// Where the file system is mounted.
+    pub mount_point: String,
+    /// Each freeze's length, in seconds.
+    pub freezes: Vec<f64>,
+    /// Problems the frozen copy confirmed (the report's findings).
+    pub confirmed: usize,
+    /// Problems seen while live that the frozen copy did not show (changes
+    /// caught half way), by code name.
+    pub dropped: Vec<String>,
+    /// e2scrub's exit code: 0 clean, 6 confirmed damage, 8 could not check.
+    pub exit_code: i32,
+}
+
 /// One round of a repair.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RoundRecord {
@@ -181,6 +199,9 @@ impl Report {
 
     /// The e2fsck-compatible exit code.
     pub fn exit_code(&self) -> i32 {
+        if let Some(o) = &self.online {
+            return o.exit_code;
+        }
         if self.preen_halt.is_some() {
             return exit::UNCORRECTED;
         }

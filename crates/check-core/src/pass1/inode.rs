@@ -127,12 +127,16 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         };
         let first_ino = geo.first_ino;
         let dtime = inode.i_dtime();
-        if dtime != 0 && self.p.low_dtime_check && dtime < sb.s_inodes_count() {
+        // An orphan of a mounted file system in use is in use: its dtime
+        // links the orphan list, and a zero link count is a file deleted
+        // while open.
+        let live_orphan = self.p.live_orphans.binary_search(&ino).is_ok();
+        if dtime != 0 && self.p.low_dtime_check && dtime < sb.s_inodes_count() && !live_orphan {
             self.report(Finding::new(Code::LowDtime).ino(ino).num(u64::from(dtime)));
         }
         if links != 0 {
             maps.set_links(ino, links);
-        } else if ino >= first_ino && !self.is_quota_reserved(ino) {
+        } else if ino >= first_ino && !self.is_quota_reserved(ino) && !live_orphan {
             if dtime == 0 && inode.i_mode() != 0 {
                 self.report(Finding::new(Code::ZeroDtime).ino(ino));
             }
@@ -146,11 +150,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         if self.special_inode(&mut cur) {
             return;
         }
-        if inode.i_links_count() == 0 {
+        if inode.i_links_count() == 0 && !live_orphan {
             self.finish_inode(&cur);
             return;
         }
-        if dtime != 0 {
+        if dtime != 0 && !live_orphan {
             self.report(Finding::new(Code::SetDtime).ino(ino));
         }
         Maps::mark(&maps.inode_used, ino);

@@ -63,6 +63,7 @@ impl<'a> Pass1<'a> {
             repairing: false,
             answers: None,
             not_dirs: std::sync::Arc::from([]),
+            live_orphans: std::sync::Arc::from([]),
             sink: None,
         }
     }

@@ -314,6 +314,9 @@ pub struct Pass1<'a> {
     /// Inodes an earlier round judged not to be directories (see
     /// [`crate::ctx::CheckOptions::not_dirs`]).
     pub not_dirs: std::sync::Arc<[u32]>,
+    /// On a mounted file system in use: its orphans (sorted), which are
+    /// live (open files deleted, truncations in flight), not damage.
+    pub live_orphans: std::sync::Arc<[u32]>,
 }
 
 /// One pass-1 worker: its reader and its own output.

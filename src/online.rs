@@ -1,0 +1,739 @@
+//! `ext4chk --online`: a read-only check of a mounted ext2/3/4 file
+//! system that stays in use.
+//!
+//! The check reads the block device through the page cache, where the
+//! kernel's metadata buffers live, so it sees what the kernel has written
+//! so far; every block it reads is recorded. A live file system changes
+//! while it is read, so a finding may be a change caught half way. When
+//! the live check finds errors, the file system is frozen (FIFREEZE: the
+//! kernel commits its journal and writes its metadata back), the recorded
+//! blocks are copied into memory, and it is thawed; the copy is one
+//! consistent state, and a second check of that copy decides. Blocks the
+//! second check needs and the copy lacks (metadata that changed in
+//! between) are added in another freeze. Every freeze is bounded
+//! (`--max-freeze`); a watchdog process thaws the file system if ext4chk
+//! dies or the limit passes. Nothing is written to the device; the
+//! outcome is recorded as e2scrub records it (tune2fs).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use check_core::problem::{Code, Finding, Severity};
+use check_core::Report;
+use pipeline::{open_device, IoMode, Overlay, Target};
+
+use crate::cli::Invocation;
+
+/// e2scrub's exit codes.
+const CLEAN: i32 = 0;
+const CORRUPT: i32 = 6;
+const OPERATIONAL: i32 = 8;
+
+/// How many freezes one check may take to gather a consistent copy.
+const MAX_FREEZES: usize = 4;
+
+/// `_IOWR('X', 119, int)` and `_IOWR('X', 120, int)`.
+const FIFREEZE: libc::c_ulong = 0xC004_5877;
+const FITHAW: libc::c_ulong = 0xC004_5878;
+
+/// A mounted file system, as /proc/self/mountinfo gives it.
+#[derive(Clone, Debug)]
+struct Mount {
+    mount_point: PathBuf,
+    fstype: String,
+    devno: (u32, u32),
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let esc = (b[i] == b'\\')
+            .then(|| s.get(i + 1..i + 4))
+            .flatten()
+            .and_then(|d| u8::from_str_radix(d, 8).ok());
+        match esc {
+            Some(v) => {
+                out.push(v);
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The mounts of this mount namespace.
+fn mounts() -> Vec<Mount> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let f: Vec<&str> = left.split(' ').collect();
+            let (maj, min) = f.get(2)?.split_once(':')?;
+            let r: Vec<&str> = right.split(' ').collect();
+            Some(Mount {
+                mount_point: PathBuf::from(unescape(f.get(4)?)),
+                fstype: (*r.first()?).to_string(),
+                devno: (maj.parse().ok()?, min.parse().ok()?),
+            })
+        })
+        .collect()
+}
+
+/// The mount a path names: a mount point, or a mounted block device.
+fn find_mount(path: &Path) -> Result<Mount, String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let all = mounts();
+    if meta.file_type().is_block_device() {
+        let rdev = meta.rdev();
+        let devno = (
+            ((rdev >> 8) & 0xfff) as u32 | ((rdev >> 32) & !0xfff) as u32,
+            ((rdev & 0xff) | ((rdev >> 12) & !0xff)) as u32,
+        );
+        return all
+            .into_iter()
+            .rev()
+            .find(|m| m.devno == devno)
+            .ok_or_else(|| {
+                format!(
+                    "{} is not mounted; check it with ext4chk {}",
+                    path.display(),
+                    path.display()
+                )
+            });
+    }
+    let canon = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    all.into_iter()
+        .rev()
+        .find(|m| m.mount_point == canon)
+        .ok_or_else(|| format!("{} is not a mount point", path.display()))
+}
+
+/// The device node of a device number.
+fn device_node(devno: (u32, u32)) -> Option<PathBuf> {
+    let uevent =
+        std::fs::read_to_string(format!("/sys/dev/block/{}:{}/uevent", devno.0, devno.1)).ok()?;
+    let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
+    Some(Path::new("/dev").join(name))
+}
+
+/// Block ranges read by a check, as (offset, length).
+#[derive(Default)]
+struct Recorder {
+    ranges: Mutex<Vec<(u64, u64)>>,
+}
+
+impl Recorder {
+    fn note(&self, offset: u64, len: usize) {
+        if let Ok(mut v) = self.ranges.lock() {
+            v.push((offset, len as u64));
+        }
+    }
+
+    /// The ranges, sorted and joined.
+    fn merged(&self) -> Vec<(u64, u64)> {
+        let mut v = self.ranges.lock().map(|v| v.clone()).unwrap_or_default();
+        v.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (o, l) in v {
+            match out.last_mut() {
+                Some(last) if o <= last.0 + last.1 => {
+                    last.1 = last.1.max(o + l - last.0);
+                }
+                _ => out.push((o, l)),
+            }
+        }
+        out
+    }
+}
+
+impl Overlay for Recorder {
+    fn covers(&self, offset: u64, len: usize) -> bool {
+        self.note(offset, len);
+        false
+    }
+
+    fn patch(&self, offset: u64, buf: &mut [u8]) {
+        self.note(offset, buf.len());
+    }
+}
+
+/// Blocks copied while the file system was frozen, laid over the device:
+/// reads of them get the copy; reads past them are recorded as misses.
+struct Snapshot {
+    /// Start offset -> bytes.
+    blocks: BTreeMap<u64, Vec<u8>>,
+    misses: Recorder,
+    missed: AtomicU64,
+}
+
+impl Snapshot {
+    /// The copy's ranges overlapping `[offset, offset + len)`.
+    fn overlapping(&self, offset: u64, len: u64) -> impl Iterator<Item = (&u64, &Vec<u8>)> {
+        let end = offset + len;
+        let first = self
+            .blocks
+            .range(..=offset)
+            .next_back()
+            .map_or(offset, |(&s, _)| s);
+        self.blocks
+            .range(first..end)
+            .filter(move |(&s, b)| s + b.len() as u64 > offset)
+    }
+
+    /// Bytes of `[offset, offset + len)` the copy holds.
+    fn covered(&self, offset: u64, len: u64) -> u64 {
+        let end = offset + len;
+        self.overlapping(offset, len)
+            .map(|(&s, b)| (s + b.len() as u64).min(end) - s.max(offset))
+            .sum()
+    }
+}
+
+impl Overlay for Snapshot {
+    fn covers(&self, offset: u64, len: usize) -> bool {
+        let have = self.covered(offset, len as u64);
+        if have < len as u64 {
+            self.misses.note(offset, len);
+            self.missed.fetch_add(len as u64 - have, Ordering::Relaxed);
+        }
+        have > 0
+    }
+
+    fn patch(&self, offset: u64, buf: &mut [u8]) {
+        let len = buf.len() as u64;
+        let have = self.covered(offset, len);
+        if have < len {
+            self.misses.note(offset, buf.len());
+            self.missed.fetch_add(len - have, Ordering::Relaxed);
+        }
+        for (&s, b) in self.overlapping(offset, len) {
+            let from = s.max(offset);
+            let to = (s + b.len() as u64).min(offset + len);
+            buf[(from - offset) as usize..(to - offset) as usize]
+                .copy_from_slice(&b[(from - s) as usize..(to - s) as usize]);
+        }
+    }
+}
+
+/// The watchdog: a process of its own that thaws the file system when
+/// ext4chk dies while it is frozen, or when a freeze outlives its limit.
+/// It reads one byte per event on its standard input: `F` (frozen from
+/// now), `T` (thawed); the end of its input is ext4chk's end.
+struct Watchdog {
+    child: Child,
+    tell: ChildStdin,
+}
+
+impl Watchdog {
+    fn start(mount_point: &Path, limit_ms: u64) -> std::io::Result<Watchdog> {
+        let mut child = Command::new("/proc/self/exe")
+            .arg("--online-watchdog")
+            .arg(mount_point)
+            .arg(limit_ms.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let tell = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no pipe to the watchdog"))?;
+        Ok(Watchdog { child, tell })
+    }
+
+    fn say(&mut self, b: u8) -> std::io::Result<()> {
+        self.tell.write_all(&[b])?;
+        self.tell.flush()
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.say(b'Q');
+        let _ = self.child.wait();
+    }
+}
+
+/// The watchdog process (`ext4chk --online-watchdog MOUNT LIMIT_MS`).
+pub fn watchdog(mount_point: &str, limit_ms: &str) -> i32 {
+    let Ok(dir) = File::open(mount_point) else {
+        return OPERATIONAL;
+    };
+    let limit = Duration::from_millis(limit_ms.parse().unwrap_or(200));
+    let thaw = || {
+        // SAFETY: an ioctl on a descriptor we own; FITHAW takes no
+        // argument it writes through.
+        unsafe { libc::ioctl(dir.as_raw_fd(), FITHAW as _, 0) };
+    };
+    let mut frozen_at: Option<Instant> = None;
+    let stdin = std::io::stdin();
+    let fd = stdin.as_raw_fd();
+    loop {
+        let wait_ms = match frozen_at {
+            Some(t) => limit.saturating_sub(t.elapsed()).as_millis() as i32,
+            None => 1000,
+        };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, wait_ms.max(0)) };
+        if n == 0 {
+            if frozen_at.take().is_some() {
+                thaw();
+            }
+            continue;
+        }
+        // One byte, unbuffered: a buffered read would take the bytes that
+        // follow too, and poll would not see them again.
+        let mut b = [0u8; 1];
+        // SAFETY: a read of one byte into a buffer of one byte.
+        let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), 1) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        let got = if n == 1 { Ok(1) } else { Err(()) };
+        match got {
+            Ok(1) if b[0] == b'F' => frozen_at = Some(Instant::now()),
+            Ok(1) if b[0] == b'T' => frozen_at = None,
+            Ok(1) if b[0] == b'Q' => return CLEAN,
+            Ok(_) => {}
+            // ext4chk is gone: whatever it was doing, thaw.
+            _ => {
+                if frozen_at.is_some() {
+                    thaw();
+                }
+                return CLEAN;
+            }
+        }
+    }
+}
+
+/// One freeze's length.
+struct Freezes {
+    lengths: Vec<Duration>,
+}
+
+/// Freezes the file system, copies `ranges` of the device into the
+/// snapshot, and thaws it, within `limit`. `Ok(false)` when the limit
+/// passed first (the copy is then not used).
+fn freeze_and_copy(
+    dir: &File,
+    dog: &mut Watchdog,
+    dev: &File,
+    ranges: &[(u64, u64)],
+    into: &mut BTreeMap<u64, Vec<u8>>,
+    limit: Duration,
+    freezes: &mut Freezes,
+) -> Result<bool, String> {
+    let hold = std::env::var("EXT4CHK_ONLINE_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis);
+    dog.say(b'F')
+        .map_err(|e| format!("the watchdog is gone: {e}"))?;
+    // SAFETY: an ioctl on a descriptor we own.
+    let r = unsafe { libc::ioctl(dir.as_raw_fd(), FIFREEZE as _, 0) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = dog.say(b'T');
+        return Err(match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                "may not freeze the file system (it needs CAP_SYS_ADMIN)".into()
+            }
+            Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {
+                format!("the file system cannot be frozen: {e}")
+            }
+            Some(libc::EBUSY) => "the file system is already frozen".into(),
+            _ => format!("cannot freeze the file system: {e}"),
+        });
+    }
+    let t = Instant::now();
+    let mut copied = BTreeMap::new();
+    let mut in_time = true;
+    for &(o, l) in ranges {
+        if t.elapsed() >= limit {
+            in_time = false;
+            break;
+        }
+        let mut b = vec![0u8; l as usize];
+        if dev.read_exact_at(&mut b, o).is_err() {
+            continue;
+        }
+        copied.insert(o, b);
+    }
+    if let Some(h) = hold {
+        std::thread::sleep(h);
+    }
+    // SAFETY: an ioctl on a descriptor we own.
+    unsafe { libc::ioctl(dir.as_raw_fd(), FITHAW as _, 0) };
+    let took = t.elapsed();
+    let _ = dog.say(b'T');
+    freezes.lengths.push(took);
+    if in_time && took <= limit {
+        into.extend(copied);
+        Ok(true)
+    } else {
+        Ok(false)
+    }
+}
+
+/// Findings a live file system shows that say nothing about damage: its
+/// orphans (files deleted while open, truncations in flight), which the
+/// kernel releases itself, and what a mounted journal and lazily kept
+/// counts look like.
+fn expected_live(f: &Finding, orphans: &[u32]) -> bool {
+    if f.ino.is_some_and(|i| orphans.contains(&i)) {
+        return true;
+    }
+    matches!(
+        f.code,
+        Code::FreeBlocksTotal
+            | Code::FreeInodesTotal
+            | Code::OrphanBlockDirty
+            | Code::OrphanFileCorrupted
+            | Code::OrphanPresentCleanFile
+            | Code::OrphanPresentNoFile
+    ) || f.code.severity() == Severity::Notice
+}
+
+/// The inodes on the orphan list and in the orphan file, read from the
+/// copy (`dev`).
+fn orphans(dev: &Arc<pipeline::Device>) -> Vec<u32> {
+    check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default())
+        .map(|o| check_core::orphans::listed(&o.fs))
+        .unwrap_or_default()
+}
+
+/// Runs a check of `target` with `overlay` laid over every read.
+fn check_with(
+    inv: &Invocation,
+    target: &Target,
+    overlay: Arc<dyn Overlay>,
+) -> Result<(Report, Arc<pipeline::Device>), String> {
+    let dev = open_device(target, IoMode::Pread).map_err(|e| e.to_string())?;
+    dev.lay_over(overlay);
+    let dev = Arc::new(dev);
+    let mut opts = crate::run::check_options_for(inv);
+    opts.mmp_held = true;
+    opts.live = true;
+    if fixer::safety::install_interrupt_handler().is_ok() {
+        opts.interrupt = Some(fixer::safety::interrupt_flag());
+    }
+    Ok((check_core::check(dev.clone(), &opts), dev))
+}
+
+/// `ext4chk --online PATH`.
+pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
+    let refuse = |why: String| {
+        eprintln!("{}: {why}", inv.prog);
+        if let Some(doc) = crate::render::error_document(inv.format, &inv.device, &why, OPERATIONAL)
+        {
+            print!("{doc}");
+        }
+        OPERATIONAL
+    };
+    let mount = match find_mount(Path::new(&inv.device)) {
+        Ok(m) => m,
+        Err(why) => return refuse(why),
+    };
+    if !matches!(mount.fstype.as_str(), "ext2" | "ext3" | "ext4") {
+        return refuse(format!(
+            "{} is a {} mount, not ext2/3/4",
+            mount.mount_point.display(),
+            mount.fstype
+        ));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return refuse(
+            "an online check needs root: it reads the device and freezes the file system".into(),
+        );
+    }
+    let Some(node) = device_node(mount.devno) else {
+        return refuse(format!(
+            "cannot find the device of {} ({}:{})",
+            mount.mount_point.display(),
+            mount.devno.0,
+            mount.devno.1
+        ));
+    };
+    let target = Target {
+        path: node.clone(),
+        offset: 0,
+        len: None,
+    };
+    let limit = Duration::from_millis(max_freeze_ms.max(1));
+    let started = Instant::now();
+    let mut freezes = Freezes {
+        lengths: Vec::new(),
+    };
+
+    // The live check.
+    let rec = Arc::new(Recorder::default());
+    let (live, live_dev) = match check_with(inv, &target, rec.clone()) {
+        Ok(r) => r,
+        Err(why) => return refuse(why),
+    };
+    if live.cancelled {
+        return finish(inv, &live, &[], &[], &[], started, 32);
+    }
+    let live_orphans = orphans(&live_dev);
+    let suspicious: Vec<&Finding> = live
+        .findings
+        .iter()
+        .filter(|f| !expected_live(f, &live_orphans))
+        .collect();
+    if suspicious.is_empty() && live.aborted.is_none() {
+        record_outcome(&node, true);
+        return finish(inv, &live, &[], &[], &[], started, CLEAN);
+    }
+
+    // Confirm: a consistent copy, gathered under freezes.
+    let dir = match File::open(&mount.mount_point) {
+        Ok(d) => d,
+        Err(e) => return refuse(format!("{}: {e}", mount.mount_point.display())),
+    };
+    let devf = match File::open(&node) {
+        Ok(f) => f,
+        Err(e) => return refuse(format!("{}: {e}", node.display())),
+    };
+    let mut dog = match Watchdog::start(&mount.mount_point, max_freeze_ms) {
+        Ok(d) => d,
+        Err(e) => return refuse(format!("cannot start the thaw watchdog: {e}")),
+    };
+    let mut copy: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut want = rec.merged();
+    let mut frozen_check: Option<Report> = None;
+    let mut orphans_frozen = Vec::new();
+    for attempt in 0..MAX_FREEZES {
+        match freeze_and_copy(&dir, &mut dog, &devf, &want, &mut copy, limit, &mut freezes) {
+            Ok(true) => {}
+            Ok(false) => {
+                // Past the limit: thawed; try again a little later.
+                std::thread::sleep(Duration::from_millis(200 * (attempt as u64 + 1)));
+                continue;
+            }
+            Err(why) => return refuse(why),
+        }
+        let snap = Arc::new(Snapshot {
+            blocks: std::mem::take(&mut copy),
+            misses: Recorder::default(),
+            missed: AtomicU64::new(0),
+        });
+        let (r, dev) = match check_with(inv, &target, snap.clone()) {
+            Ok(r) => r,
+            Err(why) => return refuse(why),
+        };
+        let missed = snap.missed.load(Ordering::Relaxed);
+        if missed == 0 {
+            orphans_frozen = orphans(&dev);
+            frozen_check = Some(r);
+            break;
+        }
+        // The copy lacked blocks the check then read: take them too,
+        // with the copy again, in the next freeze (the whole copy is
+        // taken again so that it is one state).
+        let merged = Recorder::default();
+        for (&o, b) in &snap.blocks {
+            merged.note(o, b.len());
+        }
+        for (o, l) in snap.misses.merged() {
+            merged.note(o, l as usize);
+        }
+        drop(dev);
+        want = merged.merged();
+    }
+    drop(dog);
+    let Some(frozen) = frozen_check else {
+        return finish(
+            inv,
+            &live,
+            &[],
+            &suspicious.iter().map(|f| (*f).clone()).collect::<Vec<_>>(),
+            &freezes.lengths,
+            started,
+            OPERATIONAL,
+        );
+    };
+    let confirmed: Vec<Finding> = frozen
+        .findings
+        .iter()
+        .filter(|f| !expected_live(f, &orphans_frozen))
+        .cloned()
+        .collect();
+    let dropped: Vec<Finding> = suspicious
+        .iter()
+        .filter(|f| {
+            !confirmed
+                .iter()
+                .any(|c| c.code == f.code && c.ino == f.ino && c.blk == f.blk)
+        })
+        .map(|f| (*f).clone())
+        .collect();
+    let code = if !confirmed.is_empty() {
+        record_outcome(&node, false);
+        CORRUPT
+    } else if frozen.aborted.is_some() {
+        // The frozen copy could not be checked to its end either.
+        OPERATIONAL
+    } else {
+        record_outcome(&node, true);
+        CLEAN
+    };
+    finish(
+        inv,
+        &frozen,
+        &confirmed,
+        &dropped,
+        &freezes.lengths,
+        started,
+        code,
+    )
+}
+
+/// Prints the outcome (the frozen copy's report with the confirmed
+/// findings, or the live one) and returns e2scrub's exit code.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    inv: &Invocation,
+    report: &Report,
+    confirmed: &[Finding],
+    dropped: &[Finding],
+    freezes: &[Duration],
+    started: Instant,
+    code: i32,
+) -> i32 {
+    let mut r = report.clone();
+    r.device = inv.device.clone();
+    if code != 32 {
+        r.findings = confirmed.to_vec();
+        r.cancelled = false;
+    }
+    let longest = freezes.iter().max().copied().unwrap_or_default();
+    let total: Duration = freezes.iter().sum();
+    r.notes.push(match code {
+        CLEAN if dropped.is_empty() => "Online check: clean.".to_string(),
+        CLEAN => format!(
+            "Online check: clean; {} problem(s) seen while the file system was in use were not there in its frozen state (changes caught half way).",
+            dropped.len()
+        ),
+        CORRUPT => format!(
+            "Online check: {} problem(s) confirmed in the frozen state; the next boot runs a full check.",
+            confirmed.len()
+        ),
+        32 => "Online check: interrupted.".to_string(),
+        _ => "Online check: the frozen state could not be copied within --max-freeze; nothing is confirmed.".to_string(),
+    });
+    if !freezes.is_empty() {
+        r.notes.push(format!(
+            "{} freeze(s), the longest {:.1} ms, {:.1} ms in all; {:.2} s in all.",
+            freezes.len(),
+            longest.as_secs_f64() * 1000.0,
+            total.as_secs_f64() * 1000.0,
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    r.online = Some(check_core::report::OnlineRecord {
+        mount_point: find_mount(Path::new(&inv.device))
+            .map(|m| m.mount_point.display().to_string())
+            .unwrap_or_default(),
+        freezes: freezes.iter().map(Duration::as_secs_f64).collect(),
+        confirmed: confirmed.len(),
+        dropped: dropped.iter().map(|f| f.code.name().to_string()).collect(),
+        exit_code: code,
+    });
+    if code == CLEAN {
+        r.summary = report.summary.clone();
+    }
+    if inv.debug {
+        for d in &r.diagnostics {
+            eprintln!("{}: {d}", inv.prog);
+        }
+    }
+    crate::render::print(inv, &r);
+    code
+}
+
+/// Records the outcome on the file system as e2scrub does: a clean check
+/// resets the mount count and the last check time; confirmed errors ask
+/// for a full check at the next boot.
+fn record_outcome(node: &Path, clean: bool) {
+    let Some(tune2fs) = ["/sbin/tune2fs", "/usr/sbin/tune2fs"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+    else {
+        return;
+    };
+    let args: &[&str] = if clean {
+        &["-C", "0", "-T", "now"]
+    } else {
+        &["-E", "force_fsck"]
+    };
+    let _ = Command::new(tune2fs)
+        .args(args)
+        .arg(node)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_ranges_are_joined() {
+        let r = Recorder::default();
+        r.note(4096, 4096);
+        r.note(0, 4096);
+        r.note(16384, 1024);
+        r.note(8192, 100);
+        assert_eq!(r.merged(), vec![(0, 8292), (16384, 1024)]);
+    }
+
+    #[test]
+    fn a_snapshot_serves_what_it_holds_and_counts_the_rest() {
+        let mut blocks = BTreeMap::new();
+        blocks.insert(100, vec![7u8; 100]);
+        let s = Snapshot {
+            blocks,
+            misses: Recorder::default(),
+            missed: AtomicU64::new(0),
+        };
+        let mut buf = vec![0u8; 50];
+        s.patch(120, &mut buf);
+        assert!(buf.iter().all(|&b| b == 7));
+        assert_eq!(s.missed.load(Ordering::Relaxed), 0);
+        let mut buf = vec![0u8; 100];
+        s.patch(150, &mut buf);
+        assert!(buf[..50].iter().all(|&b| b == 7) && buf[50..].iter().all(|&b| b == 0));
+        assert_eq!(s.missed.load(Ordering::Relaxed), 50);
+        assert!(!s.covers(300, 10));
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape("/plain"), "/plain");
+    }
+}
