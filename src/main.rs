@@ -33,7 +33,10 @@ fn main() -> ExitCode {
     conf::load();
     let code = match cli::parse(&argv) {
         Ok(inv) => match conf::loaded(&inv.prog) {
-            Ok(()) => run::run(&inv),
+            Ok(()) => match inv.online {
+                Some(max_freeze_ms) => online::run(&inv, max_freeze_ms),
+                None => run::run(&inv),
+            },
             Err(line) => {
                 eprintln!("{line}");
                 if let Some(doc) =

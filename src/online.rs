@@ -369,16 +369,22 @@ fn freeze_and_copy(
     let t = Instant::now();
     let mut copied = BTreeMap::new();
     let mut in_time = true;
-    for &(o, l) in ranges {
-        if t.elapsed() >= limit {
-            in_time = false;
-            break;
+    // In pieces of at most 1 MiB, so that the limit is seen in time.
+    const PIECE: u64 = 1 << 20;
+    'ranges: for &(o, l) in ranges {
+        let mut at = o;
+        while at < o + l {
+            if t.elapsed() >= limit {
+                in_time = false;
+                break 'ranges;
+            }
+            let n = PIECE.min(o + l - at);
+            let mut b = vec![0u8; n as usize];
+            if dev.read_exact_at(&mut b, at).is_ok() {
+                copied.insert(at, b);
+            }
+            at += n;
         }
-        let mut b = vec![0u8; l as usize];
-        if dev.read_exact_at(&mut b, o).is_err() {
-            continue;
-        }
-        copied.insert(o, b);
     }
     if let Some(h) = hold {
         std::thread::sleep(h);

@@ -20,9 +20,6 @@ use crate::render::{self, text as output};
 
 /// Runs the invocation; returns the exit code.
 pub fn run(inv: &Invocation) -> i32 {
-    if let Some(ms) = inv.online {
-        return crate::online::run(inv, ms);
-    }
     let started = Instant::now();
     let target = match resolve_target(inv) {
         Ok(t) => t,

@@ -1,10 +1,10 @@
 //! The whole checker on a mutated small image: read-only check, repair,
-//! check again (see `check_core_fuzz::harness`). Inputs are images in the
-//! compact form of `check_core_fuzz::image`; the custom mutator changes
+//! check again (see `ext4chk_fuzz::harness`). Inputs are images in the
+//! compact form of `ext4chk_fuzz::image`; the custom mutator changes
 //! one block at a time, so mutations land in the file system's blocks.
 #![no_main]
 
-use check_core_fuzz::{harness, image, mutate};
+use ext4chk_fuzz::{harness, image, mutate};
 use libfuzzer_sys::{fuzz_mutator, fuzz_target, fuzzer_mutate};
 
 fuzz_target!(|data: &[u8]| {

@@ -796,11 +796,11 @@ codes! {
     /// final-rec-len (e2fsck PR_2_FINAL_RECLEN).
     FinalRecLen = 0x02001d, "final-rec-len", P2, Error [],
         "the last entry of directory {dir} has a bad rec_len {num}";
-    /// dir-block-unreadable (no e2fsck problem code: its read error
+    /// dir-block-read-failed (no e2fsck problem code: its read error
     /// handler's "Ignore error? yes", "Force rewrite? yes"). Repair only:
     /// the sectors that can be read are kept, the rest become zeros, and
     /// the block is written back; the directory is then judged as that.
-    DirBlockUnreadable = 0x000000, "dir-block-unreadable", P2, Error [yes keeps],
+    DirBlockUnreadable = 0x000000, "dir-block-read-failed", P2, Error [yes keeps],
         "block {blk} of directory {dir} cannot be read ({num} of its {num2} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
     /// dir-block-read-error (e2fsck PR_2_READ_DIRBLOCK).
     ReadDirBlock = 0x020020, "dir-block-read-error", P2, Error [],
