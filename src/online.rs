@@ -38,7 +38,7 @@ const CORRUPT: i32 = 6;
 const OPERATIONAL: i32 = 8;
 
 /// How many freezes one check may take to gather a consistent copy.
-const MAX_FREEZES: usize = 4;
+const MAX_FREEZES: usize = 8;
 
 /// `_IOWR('X', 119, int)` and `_IOWR('X', 120, int)`.
 const FIFREEZE: libc::c_ulong = 0xC004_5877;
@@ -562,8 +562,13 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         for (&o, b) in &snap.blocks {
             merged.note(o, b.len());
         }
+        // What the copy lacked, with its neighbourhood (64 KiB): blocks
+        // a busy file system allocates next tend to lie beside the last.
+        const AROUND: u64 = 64 << 10;
         for (o, l) in snap.misses.merged() {
-            merged.note(o, l as usize);
+            let start = o / AROUND * AROUND;
+            let end = (o + l).div_ceil(AROUND) * AROUND;
+            merged.note(start, (end - start) as usize);
         }
         drop(dev);
         want = merged.merged();
