@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use check_core::problem::{Finding, Pass, Severity};
+use check_core::problem::Finding;
 use check_core::Report;
 
 /// Escapes text for an XML attribute or element.
@@ -27,24 +27,13 @@ fn esc(s: &str) -> String {
 
 /// One finding on one line: what happened to it, the message, the code.
 fn line(f: &Finding, dry_run: bool) -> String {
-    let what = match (f.fixed, f.code.severity()) {
-        (true, _) if dry_run => f.code.prompt().would(),
-        (true, _) => f.code.prompt().done(),
-        (false, Severity::Error) => "error",
-        (false, Severity::Notice) => "note",
-    };
-    format!("{what}: {} [{}]", f.message(), f.code.name())
+    format!(
+        "{}: {} [{}]",
+        super::mark(f, dry_run),
+        f.message(),
+        f.code.name()
+    )
 }
-
-const PASSES: [Pass; 7] = [
-    Pass::Super,
-    Pass::P1,
-    Pass::P1B,
-    Pass::P2,
-    Pass::P3,
-    Pass::P4,
-    Pass::P5,
-];
 
 /// The JUnit document for `report`.
 pub fn render(r: &Report) -> String {
@@ -60,7 +49,7 @@ pub fn render(r: &Report) -> String {
             "    <testcase classname=\"ext4chk\" name=\"check\">\n      <skipped message=\"clean, and no check is due\"/>\n    </testcase>"
         );
     } else {
-        for p in PASSES {
+        for p in super::PASSES {
             let mine: Vec<&Finding> = r.findings.iter().filter(|f| f.code.pass() == p).collect();
             tests += 1;
             let left: Vec<&&Finding> = mine

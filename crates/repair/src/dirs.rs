@@ -69,22 +69,8 @@ struct DirFix<'a> {
 
 /// Pass 2's repairs.
 pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
-    // Unreadable directory blocks first: each is staged as the check read
-    // it (its readable sectors, zeros for the rest), so that the
-    // directory's other fixes start from that.
-    let (unreadable, rest): (Vec<&'a Finding>, Vec<&'a Finding>) = mine
-        .iter()
-        .copied()
-        .partition(|f| f.code == Code::DirBlockUnreadable);
-    for f in unreadable {
-        let Some(blk) = f.blk else { continue };
-        let mut data = vec![0u8; r.st.fs.block_size()];
-        check_core::io::salvage_block(&r.st.fs, blk, &mut data);
-        r.stage
-            .fresh_block(blk, crate::stage::Kind::Plain)
-            .copy_from_slice(&data);
-        r.fixed.push(f);
-    }
+    // Unreadable directory blocks first.
+    let rest = r.stage_salvaged(mine, Code::DirBlockUnreadable);
     let mine = &rest[..];
     let dead = fix_entry_inodes(r, mine);
     let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);

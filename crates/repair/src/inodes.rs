@@ -326,22 +326,8 @@ fn is_block_problem(code: Code) -> bool {
 /// alone); then, inode by inode, features, clearing, field fixes and
 /// block fixes; then EA blocks; then sizes and block counts.
 pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
-    // Unreadable inode-table blocks first: the block is written as the
-    // check read it (its readable sectors, zeros for the rest), and every
-    // later fix of an inode in it starts from that.
-    let (unreadable, rest): (Vec<&'a Finding>, Vec<&'a Finding>) = mine
-        .iter()
-        .copied()
-        .partition(|f| f.code == Code::InodeTableBlockUnreadable);
-    for f in unreadable {
-        let Some(blk) = f.blk else { continue };
-        let mut data = vec![0u8; r.st.fs.block_size()];
-        check_core::io::salvage_block(&r.st.fs, blk, &mut data);
-        r.stage
-            .fresh_block(blk, crate::stage::Kind::Plain)
-            .copy_from_slice(&data);
-        r.fixed.push(f);
-    }
+    // Unreadable inode-table blocks first.
+    let rest = r.stage_salvaged(mine, Code::InodeTableBlockUnreadable);
     let mine = &rest[..];
     if relocate_metadata(r, mine) {
         return;

@@ -441,3 +441,27 @@ pub struct Round<'r, 'a, 'f> {
     /// the round changes leaves them as they are.
     pub declined: Vec<check_core::problem::Finding>,
 }
+
+impl<'a> Round<'_, 'a, '_> {
+    /// Stages each block named by a finding of `code` (a block the check
+    /// could not read whole) as the check read it: its readable sectors,
+    /// zeros for the rest, so that the pass's other fixes start from that.
+    /// Returns the other findings.
+    pub fn stage_salvaged(
+        &mut self,
+        mine: &[&'a check_core::problem::Finding],
+        code: check_core::problem::Code,
+    ) -> Vec<&'a check_core::problem::Finding> {
+        let (salvaged, rest): (Vec<_>, Vec<_>) = mine.iter().copied().partition(|f| f.code == code);
+        for f in salvaged {
+            let Some(blk) = f.blk else { continue };
+            let mut data = vec![0u8; self.st.fs.block_size()];
+            check_core::io::salvage_block(&self.st.fs, blk, &mut data);
+            self.stage
+                .fresh_block(blk, Kind::Plain)
+                .copy_from_slice(&data);
+            self.fixed.push(f);
+        }
+        rest
+    }
+}
