@@ -29,7 +29,7 @@ fn esc(s: &str) -> String {
 fn line(f: &Finding, dry_run: bool) -> String {
     format!(
         "{}: {} [{}]",
-        super::mark(f, dry_run),
+        super::mark::mark(f, dry_run),
         f.message(),
         f.code.name()
     )
@@ -49,7 +49,7 @@ pub fn render(r: &Report) -> String {
             "    <testcase classname=\"ext4chk\" name=\"check\">\n      <skipped message=\"clean, and no check is due\"/>\n    </testcase>"
         );
     } else {
-        for p in super::PASSES {
+        for p in super::mark::PASSES {
             let mine: Vec<&Finding> = r.findings.iter().filter(|f| f.code.pass() == p).collect();
             tests += 1;
             let left: Vec<&&Finding> = mine

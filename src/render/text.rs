@@ -92,7 +92,7 @@ fn text(r: &Report, notices: &str, list: bool) -> String {
         out.push_str(n);
         out.push('\n');
     }
-    for p in super::PASSES.into_iter().filter(|_| list) {
+    for p in super::mark::PASSES.into_iter().filter(|_| list) {
         let mine: Vec<&Finding> = r.findings.iter().filter(|f| f.code.pass() == p).collect();
         let always = matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
         if mine.is_empty() && !(always && r.summary.is_some()) {
@@ -114,7 +114,7 @@ fn text(r: &Report, notices: &str, list: bool) -> String {
             if !show {
                 continue;
             }
-            let mark = super::mark(f, r.dry_run.is_some());
+            let mark = super::mark::mark(f, r.dry_run.is_some());
             out.push_str(&format!(
                 "  {}: {} [{} 0x{:06x}]\n",
                 mark,
