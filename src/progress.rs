@@ -83,27 +83,123 @@ fn percent(pass: u8, cur: u64, max: u64) -> f64 {
     PASS_BASE[i - 1] + (cur as f64 / max as f64) * (PASS_BASE[i] - PASS_BASE[i - 1])
 }
 
-/// The fraction of the run done, for the time estimate: inodes and
-/// directory blocks weighted by what each costs (a directory block about
-/// three inodes), with the directory blocks still to be found estimated
-/// from those found per inode so far; the passes after 2 are a small
-/// fixed share.
-pub fn fraction(s: &Snapshot) -> f64 {
+/// The share of the whole run a bar shows for passes 3 to 5.
+const AFTER: f64 = 0.05;
+
+/// The share of the pipelined passes 1 and 2 done: inodes and directory
+/// blocks weighted by what each costs (a directory block about three
+/// inodes), with the directory blocks still to be found estimated from
+/// those found per inode so far.
+fn work_12(s: &Snapshot) -> f64 {
     const DIR_BLOCK_WEIGHT: f64 = 3.0;
-    const AFTER: f64 = 0.10;
+    if s.phase >= 3 {
+        return 1.0;
+    }
+    let it = s.inodes_total.max(1) as f64;
+    let id = (s.inodes_done as f64).min(it);
+    let total = it + DIR_BLOCK_WEIGHT * dir_blocks_expected(s);
+    let done = id + DIR_BLOCK_WEIGHT * (s.dir_blocks_done as f64).min(s.dir_blocks_found as f64);
+    (done / total.max(1.0)).min(1.0)
+}
+
+/// The directory blocks pass 1 will have found once it ends, from those
+/// found per inode so far.
+fn dir_blocks_expected(s: &Snapshot) -> f64 {
+    let it = s.inodes_total.max(1) as f64;
+    let id = (s.inodes_done as f64).min(it);
+    let found = s.dir_blocks_found as f64;
+    if id > 0.0 {
+        (found * it / id).max(found)
+    } else {
+        found
+    }
+}
+
+/// The fraction of the run done, for the bar: passes 1 and 2 by their
+/// work, the passes after them a small fixed share.
+pub fn fraction(s: &Snapshot) -> f64 {
     if s.phase >= 6 {
         return 1.0;
     }
     if s.phase >= 3 {
         return (1.0 - AFTER) + AFTER * f64::from(s.phase - 3) / 3.0;
     }
-    let it = s.inodes_total.max(1) as f64;
-    let id = (s.inodes_done as f64).min(it);
-    let found = s.dir_blocks_found as f64;
-    let dirs_expected = if id > 0.0 { found * it / id } else { found };
-    let total = it + DIR_BLOCK_WEIGHT * dirs_expected.max(found);
-    let done = id + DIR_BLOCK_WEIGHT * (s.dir_blocks_done as f64).min(found);
-    (1.0 - AFTER) * (done / total.max(1.0)).min(1.0)
+    (1.0 - AFTER) * work_12(s)
+}
+
+/// Seconds the passes after 1 and 2 take, from the sizes they walk: the
+/// directory blocks pass 2 merges, the inodes pass 4 counts and the
+/// blocks pass 5 compares. They use no reads, so a cold cache does not
+/// slow them; the costs are those measured on 1M-inode file systems
+/// (BENCHMARKS.md), with the last of the run (freeing the maps) added.
+fn after_secs(s: &Snapshot, from_phase: u8) -> f64 {
+    const PER_DIR_BLOCK: f64 = 50e-9;
+    const PER_INODE: f64 = 5e-9;
+    const PER_BLOCK: f64 = 8e-9;
+    const LAST: f64 = 0.005;
+    let merge_3 = PER_DIR_BLOCK * dir_blocks_expected(s);
+    let pass_4 = PER_INODE * s.inodes_total as f64;
+    let pass_5 = PER_BLOCK * s.blocks as f64;
+    let parts = [merge_3, pass_4, pass_5];
+    let skip = usize::from(from_phase.saturating_sub(3)).min(parts.len());
+    parts[skip..].iter().sum::<f64>() + LAST
+}
+
+/// The time-left estimate: the pipelined passes' remaining work at the
+/// rate of the most recent quarter of the work done (their rate changes
+/// along the disk, so the rate since the start lags), plus the passes
+/// after them, estimated from their sizes.
+#[derive(Default)]
+struct Estimate {
+    /// (seconds, work_12) as the check went.
+    seen: std::collections::VecDeque<(f64, f64)>,
+    /// The check the samples are from.
+    check: u64,
+}
+
+impl Estimate {
+    /// The share of the recent work the rate is taken over.
+    const RECENT: f64 = 0.2;
+    /// The least time the rate is taken over, so one burst does not decide.
+    const MIN_SPAN: f64 = 0.1;
+
+    fn left(&mut self, s: &Snapshot) -> Option<f64> {
+        if s.checks != self.check {
+            self.check = s.checks;
+            self.seen.clear();
+        }
+        if s.phase >= 6 {
+            return Some(0.0);
+        }
+        if s.phase >= 3 {
+            return Some(after_secs(s, s.phase));
+        }
+        let w = work_12(s);
+        let t = s.elapsed;
+        if self.seen.back().is_none_or(|&(_, lw)| w > lw) {
+            self.seen.push_back((t, w));
+        }
+        if w < 0.02 || t < 0.05 {
+            return None;
+        }
+        // Samples older than the recent window are dropped, but one is
+        // kept from before it, so the window spans it.
+        while self.seen.len() > 2 {
+            let (t1, w1) = self.seen[1];
+            if w1 <= w * (1.0 - Self::RECENT) && t - t1 >= Self::MIN_SPAN {
+                self.seen.pop_front();
+            } else {
+                break;
+            }
+        }
+        let (t0, w0) = self.seen.front().copied().unwrap_or((0.0, 0.0));
+        let rate = if w - w0 > 0.0 && t - t0 >= Self::MIN_SPAN {
+            (w - w0) / (t - t0)
+        } else {
+            w / t
+        };
+        Some((1.0 - w) / rate + after_secs(s, 3))
+    }
 }
 
 /// A running display.
@@ -154,6 +250,8 @@ impl Display {
         let mut sink = Fanout(sinks);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        // With -d the half-way estimate is taken nearer half way.
+        let tick = Duration::from_millis(if debug { 10 } else { 25 });
         let thread = std::thread::Builder::new()
             .name("ext4chk-progress".into())
             .spawn(move || {
@@ -191,7 +289,7 @@ impl Display {
                         sink.finish();
                         return;
                     }
-                    std::thread::sleep(Duration::from_millis(25));
+                    std::thread::sleep(tick);
                 }
             })
             .ok()?;
@@ -232,25 +330,17 @@ impl Sink for Fanout {
     }
 }
 
-/// Seconds left, from the share of the work done and the time the check
-/// has taken: the rate so far, applied to what is left (once enough is
-/// done to tell).
-fn time_left(s: &Snapshot) -> Option<f64> {
-    let f = fraction(s);
-    (f > 0.02 && s.elapsed > 0.05).then(|| s.elapsed * (1.0 - f) / f)
-}
-
 /// `-d`: the estimate made half way, and how long the rest really took.
 #[derive(Default)]
 struct EtaCheck {
+    estimate: Estimate,
     half: Option<(Instant, f64)>,
 }
 
 impl Sink for EtaCheck {
     fn show(&mut self, _: u8, _: u64, _: u64, s: &Snapshot) {
-        let f = fraction(s);
-        let left = time_left(s);
-        if self.half.is_none() && f >= 0.5 {
+        let left = self.estimate.left(s);
+        if self.half.is_none() && fraction(s) >= 0.5 {
             if let Some(l) = left {
                 self.half = Some((Instant::now(), l));
             }
@@ -268,7 +358,6 @@ impl Sink for EtaCheck {
     }
 }
 
-/// `-C N`: one line per change, "PASS CURRENT MAX NAME".
 struct FdLines {
     out: std::fs::File,
     name: String,
@@ -377,6 +466,7 @@ impl Sink for TextBar {
 /// A terminal bar with the time left, on standard error.
 struct Eta {
     bar: indicatif::ProgressBar,
+    estimate: Estimate,
 }
 
 /// Positions of the terminal bar.
@@ -396,14 +486,17 @@ impl Eta {
                 .progress_chars("=> ");
         bar.set_style(style);
         bar.set_prefix(short_name(name, 14));
-        Eta { bar }
+        Eta {
+            bar,
+            estimate: Estimate::default(),
+        }
     }
 }
 
 impl Sink for Eta {
     fn show(&mut self, pass: u8, _: u64, _: u64, s: &Snapshot) {
         let f = fraction(s);
-        let left = match time_left(s) {
+        let left = match self.estimate.left(s) {
             Some(l) => format!(", {} left", human(l)),
             None => String::new(),
         };
@@ -504,5 +597,81 @@ mod tests {
         }
         s.phase = 6;
         assert_eq!(fraction(&s), 1.0);
+    }
+
+    /// A check whose pipelined passes speed up half way (as a cold one
+    /// does where the disk's later part reads faster): the estimate
+    /// follows the recent rate, not the rate since the start.
+    #[test]
+    fn the_estimate_follows_the_recent_rate() {
+        let mut e = Estimate::default();
+        let mut s = Snapshot {
+            inodes_total: 1_000_000,
+            checks: 1,
+            ..Default::default()
+        };
+        // 100,000 inodes a second for 3 s, then 300,000 a second.
+        let mut left = None;
+        for step in 1..=40 {
+            let t = f64::from(step) * 0.1;
+            s.elapsed = t;
+            s.inodes_done = if t <= 3.0 {
+                (t * 100_000.0) as u64
+            } else {
+                300_000 + ((t - 3.0) * 300_000.0) as u64
+            };
+            left = e.left(&s);
+        }
+        // At 4 s, 600,000 inodes are done: 400,000 are left, 1.33 s at
+        // the recent rate (the rate since the start says 2.67 s).
+        let l = left.expect("an estimate once work is done");
+        let rest = after_secs(&s, 3);
+        assert!((l - rest - 4.0 / 3.0).abs() < 0.1, "{l}");
+    }
+
+    /// The passes after 1 and 2 are estimated from their sizes, and the
+    /// estimate shrinks as they pass.
+    #[test]
+    fn the_later_passes_are_sized() {
+        let mut s = Snapshot {
+            inodes_total: 1_000_000,
+            inodes_done: 1_000_000,
+            dir_blocks_found: 500_000,
+            dir_blocks_done: 500_000,
+            blocks: 4_000_000,
+            checks: 1,
+            elapsed: 2.0,
+            phase: 3,
+            ..Default::default()
+        };
+        let mut e = Estimate::default();
+        let mut last = f64::MAX;
+        for phase in 3..=5 {
+            s.phase = phase;
+            let l = e.left(&s).expect("an estimate");
+            assert!(l > 0.0 && l < last, "{phase}: {l}");
+            last = l;
+        }
+        s.phase = 6;
+        assert_eq!(e.left(&s), Some(0.0));
+    }
+
+    /// A repair's next check starts its own estimate.
+    #[test]
+    fn a_new_check_starts_afresh() {
+        let mut e = Estimate::default();
+        let mut s = Snapshot {
+            inodes_total: 1000,
+            inodes_done: 900,
+            checks: 1,
+            elapsed: 1.0,
+            ..Default::default()
+        };
+        assert!(e.left(&s).is_some());
+        s.checks = 2;
+        s.inodes_done = 10;
+        s.elapsed = 0.01;
+        assert_eq!(e.left(&s), None);
+        assert_eq!(e.seen.len(), 1);
     }
 }

@@ -316,7 +316,12 @@ fn passes_1_and_2<'a>(
             .map(|g| u64::from(fs.gd(g).used_dirs_count()))
             .sum();
         let inodes: u64 = chunks.iter().map(|c| u64::from(c.count)).sum();
-        p.start(u64::from(fs.geo.group_count), inodes, dirs);
+        p.start(
+            u64::from(fs.geo.group_count),
+            fs.geo.blocks_count,
+            inodes,
+            dirs,
+        );
     }
     let prefetch = prefetch_chunks(fs, opts.choices.readahead_kb);
     let job = CheckJob {

@@ -13,6 +13,8 @@ pub struct Progress {
     phase: AtomicU8,
     /// Block groups.
     groups: AtomicU64,
+    /// Blocks in the file system.
+    blocks: AtomicU64,
     /// Inodes pass 1 will look at.
     inodes_total: AtomicU64,
     /// Inodes pass 1 has looked at.
@@ -36,6 +38,8 @@ pub struct Snapshot {
     pub phase: u8,
     /// Block groups.
     pub groups: u64,
+    /// Blocks in the file system.
+    pub blocks: u64,
     /// Inodes to look at in pass 1.
     pub inodes_total: u64,
     /// Inodes looked at.
@@ -69,6 +73,7 @@ impl Progress {
         Progress {
             phase: AtomicU8::new(0),
             groups: AtomicU64::new(0),
+            blocks: AtomicU64::new(0),
             inodes_total: AtomicU64::new(0),
             inodes_done: AtomicU64::new(0),
             dir_blocks_found: AtomicU64::new(0),
@@ -80,7 +85,7 @@ impl Progress {
     }
 
     /// A check starts, with its totals.
-    pub(crate) fn start(&self, groups: u64, inodes_total: u64, dirs: u64) {
+    pub(crate) fn start(&self, groups: u64, blocks: u64, inodes_total: u64, dirs: u64) {
         if let Ok(mut t) = self.started.lock() {
             *t = Some(std::time::Instant::now());
         }
@@ -89,6 +94,7 @@ impl Progress {
         self.dir_blocks_found.store(0, Ordering::Relaxed);
         self.dir_blocks_done.store(0, Ordering::Relaxed);
         self.groups.store(groups, Ordering::Relaxed);
+        self.blocks.store(blocks, Ordering::Relaxed);
         self.inodes_total.store(inodes_total, Ordering::Relaxed);
         self.dirs.store(dirs, Ordering::Relaxed);
         self.checks.fetch_add(1, Ordering::Relaxed);
@@ -122,6 +128,7 @@ impl Progress {
         Snapshot {
             phase: self.phase.load(Ordering::Relaxed),
             groups: self.groups.load(Ordering::Relaxed),
+            blocks: self.blocks.load(Ordering::Relaxed),
             inodes_total: self.inodes_total.load(Ordering::Relaxed),
             inodes_done: self.inodes_done.load(Ordering::Relaxed),
             dir_blocks_found: self.dir_blocks_found.load(Ordering::Relaxed),
