@@ -32,6 +32,8 @@ use pipeline::{open_device, IoMode, Overlay, Target};
 
 use crate::cli::Invocation;
 
+mod log;
+
 /// e2scrub's exit codes.
 const CLEAN: i32 = 0;
 const CORRUPT: i32 = 6;
@@ -175,33 +177,49 @@ impl Overlay for Recorder {
 
 /// Blocks copied while the file system was frozen, laid over the device:
 /// reads of them get the copy; reads past them are recorded as misses.
+/// Under them may lie a copy taken while it ran (`under`), which the
+/// frozen copy overrides where they overlap.
 struct Snapshot {
-    /// Start offset -> bytes.
+    /// Start offset -> bytes, copied while frozen.
     blocks: BTreeMap<u64, Vec<u8>>,
+    /// Start offset -> bytes, copied while running (blocks the journal
+    /// says did not change since).
+    under: Arc<BTreeMap<u64, Vec<u8>>>,
     misses: Recorder,
     missed: AtomicU64,
 }
 
-impl Snapshot {
-    /// The copy's ranges overlapping `[offset, offset + len)`.
-    fn overlapping(&self, offset: u64, len: u64) -> impl Iterator<Item = (&u64, &Vec<u8>)> {
-        let end = offset + len;
-        let first = self
-            .blocks
-            .range(..=offset)
-            .next_back()
-            .map_or(offset, |(&s, _)| s);
-        self.blocks
-            .range(first..end)
-            .filter(move |(&s, b)| s + b.len() as u64 > offset)
-    }
+/// The ranges of `map` overlapping `[offset, offset + len)`.
+fn overlapping(
+    map: &BTreeMap<u64, Vec<u8>>,
+    offset: u64,
+    len: u64,
+) -> impl Iterator<Item = (&u64, &Vec<u8>)> {
+    let end = offset + len;
+    let first = map.range(..=offset).next_back().map_or(offset, |(&s, _)| s);
+    map.range(first..end)
+        .filter(move |(&s, b)| s + b.len() as u64 > offset)
+}
 
-    /// Bytes of `[offset, offset + len)` the copy holds.
+impl Snapshot {
+    /// Bytes of `[offset, offset + len)` the copies hold.
     fn covered(&self, offset: u64, len: u64) -> u64 {
         let end = offset + len;
-        self.overlapping(offset, len)
-            .map(|(&s, b)| (s + b.len() as u64).min(end) - s.max(offset))
-            .sum()
+        let mut parts: Vec<(u64, u64)> = overlapping(&self.under, offset, len)
+            .chain(overlapping(&self.blocks, offset, len))
+            .map(|(&s, b)| (s.max(offset), (s + b.len() as u64).min(end)))
+            .collect();
+        parts.sort_unstable();
+        let mut total = 0;
+        let mut reach = offset;
+        for (a, b) in parts {
+            let a = a.max(reach);
+            if b > a {
+                total += b - a;
+                reach = b;
+            }
+        }
+        total
     }
 }
 
@@ -222,11 +240,13 @@ impl Overlay for Snapshot {
             self.misses.note(offset, buf.len());
             self.missed.fetch_add(len - have, Ordering::Relaxed);
         }
-        for (&s, b) in self.overlapping(offset, len) {
-            let from = s.max(offset);
-            let to = (s + b.len() as u64).min(offset + len);
-            buf[(from - offset) as usize..(to - offset) as usize]
-                .copy_from_slice(&b[(from - s) as usize..(to - s) as usize]);
+        for layer in [&*self.under, &self.blocks] {
+            for (&s, b) in overlapping(layer, offset, len) {
+                let from = s.max(offset);
+                let to = (s + b.len() as u64).min(offset + len);
+                buf[(from - offset) as usize..(to - offset) as usize]
+                    .copy_from_slice(&b[(from - s) as usize..(to - s) as usize]);
+            }
         }
     }
 }
@@ -330,11 +350,32 @@ pub fn watchdog(mount_point: &str, limit_ms: &str) -> i32 {
 /// One freeze's length.
 struct Freezes {
     lengths: Vec<Duration>,
+    /// Bytes copied under them.
+    bytes: u64,
+    /// The copies were the journal's changes over a running copy.
+    from_journal: bool,
 }
 
+/// What a freeze gave.
+#[derive(Debug, PartialEq)]
+enum Copy {
+    /// The copy is in.
+    Taken,
+    /// The limit passed first; the copy is not used.
+    TooLong,
+    /// The journal could not say what changed; nothing is used.
+    NoLog,
+}
+
+/// Blocks copied while the file system ran, and the journal's position
+/// when the copy began.
+type Running = (Arc<BTreeMap<u64, Vec<u8>>>, log::Mark);
+
 /// Freezes the file system, copies `ranges` of the device into the
-/// snapshot, and thaws it, within `limit`. `Ok(false)` when the limit
-/// passed first (the copy is then not used).
+/// snapshot, and thaws it, within `limit`. With `changes`, the blocks the
+/// journal says changed since the mark are copied too, and the
+/// superblock (which ext4 writes outside the journal).
+#[allow(clippy::too_many_arguments)]
 fn freeze_and_copy(
     dir: &File,
     dog: &mut Watchdog,
@@ -343,7 +384,8 @@ fn freeze_and_copy(
     into: &mut BTreeMap<u64, Vec<u8>>,
     limit: Duration,
     freezes: &mut Freezes,
-) -> Result<bool, String> {
+    changes: Option<(&log::Journal, log::Mark)>,
+) -> Result<Copy, String> {
     let hold = std::env::var("EXT4CHK_ONLINE_HOLD_MS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -369,6 +411,18 @@ fn freeze_and_copy(
     let t = Instant::now();
     let mut copied = BTreeMap::new();
     let mut in_time = true;
+    let mut wanted: Vec<(u64, u64)> = ranges.to_vec();
+    let mut no_log = false;
+    if let Some((j, mark)) = changes {
+        match j.changed_since(dev, &mark) {
+            Some(blocks) => {
+                wanted.push((0, j.offset(1).max(2048)));
+                wanted.extend(blocks.iter().map(|&b| (j.offset(b), j.offset(1))));
+            }
+            None => no_log = true,
+        }
+    }
+    let ranges: &[(u64, u64)] = if no_log { &[] } else { &wanted };
     // In pieces of at most 1 MiB, so that the limit is seen in time.
     const PIECE: u64 = 1 << 20;
     'ranges: for &(o, l) in ranges {
@@ -394,12 +448,37 @@ fn freeze_and_copy(
     let took = t.elapsed();
     let _ = dog.say(b'T');
     freezes.lengths.push(took);
-    if in_time && took <= limit {
+    freezes.bytes += copied
+        .values()
+        .map(|b: &Vec<u8>| b.len() as u64)
+        .sum::<u64>();
+    if no_log {
+        Ok(Copy::NoLog)
+    } else if in_time && took <= limit {
         into.extend(copied);
-        Ok(true)
+        Ok(Copy::Taken)
     } else {
-        Ok(false)
+        Ok(Copy::TooLong)
     }
+}
+
+/// Copies `ranges` of the device while the file system runs, in pieces
+/// of at most 1 MiB.
+fn copy_running(dev: &File, ranges: &[(u64, u64)]) -> BTreeMap<u64, Vec<u8>> {
+    const PIECE: u64 = 1 << 20;
+    let mut out = BTreeMap::new();
+    for &(o, l) in ranges {
+        let mut at = o;
+        while at < o + l {
+            let n = PIECE.min(o + l - at);
+            let mut b = vec![0u8; n as usize];
+            if dev.read_exact_at(&mut b, at).is_ok() {
+                out.insert(at, b);
+            }
+            at += n;
+        }
+    }
+    out
 }
 
 /// Findings a live file system shows that say nothing about damage: its
@@ -491,6 +570,8 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
     let started = Instant::now();
     let mut freezes = Freezes {
         lengths: Vec::new(),
+        bytes: 0,
+        from_journal: false,
     };
 
     // The live check.
@@ -500,7 +581,7 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         Err(why) => return refuse(why),
     };
     if live.cancelled {
-        return finish(inv, &live, &[], &[], &[], started, 32);
+        return finish(inv, &live, &[], &[], &freezes, started, 32);
     }
     let live_orphans = orphans(&live_dev);
     let suspicious: Vec<&Finding> = live
@@ -510,7 +591,7 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         .collect();
     if suspicious.is_empty() && live.aborted.is_none() {
         record_outcome(&node, true);
-        return finish(inv, &live, &[], &[], &[], started, CLEAN);
+        return finish(inv, &live, &[], &[], &freezes, started, CLEAN);
     }
 
     // Confirm: a consistent copy, gathered under freezes.
@@ -527,21 +608,60 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         Err(e) => return refuse(format!("cannot start the thaw watchdog: {e}")),
     };
     let mut copy: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-    let mut want = rec.merged();
     let mut frozen_check: Option<Report> = None;
     let mut orphans_frozen = Vec::new();
+    // With a journal, what the live check read is copied while the file
+    // system runs, and a freeze takes only what the journal says changed
+    // since the copy began (and what a check of the copy then lacked).
+    // Without one, or when the journal cannot tell, each freeze copies
+    // all of it.
+    let journal = open_device(&target, IoMode::Pread)
+        .ok()
+        .and_then(|d| log::Journal::open(&Arc::new(d), &devf));
+    let mut running: Option<Running> = None;
+    if let Some(j) = &journal {
+        if let Some(mark) = j.mark(&devf) {
+            running = Some((Arc::new(copy_running(&devf, &rec.merged())), mark));
+        }
+    }
+    let mut want = if running.is_some() {
+        Vec::new()
+    } else {
+        rec.merged()
+    };
     for attempt in 0..MAX_FREEZES {
-        match freeze_and_copy(&dir, &mut dog, &devf, &want, &mut copy, limit, &mut freezes) {
-            Ok(true) => {}
-            Ok(false) => {
+        let changes = match (&journal, &running) {
+            (Some(j), Some((_, mark))) => Some((j, mark.clone())),
+            _ => None,
+        };
+        match freeze_and_copy(
+            &dir,
+            &mut dog,
+            &devf,
+            &want,
+            &mut copy,
+            limit,
+            &mut freezes,
+            changes,
+        ) {
+            Ok(Copy::Taken) => {}
+            Ok(Copy::TooLong) => {
                 // Past the limit: thawed; try again a little later.
                 std::thread::sleep(Duration::from_millis(200 * (attempt as u64 + 1)));
                 continue;
             }
+            Ok(Copy::NoLog) => {
+                // The journal could not tell: copy everything from now on.
+                running = None;
+                want = rec.merged();
+                continue;
+            }
             Err(why) => return refuse(why),
         }
+        let under = running.as_ref().map(|(r, _)| r.clone()).unwrap_or_default();
         let snap = Arc::new(Snapshot {
             blocks: std::mem::take(&mut copy),
+            under,
             misses: Recorder::default(),
             missed: AtomicU64::new(0),
         });
@@ -557,10 +677,18 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         }
         // The copy lacked blocks the check then read: take them too,
         // with the copy again, in the next freeze (the whole copy is
-        // taken again so that it is one state).
+        // taken again so that it is one state; with the journal, the
+        // blocks it names are taken again anyway).
         let merged = Recorder::default();
-        for (&o, b) in &snap.blocks {
-            merged.note(o, b.len());
+        if running.is_some() {
+            // The misses so far: the journal's blocks come with each freeze.
+            for &(o, l) in &want {
+                merged.note(o, l as usize);
+            }
+        } else {
+            for (&o, b) in &snap.blocks {
+                merged.note(o, b.len());
+            }
         }
         // What the copy lacked, with its neighbourhood (64 KiB): blocks
         // a busy file system allocates next tend to lie beside the last.
@@ -574,13 +702,14 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         want = merged.merged();
     }
     drop(dog);
+    freezes.from_journal = running.is_some();
     let Some(frozen) = frozen_check else {
         return finish(
             inv,
             &live,
             &[],
             &suspicious.iter().map(|f| (*f).clone()).collect::<Vec<_>>(),
-            &freezes.lengths,
+            &freezes,
             started,
             OPERATIONAL,
         );
@@ -610,15 +739,7 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         record_outcome(&node, true);
         CLEAN
     };
-    finish(
-        inv,
-        &frozen,
-        &confirmed,
-        &dropped,
-        &freezes.lengths,
-        started,
-        code,
-    )
+    finish(inv, &frozen, &confirmed, &dropped, &freezes, started, code)
 }
 
 /// Prints the outcome (the frozen copy's report with the confirmed
@@ -629,10 +750,13 @@ fn finish(
     report: &Report,
     confirmed: &[Finding],
     dropped: &[Finding],
-    freezes: &[Duration],
+    freezes: &Freezes,
     started: Instant,
     code: i32,
 ) -> i32 {
+    let from_journal = freezes.from_journal;
+    let frozen_bytes = freezes.bytes;
+    let freezes = &freezes.lengths[..];
     let mut r = report.clone();
     r.device = inv.device.clone();
     if code != 32 {
@@ -671,6 +795,8 @@ fn finish(
         confirmed: confirmed.len(),
         dropped: dropped.iter().map(|f| f.code.name().to_string()).collect(),
         exit_code: code,
+        frozen_bytes,
+        from_journal,
     });
     if code == CLEAN {
         r.summary = report.summary.clone();
@@ -728,6 +854,7 @@ mod tests {
         blocks.insert(100, vec![7u8; 100]);
         let s = Snapshot {
             blocks,
+            under: Arc::default(),
             misses: Recorder::default(),
             missed: AtomicU64::new(0),
         };
@@ -740,6 +867,32 @@ mod tests {
         assert!(buf[..50].iter().all(|&b| b == 7) && buf[50..].iter().all(|&b| b == 0));
         assert_eq!(s.missed.load(Ordering::Relaxed), 50);
         assert!(!s.covers(300, 10));
+    }
+
+    /// The copy taken under a freeze wins over the one taken while the
+    /// file system ran; together they cover what either holds.
+    #[test]
+    fn the_frozen_copy_lies_over_the_running_one() {
+        let mut under = BTreeMap::new();
+        under.insert(0, vec![1u8; 4096]);
+        let mut blocks = BTreeMap::new();
+        blocks.insert(1024, vec![2u8; 1024]);
+        blocks.insert(4096, vec![3u8; 1024]);
+        let s = Snapshot {
+            blocks,
+            under: Arc::new(under),
+            misses: Recorder::default(),
+            missed: AtomicU64::new(0),
+        };
+        let mut buf = vec![0u8; 5120];
+        s.patch(0, &mut buf);
+        assert!(buf[..1024].iter().all(|&b| b == 1));
+        assert!(buf[1024..2048].iter().all(|&b| b == 2));
+        assert!(buf[2048..4096].iter().all(|&b| b == 1));
+        assert!(buf[4096..].iter().all(|&b| b == 3));
+        assert_eq!(s.missed.load(Ordering::Relaxed), 0);
+        assert_eq!(s.covered(512, 1024), 1024);
+        assert_eq!(s.covered(4608, 1024), 512);
     }
 
     #[test]

@@ -236,6 +236,9 @@ fn online_checks_under_load_find_nothing_and_damage_is_found() {
     std::thread::sleep(Duration::from_millis(300));
     let mut longest = Vec::new();
     let mut alarms = Vec::new();
+    // Checks that froze, and of those, the ones whose freezes copied only
+    // what the journal said had changed.
+    let (mut froze, mut by_journal, mut frozen_bytes) = (0, 0, 0u64);
     let checks = 50;
     for i in 0..checks {
         let o = online(&m.mnt, &[], &[]);
@@ -244,6 +247,13 @@ fn online_checks_under_load_find_nothing_and_damage_is_found() {
             alarms.push(format!("check {i}: exit {}: {}", code(&o), v["findings"]));
         }
         longest.push(v["online"]["freeze_longest_ms"].as_f64().unwrap_or(0.0));
+        if v["online"]["freezes"].as_u64().unwrap_or(0) > 0 {
+            froze += 1;
+            if v["online"]["from_journal"].as_bool() == Some(true) {
+                by_journal += 1;
+            }
+            frozen_bytes += v["online"]["frozen_bytes"].as_u64().unwrap_or(0);
+        }
     }
     stop.store(true, Ordering::Relaxed);
     w.join().expect("workload");
@@ -257,7 +267,14 @@ fn online_checks_under_load_find_nothing_and_damage_is_found() {
         longest[(longest.len() * 99 / 100).min(longest.len() - 1)],
         longest.iter().filter(|&&x| x > 0.0).count()
     );
+    eprintln!(
+        "{froze} checks froze; {by_journal} of them copied only the journal's changes; {frozen_bytes} bytes copied frozen in all"
+    );
     assert!(alarms.is_empty(), "false alarms:\n{}", alarms.join("\n"));
+    assert!(
+        froze == 0 || by_journal > 0,
+        "no freeze used the journal's changes ({froze} froze)"
+    );
     assert_eq!(
         code(&after),
         0,
@@ -298,6 +315,8 @@ fn online_checks_under_load_find_nothing_and_damage_is_found() {
         .map(|a| a.iter().filter_map(|f| f["code"].as_str()).collect())
         .unwrap_or_default();
     assert!(names.contains(&"link-count-wrong"), "{v}");
+    // A journalled file system: the freeze took what changed, not all.
+    assert_eq!(v["online"]["from_journal"], true, "{v}");
     assert!(v["online"]["freezes"].as_u64().unwrap_or(0) >= 1, "{v}");
 
     // 3. Killed while the file system is frozen: the watchdog thaws it.

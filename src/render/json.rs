@@ -50,6 +50,8 @@ struct JsonOnline<'a> {
     freeze_longest_ms: f64,
     freeze_total_ms: f64,
     freezes: usize,
+    from_journal: bool,
+    frozen_bytes: u64,
     mount_point: &'a str,
 }
 
@@ -189,6 +191,8 @@ pub fn render(report: &Report) -> String {
             freeze_longest_ms: o.freezes.iter().copied().fold(0.0, f64::max) * 1000.0,
             freeze_total_ms: o.freezes.iter().sum::<f64>() * 1000.0,
             freezes: o.freezes.len(),
+            from_journal: o.from_journal,
+            frozen_bytes: o.frozen_bytes,
             mount_point: &o.mount_point,
         }),
         preen_halt: report.preen_halt.as_deref(),

@@ -162,6 +162,11 @@ pub struct OnlineRecord {
     pub dropped: Vec<String>,
     /// e2scrub's exit code: 0 clean, 6 confirmed damage, 8 could not check.
     pub exit_code: i32,
+    /// Bytes copied while the file system was frozen, in all freezes.
+    pub frozen_bytes: u64,
+    /// The freezes copied only the blocks the journal said had changed
+    /// since a copy taken while the file system ran.
+    pub from_journal: bool,
 }
 
 /// One round of a repair.
