@@ -30,6 +30,9 @@ pub struct CheckState {
     pub bad_blocks: Vec<u64>,
     /// Indexed directories.
     pub dx_dirs: Vec<(u32, pass1::DxInfo)>,
+    /// Directories with the index flag whose index a repair drops (read
+    /// as linear directories, as e2fsck -y's pass 2 reads them).
+    pub dx_dropped: Vec<u32>,
     /// EA inodes referenced by attributes.
     pub ea_inode_refs: Vec<u32>,
     /// Where the check stopped, if it did.
@@ -174,6 +177,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         maps,
         bad_blocks: pre.bad_blocks,
         dx_dirs: std::mem::take(&mut p1.dx_dirs),
+        dx_dropped: std::mem::take(&mut p1.dx_dropped),
         ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
         abort,
         quota: std::mem::take(&mut p1.quota),

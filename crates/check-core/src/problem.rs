@@ -644,28 +644,28 @@ codes! {
     CollapseDblock = 0x010072, "dir-extent-gap", P1, Error [],
         "directory inode {ino} has a gap before logical block {num}";
     /// htree-not-dir (e2fsck PR_1_HTREE_NODIR).
-    HtreeNodir = 0x010048, "htree-not-dir", P1, Error [preen],
+    HtreeNodir = 0x010048, "htree-not-dir", P1, Error [preen yes],
         "inode {ino} has the htree flag but is not a directory";
     /// htree-without-feature (e2fsck PR_1_HTREE_SET).
-    HtreeSet = 0x010047, "htree-without-feature", P1, Error [preen],
+    HtreeSet = 0x010047, "htree-without-feature", P1, Error [preen yes],
         "inode {ino} has the htree flag but the file system lacks dir_index";
     /// htree-root-bad (e2fsck PR_1_HTREE_BADROOT).
-    HtreeRootBad = 0x010049, "htree-root-bad", P1, Error [preen],
+    HtreeRootBad = 0x010049, "htree-root-bad", P1, Error [preen yes],
         "inode {ino} has a bad htree root node";
     /// htree-hash-version (e2fsck PR_1_HTREE_HASHV).
-    HtreeHashv = 0x01004a, "htree-hash-version", P1, Error [preen],
+    HtreeHashv = 0x01004a, "htree-hash-version", P1, Error [preen yes],
         "inode {ino} has an unsupported htree hash version {num}";
     /// htree-needs-siphash (e2fsck PR_1_HTREE_NEEDS_SIPHASH).
-    HtreeNeedsSiphash = 0x01008d, "htree-needs-siphash", P1, Error [preen],
+    HtreeNeedsSiphash = 0x01008d, "htree-needs-siphash", P1, Error [preen yes],
         "inode {ino} is encrypted and case-folded but its htree does not use SipHash";
     /// htree-cannot-siphash (e2fsck PR_1_HTREE_CANNOT_SIPHASH).
-    HtreeCannotSiphash = 0x01008e, "htree-cannot-siphash", P1, Error [preen],
+    HtreeCannotSiphash = 0x01008e, "htree-cannot-siphash", P1, Error [preen yes],
         "inode {ino} uses SipHash but is not encrypted and case-folded";
     /// htree-incompat-flag (e2fsck PR_1_HTREE_INCOMPAT).
-    HtreeIncompat = 0x01004b, "htree-incompat-flag", P1, Error [preen],
+    HtreeIncompat = 0x01004b, "htree-incompat-flag", P1, Error [preen yes],
         "inode {ino} has an htree with incompatible flags";
     /// htree-too-deep (e2fsck PR_1_HTREE_DEPTH).
-    HtreeDepth = 0x01004c, "htree-too-deep", P1, Error [preen],
+    HtreeDepth = 0x01004c, "htree-too-deep", P1, Error [preen yes],
         "inode {ino} has an htree of depth {num}, which is too deep";
     /// map-block-on-metadata (e2fsck PR_1_CRITICAL_METADATA_COLLISION).
     CriticalMetadataCollision = 0x010071, "map-block-on-metadata", P1, Notice [],

@@ -168,6 +168,13 @@ pub fn clone_duplicates<'f>(
             super::raw::clear_inode(raw, ino, geo.first_ino, super::raw::now());
         }
     }
+    // As e2fsck unmarks a block once one claim is left: freeing the
+    // inode that keeps it (a later pass clearing it) then frees it.
+    for (&c, &n) in &count {
+        if n <= 1 {
+            stage.unshare(c);
+        }
+    }
     Ok(())
 }
 
@@ -278,6 +285,9 @@ fn clone_inode<'f>(
         }
         let merged = merge_runs(out);
         write_extent_tree(stage, io, ino, &merged)?;
+        // The new tree may take blocks of its own (more runs than the
+        // inode holds), which i_blocks counts, as e2fsck's clone does.
+        super::map::recount_i_blocks(stage, io, ino)?;
     } else if check_core::pass1::inode_has_valid_blocks(fs, &inode) {
         walk_block_map(stage, io, ino, &mut |blk, _| {
             let c = blk >> bits;
@@ -329,6 +339,9 @@ fn clone_extents_by_block<'f>(
     }
     if moved {
         write_extent_tree(stage, io, ino, &merge_runs(out))?;
+        // The new tree may take blocks of its own (more runs than the
+        // inode holds), which i_blocks counts, as e2fsck's clone does.
+        super::map::recount_i_blocks(stage, io, ino)?;
     }
     Ok(())
 }

@@ -201,14 +201,18 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
 
 /// Marks the blocks of inode `ino` free in the check's maps, except those
 /// another inode claims too.
-fn forget_blocks<'f>(st: &'f CheckState, stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) {
+fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) {
     let bits = st.fs.geo.cluster_bits;
     if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
         for b in all {
             let c = b >> bits;
-            if !st.maps.block_dup.get(c) {
-                st.maps.block_found.test_and_clear(c);
+            if stage.shared(&st.maps, c) {
+                continue;
             }
+            // A block this round gave it (a clone) goes back unused; one
+            // it held at the check is free from now on.
+            stage.release_block(b);
+            st.maps.block_found.test_and_clear(c);
         }
     }
     st.maps.inode_used.test_and_clear(u64::from(ino - 1));

@@ -573,10 +573,18 @@ impl<'a> Run<'a> {
         if self.stop_reason.is_none() {
             self.settle(&mut current);
         }
+        // The directories indexed at the start, with those whose index the
+        // first check already reads as dropped.
         self.indexed_before = current
             .state
             .as_ref()
-            .map(|s| s.dx_dirs.iter().map(|&(d, _)| d).collect())
+            .map(|s| {
+                s.dx_dirs
+                    .iter()
+                    .map(|&(d, _)| d)
+                    .chain(s.dx_dropped.iter().copied())
+                    .collect()
+            })
             .unwrap_or_default();
         current
     }
@@ -773,6 +781,17 @@ impl<'a> Run<'a> {
                 String::new()
             }
         ));
+        if rounds > 1 {
+            // What a verifying check still found: each is a fix the
+            // round before should have made.
+            let mut by_code: std::collections::BTreeMap<&str, usize> = Default::default();
+            for f in &fixed {
+                *by_code.entry(f.code.name()).or_default() += 1;
+            }
+            let list: Vec<String> = by_code.iter().map(|(c, n)| format!("{c} x{n}")).collect();
+            self.round_times
+                .push(format!("round {rounds} fixed: {}", list.join(", ")));
+        }
         if let Some(why) = &stopped {
             self.round_times
                 .push(format!("round {rounds} stopped early: {why}"));

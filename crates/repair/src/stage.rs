@@ -46,6 +46,9 @@ pub struct Staging<'f> {
     pub gdt: Vec<u8>,
     sb_dirty: bool,
     gdt_dirty: bool,
+    /// Clusters the check found claimed more than once that the round's
+    /// clones left with one claim.
+    unshared: BTreeSet<u64>,
 }
 
 impl<'f> Staging<'f> {
@@ -62,7 +65,20 @@ impl<'f> Staging<'f> {
             gdt: fs.gdt.clone(),
             sb_dirty: false,
             gdt_dirty: false,
+            unshared: BTreeSet::new(),
         }
+    }
+
+    /// Cluster `c`, claimed more than once at the check, has one claim
+    /// left after this round's clones.
+    pub fn unshare(&mut self, c: u64) {
+        self.unshared.insert(c);
+    }
+
+    /// Whether cluster `c` is still claimed more than once: so the check
+    /// found it (`maps`), and no clone of this round took a claim off it.
+    pub fn shared(&self, maps: &check_core::ctx::Maps, c: u64) -> bool {
+        maps.block_dup.get(c) && !self.unshared.contains(&c)
     }
 
     /// The file system.

@@ -765,31 +765,38 @@ impl Worker<'_, '_, '_> {
     }
 
     /// Checks the htree root of an indexed directory and registers it.
+    /// Under a repair that takes the fix, a problem e2fsck answers by
+    /// clearing the index flag ends the check here and drops the
+    /// registration, so pass 2 reads the directory as a linear one, as
+    /// e2fsck -y's pass 2 does.
     fn handle_htree(&mut self, cur: &Cur<'_>, w: &Walk) {
         let fs = self.p.fs;
         let geo = &fs.geo;
         let ino = cur.ino;
         let inode = cur.inode;
-        if !inode.is_dir() {
-            self.report(Finding::new(Code::HtreeNodir).ino(ino));
+        self.register_dx(ino, inode, w);
+        if !inode.is_dir() && self.index_cleared(Finding::new(Code::HtreeNodir).ino(ino)) {
+            return;
         }
         if !geo
             .compat
             .contains(ext4_layout::features::CompatFeatures::DIR_INDEX)
+            && self.index_cleared(Finding::new(Code::HtreeSet).ino(ino))
         {
-            self.report(Finding::new(Code::HtreeSet).ino(ino));
+            return;
         }
-        self.register_dx(ino, inode, w);
         let blk = match map_logical(self, &inode, ino, 0) {
             Some(b) if b != 0 && geo.block_in_range(b) => b,
             _ => {
-                self.report(Finding::new(Code::HtreeRootBad).ino(ino));
+                self.index_cleared(Finding::new(Code::HtreeRootBad).ino(ino));
                 return;
             }
         };
         let mut buf = vec![0u8; fs.block_size()];
-        if self.io.read_blocks(blk, &mut buf).is_err() {
-            self.report(Finding::new(Code::HtreeRootBad).ino(ino));
+        if self.io.read_blocks(blk, &mut buf).is_err()
+            && self.index_cleared(Finding::new(Code::HtreeRootBad).ino(ino))
+        {
+            return;
         }
         let Some(r) = DxRoot::new(&buf) else {
             return;
@@ -800,30 +807,38 @@ impl Worker<'_, '_, '_> {
                 dx.indirect_levels = r.indirect_levels();
             }
         }
-        if r.reserved_zero() != 0 || r.info_length() < 8 {
-            self.report(Finding::new(Code::HtreeRootBad).ino(ino));
+        if (r.reserved_zero() != 0 || r.info_length() < 8)
+            && self.index_cleared(Finding::new(Code::HtreeRootBad).ino(ino))
+        {
+            return;
         }
         let hv = r.hash_version();
-        if !matches!(hv, 0 | 1 | 2 | 6) {
-            self.report(Finding::new(Code::HtreeHashv).ino(ino).num(u64::from(hv)));
+        if !matches!(hv, 0 | 1 | 2 | 6)
+            && self.index_cleared(Finding::new(Code::HtreeHashv).ino(ino).num(u64::from(hv)))
+        {
+            return;
         }
         if inode.has_flag(flags::ENCRYPT) && inode.has_flag(flags::CASEFOLD) {
-            if hv != 6 {
-                self.report(Finding::new(Code::HtreeNeedsSiphash).ino(ino));
+            if hv != 6 && self.index_cleared(Finding::new(Code::HtreeNeedsSiphash).ino(ino)) {
+                return;
             }
-        } else if hv == 6 {
-            self.report(Finding::new(Code::HtreeCannotSiphash).ino(ino));
+        } else if hv == 6 && self.index_cleared(Finding::new(Code::HtreeCannotSiphash).ino(ino)) {
+            return;
         }
-        if r.unused_flags() & 1 != 0 {
-            self.report(Finding::new(Code::HtreeIncompat).ino(ino));
+        if r.unused_flags() & 1 != 0
+            && self.index_cleared(Finding::new(Code::HtreeIncompat).ino(ino))
+        {
+            return;
         }
         let levels = r.indirect_levels();
-        if levels > 3 {
-            self.report(
+        if levels > 3
+            && self.index_cleared(
                 Finding::new(Code::HtreeDepth)
                     .ino(ino)
                     .num(u64::from(levels)),
-            );
+            )
+        {
+            return;
         }
         let largedir = geo.incompat.contains(IncompatFeatures::LARGEDIR);
         let max_levels = if largedir { 3 } else { 2 };
@@ -835,17 +850,37 @@ impl Worker<'_, '_, '_> {
             let prod = idx_pb.wrapping_sub(1).wrapping_mul(idx_pb.wrapping_sub(2));
             let size_lim = prod.wrapping_shl(blockbits);
             let blocks_lim = prod.wrapping_shl(blockbits - 9);
-            if inode.size() < u64::from(size_lim) && inode.i_blocks_lo() < blocks_lim {
-                self.report(
+            if inode.size() < u64::from(size_lim)
+                && inode.i_blocks_lo() < blocks_lim
+                && self.index_cleared(
                     Finding::new(Code::HtreeDepth)
                         .ino(ino)
                         .num(u64::from(levels)),
-                );
+                )
+            {
+                return;
             }
         }
         if levels > 2 || inode.size() >= 0x8000_0000 {
             self.out.stats.large_dirs += 1;
         }
+    }
+
+    /// Reports an htree problem e2fsck fixes by clearing the index flag;
+    /// when the repair takes that fix, the directory is no longer
+    /// registered as indexed. Returns whether it was cleared.
+    fn index_cleared(&mut self, f: Finding) -> bool {
+        let ino = f.ino;
+        let yes = self.p.says_yes(&f);
+        self.report(f);
+        if yes {
+            if let Some(d) = self.cur_dir.as_mut().filter(|d| Some(d.meta.ino) == ino) {
+                if d.meta.dx.take().is_some() {
+                    self.out.dx_dropped.push(d.meta.ino);
+                }
+            }
+        }
+        yes
     }
 
     fn register_dx(&mut self, ino: u32, inode: Inode<'_>, w: &Walk) {

@@ -208,6 +208,9 @@ pub struct P1Out {
     pub dir_work: Vec<DirWork>,
     /// Indexed directories.
     pub dx_dirs: Vec<(u32, DxInfo)>,
+    /// Directories whose index the repair drops (a problem with the
+    /// index that e2fsck answers by clearing the flag): read as linear.
+    pub dx_dropped: Vec<u32>,
     /// References to EA blocks.
     pub(crate) ea_refs: Vec<EaRef>,
     /// EA inodes referenced by attributes (one entry per reference).
@@ -230,6 +233,7 @@ impl P1Out {
         self.findings.append(&mut o.findings);
         self.dir_work.append(&mut o.dir_work);
         self.dx_dirs.append(&mut o.dx_dirs);
+        self.dx_dropped.append(&mut o.dx_dropped);
         self.ea_refs.append(&mut o.ea_refs);
         self.ea_inode_refs.append(&mut o.ea_inode_refs);
         self.policies.append(&mut o.policies);
