@@ -9,7 +9,7 @@ use check_core::problem::{Code, Finding, Pass, Severity};
 use check_core::report::Report;
 
 use crate::stage::{Round, Staging};
-use crate::{connect, dirs, inodes, mkjournal, orphan, quota, rebuild};
+use crate::{connect, dirs, inodes, mkjournal, orphan, quota, rebuild, rehash};
 
 /// Whether a finding calls for a change: an error, or a notice the
 /// problem table marks `fix`.
@@ -49,6 +49,7 @@ pub(crate) fn plan_round<'a, 'f>(
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
     stopped: &mut Option<String>,
+    made: &mut Vec<Finding>,
 ) -> Vec<&'a Finding> {
     let declined = report
         .findings
@@ -112,6 +113,9 @@ pub(crate) fn plan_round<'a, 'f>(
             .filter(|f| stage_of(f) == pass)
             .collect();
         let t_pass = std::time::Instant::now();
+        if pass == Pass::P5 {
+            reindex_dropped(&mut r, made);
+        }
         match pass {
             Pass::P5 => {
                 // Quota files first: blocks they gain are then counted in
@@ -181,6 +185,7 @@ pub(crate) fn plan_round<'a, 'f>(
     // round allocated and freed goes into the group summaries now, when
     // pass 5 had nothing of its own to fix.
     if reached_end && after.is_some_and(|p| p < Pass::P5) {
+        reindex_dropped(&mut r, made);
         let _ = rebuild::rebuild_with_allocations(st, r.stage, r.io);
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -249,4 +254,38 @@ fn leaves_check_valid(st: &CheckState, f: &Finding) -> bool {
         || (st.answered_yes
             && (policy.answered
                 || (f.code.clears_inode() && f.ino.is_some_and(|i| !st.maps.used(i)))))
+}
+
+/// Pass 3A for the directories whose index this round drops: once every
+/// earlier pass's fixes are staged, each that pass 3A would index (three
+/// blocks or more) is rewritten with a new index from what the round
+/// leaves in it, as e2fsck -y's pass 3A does in the same run (else the
+/// rewrite waits for a check after the round, and that needs another).
+fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
+    let fs = &r.st.fs;
+    let bits = fs.geo.cluster_bits;
+    if r.st.dx_dropped.is_empty() {
+        return;
+    }
+    let lost_found = connect::lookup(r.stage, r.io, 2, b"lost+found")
+        .ok()
+        .flatten();
+    for &dir in &r.st.dx_dropped {
+        if !r.st.maps.is_dir(dir)
+            || !crate::steps::linear_to_index(fs, r.stage, r.io, dir, lost_found)
+        {
+            continue;
+        }
+        if let Ok(freed) = rehash::optimize(fs, r.stage, r.io, dir, false) {
+            for b in freed {
+                // A block this round gave it (a clone, a tree block) goes
+                // back unused; one it held at the check is free now.
+                r.stage.release_block(b);
+                r.st.maps.block_found.test_and_clear(b >> bits);
+            }
+            let mut f = Finding::new(Code::RehashDir).ino(dir);
+            f.fixed = true;
+            made.push(f);
+        }
+    }
 }

@@ -574,7 +574,8 @@ impl<'a> Run<'a> {
             self.settle(&mut current);
         }
         // The directories indexed at the start, with those whose index the
-        // first check already reads as dropped.
+        // first check reads as dropped (the round that drops it rewrites
+        // them when it can: round::reindex_dropped).
         self.indexed_before = current
             .state
             .as_ref()
@@ -626,8 +627,16 @@ impl<'a> Run<'a> {
                 .push(format!("/lost+found cannot be created: {why}.")),
         }
         let indexed_now: Vec<u32> = st.dx_dirs.iter().map(|&(d, _)| d).collect();
+        let done_in_round: std::collections::BTreeSet<u32> = self
+            .fixed_all
+            .iter()
+            .filter(|f| f.code == Code::RehashDir)
+            .filter_map(|f| f.ino)
+            .collect();
         for d in rehash::dropped(&self.indexed_before, &indexed_now, |d| st.maps.is_dir(d)) {
-            found.push(Finding::new(Code::RehashDir).ino(d));
+            if !done_in_round.contains(&d) {
+                found.push(Finding::new(Code::RehashDir).ino(d));
+            }
         }
         if self.journal_removed && !st.fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) {
             match mkjournal::default_blocks(st.fs.geo.blocks_count) {
@@ -750,6 +759,7 @@ impl<'a> Run<'a> {
         let mut stage = Staging::new(&st.fs, &st.maps, complete);
         let t_plan = std::time::Instant::now();
         let mut stopped = None;
+        let mut made = Vec::new();
         let fixed = plan_round(
             st,
             &current.report,
@@ -757,6 +767,7 @@ impl<'a> Run<'a> {
             &mut stage,
             &mut io,
             &mut stopped,
+            &mut made,
         );
         let planned = t_plan.elapsed().as_secs_f64();
         if fixed.is_empty() || stage.is_empty() {
@@ -829,6 +840,7 @@ impl<'a> Run<'a> {
             })
             .collect();
         self.fixed_all.extend(fixed);
+        self.fixed_all.extend(made);
         drop(io);
         let took = self.check_again(current);
         self.round_times

@@ -62,7 +62,7 @@ pub(crate) enum Rehash {
 }
 
 /// Whether e2fsck's pass 1 would queue directory `dir` for indexing.
-fn linear_to_index<'f>(
+pub(crate) fn linear_to_index<'f>(
     fs: &'f check_core::fs::Fs,
     stage: &Staging<'f>,
     io: &mut Io<'f>,
