@@ -409,8 +409,6 @@ fn freeze_and_copy(
         });
     }
     let t = Instant::now();
-    let mut copied = BTreeMap::new();
-    let mut in_time = true;
     let mut wanted: Vec<(u64, u64)> = ranges.to_vec();
     let mut no_log = false;
     if let Some((j, mark)) = changes {
@@ -423,23 +421,7 @@ fn freeze_and_copy(
         }
     }
     let ranges: &[(u64, u64)] = if no_log { &[] } else { &wanted };
-    // In pieces of at most 1 MiB, so that the limit is seen in time.
-    const PIECE: u64 = 1 << 20;
-    'ranges: for &(o, l) in ranges {
-        let mut at = o;
-        while at < o + l {
-            if t.elapsed() >= limit {
-                in_time = false;
-                break 'ranges;
-            }
-            let n = PIECE.min(o + l - at);
-            let mut b = vec![0u8; n as usize];
-            if dev.read_exact_at(&mut b, at).is_ok() {
-                copied.insert(at, b);
-            }
-            at += n;
-        }
-    }
+    let (copied, in_time) = copy_pieces(dev, ranges, Some((t, limit)));
     if let Some(h) = hold {
         std::thread::sleep(h);
     }
@@ -462,14 +444,21 @@ fn freeze_and_copy(
     }
 }
 
-/// Copies `ranges` of the device while the file system runs, in pieces
-/// of at most 1 MiB.
-fn copy_running(dev: &File, ranges: &[(u64, u64)]) -> BTreeMap<u64, Vec<u8>> {
+/// Copies `ranges` of the device in pieces of at most 1 MiB, so that a
+/// deadline (`(start, limit)`) is seen in time; false if it passed first.
+fn copy_pieces(
+    dev: &File,
+    ranges: &[(u64, u64)],
+    deadline: Option<(Instant, Duration)>,
+) -> (BTreeMap<u64, Vec<u8>>, bool) {
     const PIECE: u64 = 1 << 20;
     let mut out = BTreeMap::new();
     for &(o, l) in ranges {
         let mut at = o;
         while at < o + l {
+            if deadline.is_some_and(|(t, limit)| t.elapsed() >= limit) {
+                return (out, false);
+            }
             let n = PIECE.min(o + l - at);
             let mut b = vec![0u8; n as usize];
             if dev.read_exact_at(&mut b, at).is_ok() {
@@ -478,7 +467,7 @@ fn copy_running(dev: &File, ranges: &[(u64, u64)]) -> BTreeMap<u64, Vec<u8>> {
             at += n;
         }
     }
-    out
+    (out, true)
 }
 
 /// Findings a live file system shows that say nothing about damage: its
@@ -621,7 +610,7 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
     let mut running: Option<Running> = None;
     if let Some(j) = &journal {
         if let Some(mark) = j.mark(&devf) {
-            running = Some((Arc::new(copy_running(&devf, &rec.merged())), mark));
+            running = Some((Arc::new(copy_pieces(&devf, &rec.merged(), None).0), mark));
         }
     }
     let mut want = if running.is_some() {

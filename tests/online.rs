@@ -210,6 +210,26 @@ fn workload(root: PathBuf, seed: &str, stop: Arc<AtomicBool>) {
     }
 }
 
+/// Forty small files in /cold, written out, with the kernel's inodes and
+/// dentries dropped, so damage written under them is read afresh.
+fn cold_files(m: &Mounted) {
+    let cold = m.mnt.join("cold");
+    std::fs::create_dir_all(&cold).expect("dir");
+    for i in 0..40 {
+        std::fs::write(cold.join(format!("c{i}")), vec![b'c'; 5000]).expect("file");
+    }
+    Command::new("sync").status().expect("sync");
+    std::fs::write("/proc/sys/vm/drop_caches", "2").expect("drop caches");
+}
+
+/// The codes of a JSON report's findings.
+fn finding_codes(v: &serde_json::Value) -> Vec<&str> {
+    v["findings"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f["code"].as_str()).collect())
+        .unwrap_or_default()
+}
+
 #[test]
 fn online_checks_under_load_find_nothing_and_damage_is_found() {
     let scratch = Scratch::new("online");
@@ -297,13 +317,7 @@ fn online_checks_under_load_find_nothing_and_damage_is_found() {
     // kernel no longer holds: found, confirmed, and as e2fsck -fn sees it
     // once unmounted.
     let m = Mounted::new(&scratch, "damage", 64).expect("mount");
-    let cold = m.mnt.join("cold");
-    std::fs::create_dir_all(&cold).expect("dir");
-    for i in 0..40 {
-        std::fs::write(cold.join(format!("c{i}")), vec![b'c'; 5000]).expect("file");
-    }
-    Command::new("sync").status().expect("sync");
-    std::fs::write("/proc/sys/vm/drop_caches", "2").expect("drop caches");
+    cold_files(&m);
     let dbg = common::tool(
         "debugfs",
         &[
@@ -317,11 +331,7 @@ fn online_checks_under_load_find_nothing_and_damage_is_found() {
     let o = online(&m.mnt, &[], &[]);
     let v = json(&o);
     assert_eq!(code(&o), 6, "{v}");
-    let names: Vec<&str> = v["findings"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|f| f["code"].as_str()).collect())
-        .unwrap_or_default();
-    assert!(names.contains(&"link-count-wrong"), "{v}");
+    assert!(finding_codes(&v).contains(&"link-count-wrong"), "{v}");
     // A journalled file system: the freeze took what changed, not all.
     assert_eq!(v["online"]["from_journal"], true, "{v}");
     assert!(v["online"]["freezes"].as_u64().unwrap_or(0) >= 1, "{v}");
@@ -398,13 +408,7 @@ fn damage_of_each_kind_on_each_feature_set_is_confirmed() {
         for damage in ["inode", "dir", "bitmap"] {
             let name = format!("{set}-{damage}");
             let m = Mounted::with(&scratch, &name, 64, opts).expect("mount");
-            let cold = m.mnt.join("cold");
-            std::fs::create_dir_all(&cold).expect("dir");
-            for i in 0..40 {
-                std::fs::write(cold.join(format!("c{i}")), vec![b'c'; 5000]).expect("file");
-            }
-            Command::new("sync").status().expect("sync");
-            std::fs::write("/proc/sys/vm/drop_caches", "2").expect("drop caches");
+            cold_files(&m);
             let dev = m.dev.to_str().expect("path");
             let request = match damage {
                 "inode" => "sif /cold/c7 links_count 5".to_string(),
@@ -426,10 +430,7 @@ fn damage_of_each_kind_on_each_feature_set_is_confirmed() {
                 "{name}: {v}"
             );
             assert_eq!(v["online"]["from_journal"], journalled, "{name}: {v}");
-            let codes: Vec<&str> = v["findings"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|f| f["code"].as_str()).collect())
-                .unwrap_or_default();
+            let codes = finding_codes(&v);
             eprintln!(
                 "{name}: exit 6, {codes:?}, {} bytes copied frozen",
                 v["online"]["frozen_bytes"]

@@ -116,6 +116,15 @@ impl<'a> Allocator<'a> {
         }
     }
 
+    /// Block `b` is free from now on: released, and out of the check's
+    /// map of blocks in use (the group summaries are rebuilt from it).
+    pub fn free(&mut self, b: u64) {
+        self.release(b);
+        self.maps
+            .block_found
+            .test_and_clear(b >> self.fs.geo.cluster_bits);
+    }
+
     /// The blocks released by [`Allocator::release`] that were in use.
     pub fn released(&self) -> Vec<u64> {
         self.released.iter().copied().collect()

@@ -206,13 +206,9 @@ fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f
     if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
         for b in all {
             let c = b >> bits;
-            if stage.shared(&st.maps, c) {
-                continue;
+            if !stage.shared(&st.maps, c) {
+                stage.free_block(b);
             }
-            // A block this round gave it (a clone) goes back unused; one
-            // it held at the check is free from now on.
-            stage.release_block(b);
-            st.maps.block_found.test_and_clear(c);
         }
     }
     st.maps.inode_used.test_and_clear(u64::from(ino - 1));

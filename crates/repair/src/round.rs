@@ -263,7 +263,6 @@ fn leaves_check_valid(st: &CheckState, f: &Finding) -> bool {
 /// rewrite waits for a check after the round, and that needs another).
 fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
     let fs = &r.st.fs;
-    let bits = fs.geo.cluster_bits;
     if r.st.dx_dropped.is_empty() {
         return;
     }
@@ -278,10 +277,7 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
         }
         if let Ok(freed) = rehash::optimize(fs, r.stage, r.io, dir, false) {
             for b in freed {
-                // A block this round gave it (a clone, a tree block) goes
-                // back unused; one it held at the check is free now.
-                r.stage.release_block(b);
-                r.st.maps.block_found.test_and_clear(b >> bits);
+                r.stage.free_block(b);
             }
             let mut f = Finding::new(Code::RehashDir).ino(dir);
             f.fixed = true;

@@ -97,6 +97,12 @@ impl<'f> Staging<'f> {
         self.alloc.release(b);
     }
 
+    /// Block `b` is free from now on, whether the round gave it or the
+    /// check found it in use (see [`super::alloc::Allocator::free`]).
+    pub fn free_block(&mut self, b: u64) {
+        self.alloc.free(b);
+    }
+
     /// Blocks in use at the check that the round released.
     pub fn released(&self) -> Vec<u64> {
         self.alloc.released()
