@@ -96,7 +96,24 @@ enum Keeps {
 ///   may send it to the writer while they check;
 /// - `keeps` / `keeps_nondir`: fixing it leaves the later passes' findings
 ///   valid (no block or inode changes hands, no entry changes), for every
-///   inode / for all but directories.
+///   inode / for all but directories;
+/// - `yes`: under a repair the check judges the later passes as if it
+///   were fixed;
+///
+/// and what the repair does about it, where the kind of fix decides how
+/// the repair plans it:
+///
+/// - `clear`: the whole inode is cleared; `clear_blocks`: the same, for a
+///   problem found in the inode's blocks;
+/// - `dealloc`: the inode an entry names is deallocated with its entry;
+/// - `blocks`: the inode's block map or extent tree is rebuilt;
+/// - `reread`: a flag or feature changes how the inode's blocks are read;
+/// - `unindex`: the directory's htree index is dropped;
+/// - `quiet`: the fix does not count for the exit code; `restart`: the
+///   check starts again after it (quiet too);
+/// - `settles`: a pass 4 fix after which pass 5 may rebuild in the same
+///   round;
+/// - `order(n)`: its place in e2fsck's checks of one inode in pass 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixPolicy {
     /// Preen may fix it.
@@ -110,6 +127,37 @@ pub struct FixPolicy {
     /// fix clears is not counted, a directory reconnected is counted in
     /// /lost+found), so the fix keeps those findings valid.
     pub answered: bool,
+    /// The fix clears the whole inode (e2fsck's "Clear inode?").
+    pub clears_inode: bool,
+    /// Among those, a clearing that comes from reading the inode's
+    /// blocks: moot when a fix in the same inode changes how they are read.
+    pub clears_from_blocks: bool,
+    /// The fix deallocates the inode an entry names: its blocks and the
+    /// inode freed, the entry cleared (met in pass 2, for an inode pass 1
+    /// marked bad).
+    pub deallocates: bool,
+    /// The fix is to the inode's block map or extent tree, made after
+    /// its field fixes.
+    pub block_map: bool,
+    /// The fix changes how the inode's blocks are read (a flag or a
+    /// feature): the inode's block findings are stale after it.
+    pub rereads_blocks: bool,
+    /// The fix drops a directory's htree index (the directory stays,
+    /// unindexed, for pass 3A to index again).
+    pub drops_index: bool,
+    /// Fixing it does not count for the exit code: e2fsck makes the fix
+    /// while it reads the descriptors, or sets a time without counting
+    /// a change, or makes it just before it restarts.
+    pub quiet: bool,
+    /// The fix makes the check start again from the top, as e2fsck
+    /// restarts (nothing the check said after it can be trusted).
+    pub restarts: bool,
+    /// A pass 4 fix that leaves block ownership as the check saw it, so
+    /// pass 5's rebuild may follow it in the same round.
+    pub settles_for_pass5: bool,
+    /// Where the problem comes in e2fsck's sequence of checks of one
+    /// inode in pass 1 (lower first); 20 when the table says nothing.
+    pub inode_order: u8,
     local: Local,
     keeps: Keeps,
 }
@@ -121,6 +169,16 @@ impl FixPolicy {
         fix_notice: false,
         rebuilt_by_pass5: false,
         answered: false,
+        clears_inode: false,
+        clears_from_blocks: false,
+        deallocates: false,
+        block_map: false,
+        rereads_blocks: false,
+        drops_index: false,
+        quiet: false,
+        restarts: false,
+        settles_for_pass5: false,
+        inode_order: 20,
         local: Local::No,
         keeps: Keeps::No,
     };
@@ -149,6 +207,78 @@ impl FixPolicy {
     const fn yes(self) -> Self {
         FixPolicy {
             answered: true,
+            ..self
+        }
+    }
+
+    const fn clear(self) -> Self {
+        FixPolicy {
+            clears_inode: true,
+            ..self
+        }
+    }
+
+    const fn clear_blocks(self) -> Self {
+        FixPolicy {
+            clears_inode: true,
+            clears_from_blocks: true,
+            ..self
+        }
+    }
+
+    const fn dealloc(self) -> Self {
+        FixPolicy {
+            deallocates: true,
+            ..self
+        }
+    }
+
+    const fn blocks(self) -> Self {
+        FixPolicy {
+            block_map: true,
+            ..self
+        }
+    }
+
+    const fn reread(self) -> Self {
+        FixPolicy {
+            rereads_blocks: true,
+            ..self
+        }
+    }
+
+    const fn unindex(self) -> Self {
+        FixPolicy {
+            drops_index: true,
+            ..self
+        }
+    }
+
+    const fn quiet(self) -> Self {
+        FixPolicy {
+            quiet: true,
+            ..self
+        }
+    }
+
+    const fn restart(self) -> Self {
+        FixPolicy {
+            restarts: true,
+            quiet: true,
+            ..self
+        }
+    }
+
+    const fn settles(self) -> Self {
+        FixPolicy {
+            settles_for_pass5: true,
+            ..self
+        }
+    }
+
+    const fn order(self, n: u8) -> Self {
+        FixPolicy {
+            inode_order: n,
             ..self
         }
     }
@@ -204,7 +334,7 @@ impl FixPolicy {
 }
 
 macro_rules! codes {
-    ($( $(#[$m:meta])* $variant:ident = $e2:literal, $name:literal, $pass:ident, $sev:ident [$($flag:ident)*], $msg:literal; )*) => {
+    ($( $(#[$m:meta])* $variant:ident = $e2:literal, $name:literal, $pass:ident, $sev:ident [$($flag:ident $(($arg:literal))?)*], $msg:literal; )*) => {
         /// A problem code. The discriminant-free enum keeps codes stable by
         /// name; [`Code::e2fsck_code`] gives e2fsck's number.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -244,7 +374,7 @@ macro_rules! codes {
 
             /// How a repair treats it: the table's bracketed column.
             pub const fn policy(self) -> FixPolicy {
-                match self { $( Code::$variant => FixPolicy::NONE $(.$flag())*, )* }
+                match self { $( Code::$variant => FixPolicy::NONE $(.$flag($($arg)?))*, )* }
             }
         }
     };
@@ -307,32 +437,32 @@ codes! {
     InodeTableNotInGroup = 0x000003, "inode-table-not-in-group", Super, Notice [fix],
         "the inode table of group {group} is not in the group (block {blk})";
     /// group-desc-checksum (e2fsck PR_0_GDT_CSUM).
-    GroupDescChecksum = 0x000035, "group-desc-checksum", Super, Notice [preen fix],
+    GroupDescChecksum = 0x000035, "group-desc-checksum", Super, Notice [preen fix quiet],
         "the descriptor checksum of group {group} is {num:x}, should be {num2:x}";
     /// group-uninit-without-csum (e2fsck PR_0_GDT_UNINIT).
-    GroupUninitWithoutCsum = 0x000036, "group-uninit-without-csum", Super, Notice [preen fix],
+    GroupUninitWithoutCsum = 0x000036, "group-uninit-without-csum", Super, Notice [preen fix quiet],
         "group {group} has uninit flags or unused inodes but descriptors have no checksums";
     /// last-group-block-uninit (e2fsck PR_0_BB_UNINIT_LAST).
-    LastGroupBlockUninit = 0x000039, "last-group-block-uninit", Super, Notice [preen],
+    LastGroupBlockUninit = 0x000039, "last-group-block-uninit", Super, Notice [preen quiet],
         "the last group ({group}) is marked BLOCK_UNINIT";
     /// group-itable-unused-invalid (e2fsck PR_0_GDT_ITABLE_UNUSED).
-    GroupItableUnusedInvalid = 0x000038, "group-itable-unused-invalid", Super, Notice [preen],
+    GroupItableUnusedInvalid = 0x000038, "group-itable-unused-invalid", Super, Notice [preen quiet],
         "group {group} has {num} unused inodes, more than its free inodes";
     /// future-last-mount (e2fsck PR_0_FUTURE_SB_LAST_MOUNT). A repair sets
     /// it to the time now; leaving it is no error.
-    FutureLastMount = 0x000031, "future-last-mount", Super, Notice [preen fix keeps],
+    FutureLastMount = 0x000031, "future-last-mount", Super, Notice [preen fix keeps quiet],
         "the last mount time is {num} seconds in the future";
     /// future-last-write (e2fsck PR_0_FUTURE_SB_LAST_WRITE).
-    FutureLastWrite = 0x000032, "future-last-write", Super, Notice [preen fix keeps],
+    FutureLastWrite = 0x000032, "future-last-write", Super, Notice [preen fix keeps quiet],
         "the last write time is {num} seconds in the future";
     /// future-last-mount-fudged (e2fsck PR_0_FUTURE_SB_LAST_MOUNT_FUDGED):
     /// less than the allowance ahead (a day, e2fsck.conf's
     /// accept_time_fudge), taken as a clock set wrong; set to now without
     /// asking.
-    FutureLastMountFudged = 0x00003C, "future-last-mount-fudged", Super, Notice [preen fix keeps],
+    FutureLastMountFudged = 0x00003C, "future-last-mount-fudged", Super, Notice [preen fix keeps quiet],
         "the last mount time is {num} seconds in the future (less than a day: the hardware clock is probably set wrong)";
     /// future-last-write-fudged (e2fsck PR_0_FUTURE_SB_LAST_WRITE_FUDGED).
-    FutureLastWriteFudged = 0x00003D, "future-last-write-fudged", Super, Notice [preen fix keeps],
+    FutureLastWriteFudged = 0x00003D, "future-last-write-fudged", Super, Notice [preen fix keeps quiet],
         "the last write time is {num} seconds in the future (less than a day: the hardware clock is probably set wrong)";
     /// journal-backup-updated (e2fsck PR_0_BACKUP_JNL). Repair only: the
     /// superblock's copy of the journal inode's block map is written.
@@ -434,19 +564,19 @@ codes! {
     InodeTableBlockUnreadable = 0x000000, "inode-table-block-unreadable", P1, Error [yes keeps],
         "block {blk} of the inode table of group {group} cannot be read ({num} of its {num2} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
     /// root-not-dir (e2fsck PR_1_ROOT_NO_DIR).
-    RootNotDir = 0x010001, "root-not-dir", P1, Error [],
+    RootNotDir = 0x010001, "root-not-dir", P1, Error [clear order(9)],
         "the root inode is not a directory";
     /// root-dtime (e2fsck PR_1_ROOT_DTIME).
-    RootDtime = 0x010002, "root-dtime", P1, Error [preen keeps],
+    RootDtime = 0x010002, "root-dtime", P1, Error [preen keeps order(9)],
         "the root inode has dtime set";
     /// reserved-inode-bad-mode (e2fsck PR_1_RESERVED_BAD_MODE).
-    ReservedBadMode = 0x010003, "reserved-inode-bad-mode", P1, Error [preen],
+    ReservedBadMode = 0x010003, "reserved-inode-bad-mode", P1, Error [preen order(9)],
         "reserved inode {ino} has a bad mode ({num:o})";
     /// deleted-inode-zero-dtime (e2fsck PR_1_ZERO_DTIME).
-    ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error [preen],
+    ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error [preen order(2)],
         "deleted inode {ino} has a zero dtime";
     /// inode-in-use-dtime (e2fsck PR_1_SET_DTIME).
-    SetDtime = 0x010005, "inode-in-use-dtime", P1, Error [preen local keeps],
+    SetDtime = 0x010005, "inode-in-use-dtime", P1, Error [preen local keeps order(10)],
         "inode {ino} is in use but has dtime set";
     /// block-bitmap-conflict (e2fsck PR_1_BB_CONFLICT).
     BlockBitmapConflict = 0x010007, "block-bitmap-conflict", P1, Error [],
@@ -458,7 +588,7 @@ codes! {
     InodeTableConflict = 0x010009, "inode-table-conflict", P1, Error [],
         "the inode table of group {group} at block {blk} conflicts with other metadata";
     /// imagic-without-feature (e2fsck PR_1_SET_IMAGIC).
-    SetImagic = 0x01002f, "imagic-without-feature", P1, Error [],
+    SetImagic = 0x01002f, "imagic-without-feature", P1, Error [order(11)],
         "inode {ino} has the imagic flag but the file system does not support it";
     /// special-file-immutable (e2fsck PR_1_SET_IMMUTABLE).
     SetImmutable = 0x010030, "special-file-immutable", P1, Notice [preen fix],
@@ -467,16 +597,16 @@ codes! {
     SetNonzeroSize = 0x010032, "special-file-nonzero-size", P1, Error [preen],
         "special inode {ino} has a non-zero size {num}";
     /// journal-inode-not-clear (e2fsck PR_1_JOURNAL_INODE_NOT_CLEAR).
-    JournalInodeNotClear = 0x010034, "journal-inode-not-clear", P1, Error [preen],
+    JournalInodeNotClear = 0x010034, "journal-inode-not-clear", P1, Error [preen order(9)],
         "the journal inode is in use but the file system has no journal";
     /// journal-inode-bad-mode (e2fsck PR_1_JOURNAL_BAD_MODE).
-    JournalBadMode = 0x010035, "journal-inode-bad-mode", P1, Error [preen],
+    JournalBadMode = 0x010035, "journal-inode-bad-mode", P1, Error [preen order(9)],
         "the journal inode is not a regular file";
     /// low-dtime (e2fsck PR_1_LOW_DTIME).
-    LowDtime = 0x010036, "low-dtime", P1, Error [],
+    LowDtime = 0x010036, "low-dtime", P1, Error [order(1)],
         "inode {ino} was part of the orphan list (dtime {num})";
     /// bad-extra-isize (e2fsck PR_1_EXTRA_ISIZE).
-    ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error [preen],
+    ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error [preen order(12)],
         "inode {ino} has i_extra_isize {num}, which is invalid";
     /// xattr-name-len (e2fsck PR_1_ATTR_NAME_LEN).
     AttrNameLen = 0x010050, "xattr-name-len", P1, Error [preen],
@@ -500,79 +630,79 @@ codes! {
     InodeEaAllocCollision = 0x010069, "xattr-collision", P1, Error [],
         "inode {ino} has extended attributes that overlap";
     /// timestamp-out-of-range (e2fsck PR_1_EA_TIME_OUT_OF_RANGE).
-    EaTimeOutOfRange = 0x010082, "timestamp-out-of-range", P1, Notice [preen fix keeps],
+    EaTimeOutOfRange = 0x010082, "timestamp-out-of-range", P1, Notice [preen fix keeps order(13)],
         "inode {ino} has timestamps beyond the representable range";
     /// looks-like-directory (e2fsck PR_1_TREAT_AS_DIRECTORY).
-    TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error [],
+    TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error [reread order(14)],
         "inode {ino} has mode {num:o} but looks like a directory";
     /// extents-without-feature (e2fsck PR_1_EXTENTS_SET).
-    ExtentsSet = 0x01005a, "extents-without-feature", P1, Error [],
+    ExtentsSet = 0x01005a, "extents-without-feature", P1, Error [clear order(7)],
         "inode {ino} has the extents flag but the file system has no extents feature";
     /// extent-feature-missing (e2fsck PR_1_EXTENT_FEATURE).
-    ExtentFeature = 0x01005b, "extent-feature-missing", P1, Error [],
+    ExtentFeature = 0x01005b, "extent-feature-missing", P1, Error [reread order(7)],
         "inode {ino} is in extent format but the file system lacks the extent feature";
     /// extent-flag-missing (e2fsck PR_1_UNSET_EXTENT_FL).
-    UnsetExtentFlag = 0x01005c, "extent-flag-missing", P1, Error [preen],
+    UnsetExtentFlag = 0x01005c, "extent-flag-missing", P1, Error [preen reread order(8)],
         "inode {ino} has an extent header but not the extents flag";
     /// fast-symlink-extents-flag (e2fsck PR_1_FAST_SYMLINK_EXTENT_FL).
-    FastSymlinkExtentFlag = 0x01005d, "fast-symlink-extents-flag", P1, Error [],
+    FastSymlinkExtentFlag = 0x01005d, "fast-symlink-extents-flag", P1, Error [reread order(15)],
         "fast symlink {ino} has the extents flag set";
     /// quota-inode-bad-mode (e2fsck PR_1_QUOTA_BAD_MODE).
-    QuotaBadMode = 0x010062, "quota-inode-bad-mode", P1, Error [preen],
+    QuotaBadMode = 0x010062, "quota-inode-bad-mode", P1, Error [preen order(9)],
         "quota inode {ino} is not a regular file";
     /// quota-inode-not-clear (e2fsck PR_1_QUOTA_INODE_NOT_CLEAR).
-    QuotaInodeNotClear = 0x010063, "quota-inode-not-clear", P1, Error [preen],
+    QuotaInodeNotClear = 0x010063, "quota-inode-not-clear", P1, Error [preen order(9)],
         "quota inode {ino} is in use but quotas are off";
     /// bad-blocks-inode-invalid (e2fsck PR_1_INVALID_BAD_INODE).
-    InvalidBadInode = 0x010065, "bad-blocks-inode-invalid", P1, Error [],
+    InvalidBadInode = 0x010065, "bad-blocks-inode-invalid", P1, Error [order(9)],
         "the bad blocks inode looks invalid";
     /// inode-garbage (e2fsck PR_1_INODE_IS_GARBAGE).
-    InodeIsGarbage = 0x010067, "inode-garbage", P1, Error [],
+    InodeIsGarbage = 0x010067, "inode-garbage", P1, Error [clear order(0)],
         "inode {ino} seems to contain garbage";
     /// inode-checksum (e2fsck PR_1_INODE_ONLY_CSUM_INVALID).
     InodeOnlyCsumInvalid = 0x010068, "inode-checksum", P1, Error [preen local keeps],
         "inode {ino} passes checks but its checksum does not match";
     /// inline-data-feature-missing (e2fsck PR_1_INLINE_DATA_FEATURE).
-    InlineDataFeature = 0x01006f, "inline-data-feature-missing", P1, Error [preen],
+    InlineDataFeature = 0x01006f, "inline-data-feature-missing", P1, Error [preen reread order(5)],
         "inode {ino} has inline data but the file system lacks the inline_data feature";
     /// inline-data-without-feature (e2fsck PR_1_INLINE_DATA_SET).
-    InlineDataSet = 0x010070, "inline-data-without-feature", P1, Error [],
+    InlineDataSet = 0x010070, "inline-data-without-feature", P1, Error [clear order(5)],
         "inode {ino} has the inline data flag but the file system has no inline_data feature";
     /// inline-data-attr-missing (e2fsck PR_1_INLINE_DATA_NO_ATTR).
-    InlineDataNoAttr = 0x010075, "inline-data-attr-missing", P1, Error [],
+    InlineDataNoAttr = 0x010075, "inline-data-attr-missing", P1, Error [reread order(6)],
         "inode {ino} has inline data but its system.data attribute is missing or bad";
     /// special-file-extents-inline (e2fsck PR_1_SPECIAL_EXTENTS_IDATA).
-    SpecialExtentsIdata = 0x010076, "special-file-extents-inline", P1, Notice [preen fix],
+    SpecialExtentsIdata = 0x010076, "special-file-extents-inline", P1, Notice [preen fix reread order(4)],
         "special inode {ino} has the extents or inline data flag";
     /// inline-and-extents-extent (e2fsck PR_1_CLEAR_INLINE_DATA_FOR_EXTENT).
-    ClearInlineDataForExtent = 0x010077, "inline-and-extents-extent", P1, Error [],
+    ClearInlineDataForExtent = 0x010077, "inline-and-extents-extent", P1, Error [reread order(4)],
         "inode {ino} has both inline data and extents flags; it looks like an extent file";
     /// inline-and-extents-inline (e2fsck PR_1_CLEAR_EXTENT_FOR_INLINE_DATA).
-    ClearExtentForInlineData = 0x010078, "inline-and-extents-inline", P1, Error [],
+    ClearExtentForInlineData = 0x010078, "inline-and-extents-inline", P1, Error [reread order(4)],
         "inode {ino} has both inline data and extents flags; it looks like an inline data file";
     /// inline-and-extents-blockmap (e2fsck PR_1_CLEAR_EXTENT_INLINE_DATA_FLAGS).
-    ClearExtentInlineDataFlags = 0x010079, "inline-and-extents-blockmap", P1, Error [],
+    ClearExtentInlineDataFlags = 0x010079, "inline-and-extents-blockmap", P1, Error [reread order(4)],
         "inode {ino} has both inline data and extents flags; it looks like a block-mapped file";
     /// inline-and-extents-unknown (e2fsck PR_1_CLEAR_EXTENT_INLINE_DATA_INODE).
-    ClearExtentInlineDataInode = 0x01007a, "inline-and-extents-unknown", P1, Error [],
+    ClearExtentInlineDataInode = 0x01007a, "inline-and-extents-unknown", P1, Error [clear order(4)],
         "inode {ino} has both inline data and extents flags and matches neither format";
     /// casefold-nondir (e2fsck PR_1_CASEFOLD_NONDIR).
-    CasefoldNondir = 0x010088, "casefold-nondir", P1, Error [],
+    CasefoldNondir = 0x010088, "casefold-nondir", P1, Error [order(3)],
         "inode {ino} has the casefold flag but is not a directory";
     /// casefold-without-feature (e2fsck PR_1_CASEFOLD_FEATURE).
-    CasefoldFeature = 0x010089, "casefold-without-feature", P1, Error [],
+    CasefoldFeature = 0x010089, "casefold-without-feature", P1, Error [order(3)],
         "inode {ino} has the casefold flag but the file system lacks the casefold feature";
     /// encryption-xattr-missing (e2fsck PR_1_MISSING_ENCRYPTION_XATTR).
-    MissingEncryptionXattr = 0x01008a, "encryption-xattr-missing", P1, Error [],
+    MissingEncryptionXattr = 0x01008a, "encryption-xattr-missing", P1, Error [order(16)],
         "encrypted inode {ino} has no encryption context";
     /// encryption-xattr-corrupt (e2fsck PR_1_CORRUPT_ENCRYPTION_XATTR).
-    CorruptEncryptionXattr = 0x01008b, "encryption-xattr-corrupt", P1, Error [],
+    CorruptEncryptionXattr = 0x01008b, "encryption-xattr-corrupt", P1, Error [clear order(16)],
         "encrypted inode {ino} has a corrupt encryption context";
     /// orphan-file-bad-mode (e2fsck PR_1_ORPHAN_FILE_BAD_MODE).
-    OrphanFileBadMode = 0x01008f, "orphan-file-bad-mode", P1, Error [preen],
+    OrphanFileBadMode = 0x01008f, "orphan-file-bad-mode", P1, Error [preen order(9)],
         "the orphan file inode {ino} is not a regular file";
     /// orphan-file-not-clear (e2fsck PR_1_ORPHAN_FILE_NOT_CLEAR).
-    OrphanFileNotClear = 0x010090, "orphan-file-not-clear", P1, Error [preen],
+    OrphanFileNotClear = 0x010090, "orphan-file-not-clear", P1, Error [preen order(9)],
         "the orphan file inode {ino} is in use but the feature is off";
     /// bad-blocks-in-bad-blocks (e2fsck PR_1_BADBLOCKS_IN_BADBLOCKS).
     BadblocksInBadblocks = 0x01007b, "bad-blocks-in-bad-blocks", P1, Error [],
@@ -587,10 +717,10 @@ codes! {
     RelocateMetadata = 0x010021, "metadata-needs-relocation", P1, Error [preen],
         "the {str} of group {group} is missing and would have to be relocated";
     /// illegal-block (e2fsck PR_1_ILLEGAL_BLOCK_NUM).
-    IllegalBlock = 0x01000e, "illegal-block", P1, Error [],
+    IllegalBlock = 0x01000e, "illegal-block", P1, Error [blocks],
         "inode {ino} has illegal block {blk} at {str}";
     /// too-many-illegal-blocks (e2fsck PR_1_TOO_MANY_BAD_BLOCKS).
-    TooManyBadBlocks = 0x010011, "too-many-illegal-blocks", P1, Error [],
+    TooManyBadBlocks = 0x010011, "too-many-illegal-blocks", P1, Error [clear_blocks],
         "inode {ino} has too many illegal blocks";
     /// bad-i-blocks (e2fsck PR_1_BAD_I_BLOCKS).
     BadIBlocks = 0x01000d, "bad-i-blocks", P1, Error [preen local keeps],
@@ -599,40 +729,40 @@ codes! {
     BadISize = 0x01000c, "bad-i-size", P1, Error [preen local_regular keeps_nondir],
         "inode {ino} has size {num}, should be {num2}";
     /// zero-length-dir (e2fsck PR_1_ZERO_LENGTH_DIR).
-    ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error [preen],
+    ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error [preen clear_blocks],
         "directory inode {ino} has no blocks";
     /// dir-block-unreadable (no e2fsck equivalent).
     DirBlockCorrupt = 0x000000, "dir-block-unreadable", P1, Error [],
         "directory inode {ino} block {blk} cannot be read";
     /// too-big (e2fsck PR_1_TOOBIG_DIR).
-    TooBig = 0x010044, "too-big", P1, Error [],
+    TooBig = 0x010044, "too-big", P1, Error [blocks],
         "inode {ino} is too big at block {blk} (logical {num})";
     /// extent-bad-start (e2fsck PR_1_EXTENT_BAD_START_BLK).
-    ExtentBadStart = 0x010058, "extent-bad-start", P1, Error [],
+    ExtentBadStart = 0x010058, "extent-bad-start", P1, Error [blocks],
         "inode {ino} has an extent with a bad physical start (logical {num}, physical {blk}, length {num2})";
     /// extent-ends-beyond (e2fsck PR_1_EXTENT_ENDS_BEYOND).
-    ExtentEndsBeyond = 0x010059, "extent-ends-beyond", P1, Error [],
+    ExtentEndsBeyond = 0x010059, "extent-ends-beyond", P1, Error [blocks],
         "inode {ino} has an extent that runs past the end of the file system (logical {num}, physical {blk}, length {num2})";
     /// extent-length-zero (e2fsck PR_1_EXTENT_LENGTH_ZERO).
-    ExtentLengthZero = 0x010066, "extent-length-zero", P1, Error [],
+    ExtentLengthZero = 0x010066, "extent-length-zero", P1, Error [blocks],
         "inode {ino} has a zero-length extent (logical {num}, physical {blk})";
     /// extents-out-of-order (e2fsck PR_1_OUT_OF_ORDER_EXTENTS).
-    OutOfOrderExtents = 0x01005e, "extents-out-of-order", P1, Error [],
+    OutOfOrderExtents = 0x01005e, "extents-out-of-order", P1, Error [blocks],
         "inode {ino} has out-of-order extents (logical {num}, physical {blk}, length {num2})";
     /// extent-end-out-of-bounds (e2fsck PR_1_EXTENT_END_OUT_OF_BOUNDS).
-    ExtentEndOutOfBounds = 0x01006e, "extent-end-out-of-bounds", P1, Error [],
+    ExtentEndOutOfBounds = 0x01006e, "extent-end-out-of-bounds", P1, Error [blocks],
         "inode {ino}: extent tree (at level {num2}) could be shorter; logical block {num} is out of bounds";
     /// extent-root-invalid (e2fsck PR_1_MISSING_EXTENT_HEADER).
-    ExtentHeaderInvalid = 0x010081, "extent-root-invalid", P1, Error [],
+    ExtentHeaderInvalid = 0x010081, "extent-root-invalid", P1, Error [clear_blocks],
         "inode {ino} has the extents flag but no valid extent header";
     /// extent-walk-failed (e2fsck PR_1_EXTENT_ITERATE_FAILURE).
-    ExtentIterateFailure = 0x010057, "extent-walk-failed", P1, Error [],
+    ExtentIterateFailure = 0x010057, "extent-walk-failed", P1, Error [blocks],
         "the extent tree of inode {ino} cannot be walked ({str})";
     /// extent-tree-too-deep (e2fsck PR_1_EXTENT_BAD_MAX_DEPTH).
-    ExtentBadMaxDepth = 0x01007f, "extent-tree-too-deep", P1, Notice [preen fix],
+    ExtentBadMaxDepth = 0x01007f, "extent-tree-too-deep", P1, Notice [preen fix blocks],
         "inode {ino} has an extent tree of depth {num}, more than {num2}";
     /// extent-collision (e2fsck PR_1_EXTENT_COLLISION).
-    ExtentCollision = 0x01007d, "extent-collision", P1, Error [],
+    ExtentCollision = 0x01007d, "extent-collision", P1, Error [blocks],
         "inode {ino} has overlapping extents (logical {num}, physical {blk}, length {num2})";
     /// cluster-misaligned (e2fsck PR_1_MISALIGNED_CLUSTER): on bigalloc, a
     /// block whose place in its logical cluster differs from its place in
@@ -641,31 +771,31 @@ codes! {
     MisalignedCluster = 0x010074, "cluster-misaligned", P1, Notice [],
         "inode {ino} logical block {blk} (physical block {blk2}) breaks the cluster allocation rules; pass 1B deals with it";
     /// dir-extent-gap (e2fsck PR_1_COLLAPSE_DBLOCK).
-    CollapseDblock = 0x010072, "dir-extent-gap", P1, Error [],
+    CollapseDblock = 0x010072, "dir-extent-gap", P1, Error [blocks],
         "directory inode {ino} has a gap before logical block {num}";
     /// htree-not-dir (e2fsck PR_1_HTREE_NODIR).
-    HtreeNodir = 0x010048, "htree-not-dir", P1, Error [preen yes],
+    HtreeNodir = 0x010048, "htree-not-dir", P1, Error [preen yes unindex],
         "inode {ino} has the htree flag but is not a directory";
     /// htree-without-feature (e2fsck PR_1_HTREE_SET).
-    HtreeSet = 0x010047, "htree-without-feature", P1, Error [preen yes],
+    HtreeSet = 0x010047, "htree-without-feature", P1, Error [preen yes unindex],
         "inode {ino} has the htree flag but the file system lacks dir_index";
     /// htree-root-bad (e2fsck PR_1_HTREE_BADROOT).
-    HtreeRootBad = 0x010049, "htree-root-bad", P1, Error [preen yes],
+    HtreeRootBad = 0x010049, "htree-root-bad", P1, Error [preen yes unindex],
         "inode {ino} has a bad htree root node";
     /// htree-hash-version (e2fsck PR_1_HTREE_HASHV).
-    HtreeHashv = 0x01004a, "htree-hash-version", P1, Error [preen yes],
+    HtreeHashv = 0x01004a, "htree-hash-version", P1, Error [preen yes unindex],
         "inode {ino} has an unsupported htree hash version {num}";
     /// htree-needs-siphash (e2fsck PR_1_HTREE_NEEDS_SIPHASH).
-    HtreeNeedsSiphash = 0x01008d, "htree-needs-siphash", P1, Error [preen yes],
+    HtreeNeedsSiphash = 0x01008d, "htree-needs-siphash", P1, Error [preen yes unindex],
         "inode {ino} is encrypted and case-folded but its htree does not use SipHash";
     /// htree-cannot-siphash (e2fsck PR_1_HTREE_CANNOT_SIPHASH).
-    HtreeCannotSiphash = 0x01008e, "htree-cannot-siphash", P1, Error [preen yes],
+    HtreeCannotSiphash = 0x01008e, "htree-cannot-siphash", P1, Error [preen yes unindex],
         "inode {ino} uses SipHash but is not encrypted and case-folded";
     /// htree-incompat-flag (e2fsck PR_1_HTREE_INCOMPAT).
-    HtreeIncompat = 0x01004b, "htree-incompat-flag", P1, Error [preen yes],
+    HtreeIncompat = 0x01004b, "htree-incompat-flag", P1, Error [preen yes unindex],
         "inode {ino} has an htree with incompatible flags";
     /// htree-too-deep (e2fsck PR_1_HTREE_DEPTH).
-    HtreeDepth = 0x01004c, "htree-too-deep", P1, Error [preen yes],
+    HtreeDepth = 0x01004c, "htree-too-deep", P1, Error [preen yes unindex],
         "inode {ino} has an htree of depth {num}, which is too deep";
     /// map-block-on-metadata (e2fsck PR_1_CRITICAL_METADATA_COLLISION).
     CriticalMetadataCollision = 0x010071, "map-block-on-metadata", P1, Notice [],
@@ -674,16 +804,16 @@ codes! {
     ExtentTreeOptimize = 0x014006, "extent-tree-could-be-smaller", P1, Notice [preen],
         "the extent tree of inode {ino} could be {str}";
     /// extent-index-start (e2fsck PR_1_EXTENT_INDEX_START_INVALID).
-    ExtentIndexStartInvalid = 0x01006d, "extent-index-start", P1, Error [],
+    ExtentIndexStartInvalid = 0x01006d, "extent-index-start", P1, Error [blocks],
         "inode {ino}: an extent index starts at logical {num}, should be {num2}";
     /// extent-only-checksum (e2fsck PR_1_EXTENT_ONLY_CSUM_INVALID).
-    ExtentOnlyCsumInvalid = 0x01006a, "extent-only-checksum", P1, Error [],
+    ExtentOnlyCsumInvalid = 0x01006a, "extent-only-checksum", P1, Error [blocks],
         "inode {ino} extent block {blk} passes checks but fails its checksum";
     /// extent-node-invalid (e2fsck PR_1_EXTENT_HEADER_INVALID).
-    ExtentNodeInvalid = 0x01005f, "extent-node-invalid", P1, Error [],
+    ExtentNodeInvalid = 0x01005f, "extent-node-invalid", P1, Error [blocks],
         "inode {ino} has a damaged extent tree node at block {blk} ({str})";
     /// uninit-dir-extent (e2fsck PR_1_UNINIT_DBLOCK).
-    UninitExtentOnDir = 0x010073, "uninit-dir-extent", P1, Error [preen],
+    UninitExtentOnDir = 0x010073, "uninit-dir-extent", P1, Error [preen blocks],
         "directory inode {ino} has an uninitialized extent (logical {num}, physical {blk})";
     /// xattr-block-bad (e2fsck PR_1_BAD_EA_BLOCK).
     EaBlockBad = 0x01003a, "xattr-block-bad", P1, Error [],
@@ -767,7 +897,7 @@ codes! {
     FsizeZero = 0x020011, "fsize-nonzero", P2, Error [yes],
         "inode {ino} has a non-zero fragment size {num}";
     /// bad-mode (e2fsck PR_2_BAD_MODE).
-    BadMode = 0x020012, "bad-mode", P2, Error [yes],
+    BadMode = 0x020012, "bad-mode", P2, Error [yes dealloc],
         "inode {ino} has a bad mode {num:o}";
     /// dir-corrupted (e2fsck PR_2_DIR_CORRUPTED).
     DirCorrupted = 0x020013, "dir-corrupted", P2, Error [yes],
@@ -782,10 +912,10 @@ codes! {
     DotDotNullTerm = 0x020017, "dot-dot-not-terminated", P2, Error [yes],
         "'..' in directory {dir} is not NUL-terminated";
     /// bad-char-device (e2fsck PR_2_BAD_CHAR_DEV).
-    BadCharDev = 0x020018, "bad-char-device", P2, Error [yes],
+    BadCharDev = 0x020018, "bad-char-device", P2, Error [yes dealloc],
         "inode {ino} is an invalid character device";
     /// bad-block-device (e2fsck PR_2_BAD_BLOCK_DEV).
-    BadBlockDev = 0x020019, "bad-block-device", P2, Error [yes],
+    BadBlockDev = 0x020019, "bad-block-device", P2, Error [yes dealloc],
         "inode {ino} is an invalid block device";
     /// duplicate-dot (e2fsck PR_2_DUP_DOT).
     DupDot = 0x02001a, "duplicate-dot", P2, Error [yes],
@@ -809,10 +939,10 @@ codes! {
     SplitDot = 0x020024, "dot-rec-len-big", P2, Notice [fix yes],
         "'.' in directory {dir} has rec_len {num}; it could be split";
     /// bad-fifo (e2fsck PR_2_BAD_FIFO).
-    BadFifo = 0x020025, "bad-fifo", P2, Error [yes],
+    BadFifo = 0x020025, "bad-fifo", P2, Error [yes dealloc],
         "inode {ino} is an invalid FIFO";
     /// bad-socket (e2fsck PR_2_BAD_SOCKET).
-    BadSocket = 0x020026, "bad-socket", P2, Error [yes],
+    BadSocket = 0x020026, "bad-socket", P2, Error [yes dealloc],
         "inode {ino} is an invalid socket";
     /// filetype-unset (e2fsck PR_2_SET_FILETYPE).
     SetFiletype = 0x020027, "filetype-unset", P2, Notice [preen fix yes],
@@ -827,7 +957,7 @@ codes! {
     NullName = 0x020030, "entry-empty-name", P2, Error [yes],
         "an entry in directory {dir} has an empty name";
     /// bad-symlink (e2fsck PR_2_INVALID_SYMLINK).
-    InvalidSymlink = 0x020031, "bad-symlink", P2, Error [yes],
+    InvalidSymlink = 0x020031, "bad-symlink", P2, Error [yes dealloc],
         "symlink {ino} is invalid";
     /// file-acl-bad (e2fsck PR_2_FILE_ACL_BAD).
     FileAclBad = 0x020032, "file-acl-bad", P2, Error [yes],
@@ -848,25 +978,25 @@ codes! {
     HtreeMaxHash = 0x020037, "htree-max-hash", P2, Notice [yes],
         "htree directory {dir} block {num} has a hash above its range";
     /// htree-invalid (e2fsck PR_2_HTREE_CLEAR).
-    HtreeClear = 0x020038, "htree-invalid", P2, Error [yes],
+    HtreeClear = 0x020038, "htree-invalid", P2, Error [yes unindex],
         "htree directory {dir} has an invalid index";
     /// large-dir-feature-missing (e2fsck PR_2_FEATURE_LARGE_DIRS).
     FeatureLargeDirs = 0x020039, "large-dir-feature-missing", P1, Error [preen],
         "the file system has large directories but lacks the large_dir feature";
     /// htree-bad-block (e2fsck PR_2_HTREE_BADBLK).
-    HtreeBadBlk = 0x02003a, "htree-bad-block", P2, Error [yes],
+    HtreeBadBlk = 0x02003a, "htree-bad-block", P2, Error [yes unindex],
         "htree directory {dir} has a bad block number {num} in its index";
     /// htree-bad-root (e2fsck PR_2_HTREE_BAD_ROOT).
-    HtreeBadRoot = 0x02003c, "htree-bad-root", P2, Error [preen yes],
+    HtreeBadRoot = 0x02003c, "htree-bad-root", P2, Error [preen yes unindex],
         "htree directory {dir} has a bad root node";
     /// htree-bad-limit (e2fsck PR_2_HTREE_BAD_LIMIT).
-    HtreeBadLimit = 0x02003d, "htree-bad-limit", P2, Error [preen yes],
+    HtreeBadLimit = 0x02003d, "htree-bad-limit", P2, Error [preen yes unindex],
         "htree directory {dir} block {blk} has limit {num}, should be {num2}";
     /// htree-bad-count (e2fsck PR_2_HTREE_BAD_COUNT).
-    HtreeBadCount = 0x02003e, "htree-bad-count", P2, Error [preen yes],
+    HtreeBadCount = 0x02003e, "htree-bad-count", P2, Error [preen yes unindex],
         "htree directory {dir} block {blk} has count {num}, limit {num2}";
     /// htree-hash-order (e2fsck PR_2_HTREE_HASH_ORDER).
-    HtreeHashOrder = 0x02003f, "htree-hash-order", P2, Error [preen yes],
+    HtreeHashOrder = 0x02003f, "htree-hash-order", P2, Error [preen yes unindex],
         "htree directory {dir} block {blk} has out-of-order hashes";
     /// htree-bad-depth (e2fsck PR_2_HTREE_BAD_DEPTH).
     HtreeBadDepth = 0x020040, "htree-bad-depth", P2, Notice [yes],
@@ -884,22 +1014,22 @@ codes! {
     BlocksHiZero = 0x020044, "blocks-hi-nonzero", P2, Error [yes],
         "inode {ino} has a non-zero i_blocks_hi {num}";
     /// htree-unexpected-block (e2fsck PR_2_UNEXPECTED_HTREE_BLOCK).
-    UnexpectedHtreeBlock = 0x020045, "htree-unexpected-block", P2, Error [yes],
+    UnexpectedHtreeBlock = 0x020045, "htree-unexpected-block", P2, Error [yes unindex],
         "htree directory {dir} has an unexpected block {num}";
     /// entry-in-uninit-group (e2fsck PR_2_INOREF_BG_INO_UNINIT).
-    InorefBgInoUninit = 0x020046, "entry-in-uninit-group", P2, Error [preen],
+    InorefBgInoUninit = 0x020046, "entry-in-uninit-group", P2, Error [preen restart],
         "entry '{str}' in directory {dir} points to inode {ino} in a group marked INODE_UNINIT";
     /// entry-in-unused-area (e2fsck PR_2_INOREF_IN_UNUSED).
-    InorefInUnused = 0x020047, "entry-in-unused-area", P2, Error [preen],
+    InorefInUnused = 0x020047, "entry-in-unused-area", P2, Error [preen restart],
         "entry '{str}' in directory {dir} points to inode {ino} past the group's used inode area";
     /// file-acl-hi-nonzero (e2fsck PR_2_I_FILE_ACL_HI_ZERO).
     IFileAclHiZero = 0x020048, "file-acl-hi-nonzero", P2, Error [preen],
         "inode {ino} has a non-zero i_file_acl_hi {num}";
     /// htree-root-checksum (e2fsck PR_2_HTREE_ROOT_CSUM_INVALID).
-    HtreeRootCsum = 0x020049, "htree-root-checksum", P2, Error [preen],
+    HtreeRootCsum = 0x020049, "htree-root-checksum", P2, Error [preen unindex],
         "htree directory {dir} root fails its checksum";
     /// htree-node-checksum (e2fsck PR_2_HTREE_NODE_CSUM_INVALID).
-    HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error [preen],
+    HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error [preen unindex],
         "htree directory {dir} node block {num} fails its checksum";
     /// dir-block-checksum-missing (e2fsck PR_2_LEAF_NODE_MISSING_CSUM).
     LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error [preen],
@@ -962,20 +1092,20 @@ codes! {
     ZeroLenInode = 0x040001, "unattached-zero-length", P4, Notice [preen],
         "unattached inode {ino} has zero length";
     /// unattached-inode (e2fsck PR_4_UNATTACHED_INODE).
-    UnattachedInode = 0x040002, "unattached-inode", P4, Error [],
+    UnattachedInode = 0x040002, "unattached-inode", P4, Error [settles],
         "inode {ino} is not referenced by any directory";
     /// link-count-wrong (e2fsck PR_4_BAD_REF_COUNT).
-    BadRefCount = 0x040003, "link-count-wrong", P4, Error [preen keeps],
+    BadRefCount = 0x040003, "link-count-wrong", P4, Error [preen keeps settles],
         "inode {ino} has link count {num}, should be {num2}";
     /// ea-inode-ref-count (e2fsck PR_4_EA_INODE_REF_COUNT).
-    EaInodeRefCount = 0x040005, "ea-inode-ref-count", P4, Error [preen keeps],
+    EaInodeRefCount = 0x040005, "ea-inode-ref-count", P4, Error [preen keeps settles],
         "EA inode {ino} has reference count {num}, should be {num2}";
     /// dir-link-count-overflow (e2fsck PR_4_DIR_OVERFLOW_REF_COUNT):
     /// reported by a repair only, as e2fsck asks only when it may write.
-    DirOverflowRefCount = 0x040007, "dir-link-count-overflow", P4, Notice [fix preen keeps],
+    DirOverflowRefCount = 0x040007, "dir-link-count-overflow", P4, Notice [fix preen keeps settles],
         "directory {ino} has its link count set to overflow (1) but could have the exact value {num2}";
     /// dir-nlink-feature-missing (e2fsck PR_4_DIR_NLINK_FEATURE).
-    DirNlinkFeature = 0x040006, "dir-nlink-feature-missing", P4, Error [],
+    DirNlinkFeature = 0x040006, "dir-nlink-feature-missing", P4, Error [settles],
         "directory {ino} has more than 65000 links but the file system lacks dir_nlink";
     /// block-bitmap-differs (e2fsck PR_5_BLOCK_BITMAP_END).
     BlockBitmapDiff = 0x050006, "block-bitmap-differs", P5, Error [preen pass5],
@@ -1030,60 +1160,29 @@ impl Code {
         crate::prompt::Prompt::of_e2fsck_code(self.e2fsck_code())
     }
 
-    /// Whether e2fsck -y clears the whole inode for this pass-1 problem.
+    /// Whether e2fsck -y clears the whole inode for this pass-1 problem
+    /// (the table's `clear` and `clear_blocks` columns).
     pub fn clears_inode(self) -> bool {
-        matches!(
-            self,
-            Code::InodeIsGarbage
-                | Code::ClearExtentInlineDataInode
-                | Code::InlineDataSet
-                | Code::ExtentsSet
-                | Code::RootNotDir
-                | Code::CorruptEncryptionXattr
-                | Code::ZeroLengthDir
-                | Code::ExtentHeaderInvalid
-                | Code::TooManyBadBlocks
-        )
+        self.policy().clears_inode
     }
 
     /// Whether e2fsck -y deallocates the inode (its blocks and the inode
     /// itself freed, its entry cleared) for this problem, met when an
-    /// entry leads pass 2 to an inode pass 1 marked bad.
+    /// entry leads pass 2 to an inode pass 1 marked bad (`dealloc`).
     pub fn deallocates_inode(self) -> bool {
-        matches!(
-            self,
-            Code::BadMode
-                | Code::BadCharDev
-                | Code::BadBlockDev
-                | Code::BadFifo
-                | Code::BadSocket
-                | Code::InvalidSymlink
-        )
+        self.policy().deallocates
     }
 
-    /// Whether fixing it counts for the exit code. e2fsck repairs these
-    /// descriptor fields while it reads the descriptors, without marking
-    /// the file system changed, so a repair that does nothing else exits
-    /// 0; ext4chk reports them fixed and exits as e2fsck does.
+    /// Whether fixing it counts for the exit code (all but the table's
+    /// `quiet` and `restart` codes). e2fsck repairs the descriptor fields
+    /// while it reads the descriptors, without marking the file system
+    /// changed, so a repair that does nothing else exits 0; ext4chk
+    /// reports them fixed and exits as e2fsck does.
     pub(crate) fn counts_as_fix(self) -> bool {
-        !matches!(
-            self,
-            Code::GroupDescChecksum
-                | Code::GroupUninitWithoutCsum
-                | Code::LastGroupBlockUninit
-                | Code::GroupItableUnusedInvalid
-                // Fixed just before e2fsck restarts: its exit code only
-                // sees what the run after the restart changes.
-                | Code::InorefBgInoUninit
-                | Code::InorefInUnused
-                // e2fsck sets a future time to now without counting a fix.
-                | Code::FutureLastMount
-                | Code::FutureLastWrite
-                | Code::FutureLastMountFudged
-                | Code::FutureLastWriteFudged
-        )
+        !self.policy().quiet
     }
 }
+
 /// One problem found: the code and the numbers that locate it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
@@ -1275,5 +1374,70 @@ mod tests {
             f.message(),
             "the descriptor checksum of group 0 is 0x1234, should be 0x16da"
         );
+    }
+
+    /// The repair columns hold together for every code: each kind of fix
+    /// belongs to the pass whose planner makes it, a code has at most one
+    /// kind, and only codes a repair acts on carry one.
+    #[test]
+    fn repair_columns_agree_for_every_code() {
+        for &c in Code::ALL {
+            let p = c.policy();
+            let name = c.name();
+            let acts = c.severity() == Severity::Error || p.fix_notice || p.preen || p.quiet;
+            let kinds = [
+                p.clears_inode,
+                p.deallocates,
+                p.block_map,
+                p.rereads_blocks,
+                p.drops_index,
+            ];
+            assert!(
+                kinds.iter().filter(|&&k| k).count() <= 1,
+                "{name}: more than one kind of fix"
+            );
+            if kinds.iter().any(|&k| k) || p.restarts || p.settles_for_pass5 {
+                assert!(acts, "{name}: a kind of fix on a code no repair acts on");
+            }
+            if p.clears_from_blocks {
+                assert!(p.clears_inode, "{name}: clear_blocks without clear");
+            }
+            if p.clears_inode || p.block_map || p.rereads_blocks || p.inode_order != 20 {
+                assert_eq!(c.pass(), Pass::P1, "{name}: an inode fix outside pass 1");
+            }
+            if p.deallocates {
+                assert_eq!(c.pass(), Pass::P2, "{name}: dealloc outside pass 2");
+            }
+            if p.drops_index {
+                assert!(
+                    matches!(c.pass(), Pass::P1 | Pass::P2),
+                    "{name}: unindex outside passes 1 and 2"
+                );
+            }
+            if p.restarts {
+                assert!(p.quiet, "{name}: a restart that counts as a fix");
+                assert_eq!(c.pass(), Pass::P2, "{name}: restart outside pass 2");
+            }
+            if p.settles_for_pass5 {
+                assert_eq!(c.pass(), Pass::P4, "{name}: settles outside pass 4");
+            }
+            if p.rebuilt_by_pass5 {
+                assert!(
+                    !(p.clears_inode || p.block_map || p.deallocates),
+                    "{name}: rebuilt by pass 5 and fixed in an inode too"
+                );
+            }
+        }
+        // The counts the columns had as match lists.
+        let count = |f: fn(&FixPolicy) -> bool| Code::ALL.iter().filter(|c| f(&c.policy())).count();
+        assert_eq!(count(|p| p.clears_inode), 9);
+        assert_eq!(count(|p| p.clears_from_blocks), 3);
+        assert_eq!(count(|p| p.deallocates), 6);
+        assert_eq!(count(|p| p.block_map), 15);
+        assert_eq!(count(|p| p.rereads_blocks), 10);
+        assert_eq!(count(|p| p.drops_index), 17);
+        assert_eq!(count(|p| p.quiet), 10);
+        assert_eq!(count(|p| p.restarts), 2);
+        assert_eq!(count(|p| p.settles_for_pass5), 5);
     }
 }

@@ -29,23 +29,7 @@ fn deallocates(code: Code) -> bool {
 
 /// Problems whose fix drops a directory's htree index.
 fn drops_index(code: Code) -> bool {
-    matches!(
-        code,
-        Code::HtreeClear
-            | Code::HtreeBadRoot
-            | Code::HtreeBadLimit
-            | Code::HtreeBadCount
-            | Code::HtreeBadBlk
-            | Code::HtreeHashOrder
-            | Code::HtreeRootCsum
-            | Code::HtreeNodeCsum
-            | Code::UnexpectedHtreeBlock
-            | Code::HtreeNotRef
-            | Code::HtreeDupRef
-            | Code::HtreeMinHash
-            | Code::HtreeMaxHash
-            | Code::HtreeBadDepth
-    )
+    code.policy().drops_index
 }
 
 /// What the walk of one directory needs to know.

@@ -12,8 +12,7 @@ use ext4_layout::walk::{self, BlockMapEditor, BlockSource};
 use super::blocks;
 use super::map::staged_editor;
 use super::raw::{
-    clear_feature, clear_inode, clear_uninit, now, sbf, set_feature, set_flags, set_i_blocks,
-    set_size,
+    clear_feature, clear_inode, now, sbf, set_feature, set_flags, set_i_blocks, set_size,
 };
 use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
@@ -185,11 +184,13 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     for f in mine {
         if matches!(
             f.code,
-            Code::SuperblockUsedBackup | Code::DescriptorsUsedBackup | Code::SuperblockFromBackup
+            Code::SuperblockUsedBackup | Code::DescriptorsUsedBackup
         ) {
             // The check runs on the backup; writing the superblock and the
             // descriptor table puts them back in the primary place (the
-            // primary superblock belongs to group 0).
+            // primary superblock belongs to group 0). A backup chosen with
+            // `-b` (superblock-from-backup) was made primary before the
+            // check, by `steps::restore_primary`.
             ext4_layout::superblock::field::s_block_group_nr.set(stage.sb_mut(), 0);
             let _ = stage.gd_mut(0);
             fixed.push(f);
@@ -264,15 +265,10 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             continue;
         }
         let Some(g) = f.group else { continue };
+        // The descriptor checksums and uninit flags were put right before
+        // the check, by `descriptors::fix`, as e2fsck does while it reads
+        // the descriptors.
         let ok = match f.code {
-            // As e2fsck: a descriptor whose checksum is wrong cannot be
-            // trusted to say what is unused, so its uninit flags and
-            // unused-inode mark go (writing it recomputes the checksum).
-            // So are uninit flags without descriptor checksums.
-            Code::GroupDescChecksum | Code::GroupUninitWithoutCsum => {
-                clear_uninit(stage.gd_mut(g));
-                true
-            }
             Code::BlockBitmapNotInGroup => relocate(st, stage, io, g, Meta::BlockBitmap),
             Code::InodeBitmapNotInGroup => relocate(st, stage, io, g, Meta::InodeBitmap),
             Code::InodeTableNotInGroup => relocate(st, stage, io, g, Meta::InodeTable),
@@ -286,40 +282,19 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
 
 /// Problems whose fix is to clear the whole inode.
 fn clears_inode(code: Code) -> bool {
-    code.clears_inode()
+    code.policy().clears_inode
 }
 
 /// Clearing problems that come from reading the inode's blocks.
 fn is_block_clear(code: Code) -> bool {
-    matches!(
-        code,
-        Code::TooManyBadBlocks | Code::ExtentHeaderInvalid | Code::ZeroLengthDir
-    )
+    code.policy().clears_from_blocks
 }
 
 /// The problems of one inode whose fixes are block-level (pointers,
-/// extents, sizes), done after the field fixes.
+/// extents, sizes), done after the field fixes. Rebuilding a tree makes
+/// it as shallow as it can be (e2fsck's pass 1E).
 fn is_block_problem(code: Code) -> bool {
-    matches!(
-        code,
-        Code::IllegalBlock
-            | Code::TooBig
-            | Code::ExtentBadStart
-            | Code::ExtentEndsBeyond
-            | Code::ExtentLengthZero
-            | Code::OutOfOrderExtents
-            | Code::ExtentEndOutOfBounds
-            | Code::ExtentCollision
-            | Code::ExtentNodeInvalid
-            | Code::ExtentIndexStartInvalid
-            | Code::ExtentOnlyCsumInvalid
-            | Code::UninitExtentOnDir
-            | Code::CollapseDblock
-            | Code::ExtentIterateFailure
-            // Rebuilding the tree makes it as shallow as it can be (e2fsck's
-            // pass 1E).
-            | Code::ExtentBadMaxDepth
-    )
+    code.policy().block_map
 }
 
 /// Pass 1's repairs: group metadata that must move comes first (and
@@ -801,14 +776,7 @@ impl FieldFix<'_> {
             Code::SetImagic => flags::IMAGIC,
             Code::MissingEncryptionXattr => flags::ENCRYPT,
             Code::SetImmutable => flags::IMMUTABLE | flags::APPEND,
-            Code::HtreeNodir
-            | Code::HtreeSet
-            | Code::HtreeRootBad
-            | Code::HtreeHashv
-            | Code::HtreeNeedsSiphash
-            | Code::HtreeCannotSiphash
-            | Code::HtreeIncompat
-            | Code::HtreeDepth => flags::INDEX,
+            c if c.policy().drops_index => flags::INDEX,
             _ => return None,
         };
         set_flags(raw, 0, clear);
@@ -900,56 +868,12 @@ fn fix_sizes<'a>(
 
 /// Fixes that change how an inode's blocks are interpreted.
 fn reinterprets(c: Code) -> bool {
-    matches!(
-        c,
-        Code::UnsetExtentFlag
-            | Code::TreatAsDirectory
-            | Code::ClearInlineDataForExtent
-            | Code::ClearExtentForInlineData
-            | Code::ClearExtentInlineDataFlags
-            | Code::SpecialExtentsIdata
-            | Code::InlineDataNoAttr
-            | Code::FastSymlinkExtentFlag
-            | Code::ExtentFeature
-            | Code::InlineDataFeature
-    )
+    c.policy().rereads_blocks
 }
 
 /// Where a problem comes in e2fsck's sequence of per-inode checks.
-fn e2fsck_order(c: Code) -> u32 {
-    match c {
-        Code::InodeIsGarbage => 0,
-        Code::LowDtime => 1,
-        Code::ZeroDtime => 2,
-        Code::CasefoldNondir | Code::CasefoldFeature => 3,
-        Code::SpecialExtentsIdata
-        | Code::ClearInlineDataForExtent
-        | Code::ClearExtentForInlineData
-        | Code::ClearExtentInlineDataFlags
-        | Code::ClearExtentInlineDataInode => 4,
-        Code::InlineDataFeature | Code::InlineDataSet => 5,
-        Code::InlineDataNoAttr => 6,
-        Code::ExtentFeature | Code::ExtentsSet => 7,
-        Code::UnsetExtentFlag => 8,
-        Code::InvalidBadInode
-        | Code::RootNotDir
-        | Code::RootDtime
-        | Code::JournalBadMode
-        | Code::JournalInodeNotClear
-        | Code::QuotaBadMode
-        | Code::QuotaInodeNotClear
-        | Code::OrphanFileBadMode
-        | Code::OrphanFileNotClear
-        | Code::ReservedBadMode => 9,
-        Code::SetDtime => 10,
-        Code::SetImagic => 11,
-        Code::ExtraIsize => 12,
-        Code::EaTimeOutOfRange => 13,
-        Code::TreatAsDirectory => 14,
-        Code::FastSymlinkExtentFlag => 15,
-        Code::MissingEncryptionXattr | Code::CorruptEncryptionXattr => 16,
-        _ => 20,
-    }
+fn e2fsck_order(c: Code) -> u8 {
+    c.policy().inode_order
 }
 
 fn codes_has(fs_: &[&Finding], c: Code) -> bool {

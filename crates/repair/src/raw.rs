@@ -3,7 +3,6 @@
 //! marks, and the time stamped on cleared inodes.
 
 use ext4_layout::field::Field;
-use ext4_layout::group_desc as gd;
 use ext4_layout::inode::{field, I_BLOCK};
 
 use crate::stage::Staging;
@@ -33,13 +32,6 @@ pub fn clear_feature(stage: &mut Staging<'_>, word: Field<u32>, bits: u32) {
     let sb = stage.sb_mut();
     let v = word.get(sb) & !bits;
     word.set(sb, v);
-}
-
-/// Drops a group descriptor's uninit flags and unused-inode mark.
-pub fn clear_uninit(d: &mut [u8]) {
-    let fl = gd::field::bg_flags.get(d) & !(gd::BG_INODE_UNINIT | gd::BG_BLOCK_UNINIT);
-    gd::field::bg_flags.set(d, fl);
-    gd::ITABLE_UNUSED.set(d, 0);
 }
 
 pub(crate) fn set_flags(raw: &mut [u8], set: u32, clear: u32) {

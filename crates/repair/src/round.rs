@@ -73,7 +73,7 @@ pub(crate) fn plan_round<'a, 'f>(
     let restart: Vec<&'a Finding> = to_fix
         .iter()
         .copied()
-        .filter(|f| matches!(f.code, Code::InorefBgInoUninit | Code::InorefInUnused))
+        .filter(|f| f.code.policy().restarts)
         .collect();
     if !restart.is_empty() {
         dirs::fix_pass2(&mut r, &restart);
@@ -195,14 +195,7 @@ pub(crate) fn plan_round<'a, 'f>(
 
 /// Pass 4's fixes that leave block ownership as the check saw it.
 fn settles_for_p5(code: Code) -> bool {
-    matches!(
-        code,
-        Code::UnattachedInode
-            | Code::BadRefCount
-            | Code::DirOverflowRefCount
-            | Code::EaInodeRefCount
-            | Code::DirNlinkFeature
-    )
+    code.policy().settles_for_pass5
 }
 
 /// Whether pass 5's rebuild can follow pass 4's fixes in the same round:
