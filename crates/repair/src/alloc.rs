@@ -1,12 +1,24 @@
 //! Finding free blocks and inodes for repairs that need new ones.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use check_core::ctx::Maps;
 use check_core::fs::Fs;
 
+/// What a round changed in the record of what is in use: clusters and
+/// inodes taken or freed, inodes that became directories or stopped
+/// being ones. The last change to each wins; what a round did not change
+/// is as the check found it (the check's maps are never written).
+#[derive(Default)]
+struct Changes {
+    clusters: BTreeMap<u64, bool>,
+    inodes: BTreeMap<u32, bool>,
+    dirs: BTreeMap<u32, bool>,
+}
+
 /// Hands out blocks and inodes that the last check found free, never the
-/// same one twice in a round.
+/// same one twice in a round, and keeps the round's own record of what
+/// is in use over the check's.
 pub struct Allocator<'a> {
     fs: &'a Fs,
     maps: &'a Maps,
@@ -20,6 +32,7 @@ pub struct Allocator<'a> {
     /// using (an extent tree written anew): free once the round's
     /// summaries are rebuilt, but not handed out again in the round.
     released: BTreeSet<u64>,
+    changes: Changes,
 }
 
 impl<'a> Allocator<'a> {
@@ -36,6 +49,78 @@ impl<'a> Allocator<'a> {
             taken_blocks: BTreeSet::new(),
             taken_inodes: BTreeSet::new(),
             released: BTreeSet::new(),
+            changes: Changes::default(),
+        }
+    }
+
+    /// Whether cluster `c` is in use: as the round left it, else as the
+    /// check found it.
+    pub fn cluster_used(&self, c: u64) -> bool {
+        match self.changes.clusters.get(&c) {
+            Some(&used) => used,
+            None => self.maps.block_found.get(c),
+        }
+    }
+
+    /// Records that cluster `c` is (or is no longer) in use.
+    pub fn mark_cluster(&mut self, c: u64, used: bool) {
+        self.changes.clusters.insert(c, used);
+    }
+
+    /// Whether inode `ino` is in use, as the round left it.
+    pub fn inode_used(&self, ino: u32) -> bool {
+        match self.changes.inodes.get(&ino) {
+            Some(&used) => used,
+            None => self.maps.used(ino),
+        }
+    }
+
+    /// Whether inode `ino` is a directory, as the round left it.
+    pub fn is_dir(&self, ino: u32) -> bool {
+        match self.changes.dirs.get(&ino) {
+            Some(&dir) => dir,
+            None => self.maps.is_dir(ino),
+        }
+    }
+
+    /// Records that inode `ino` is in use (and whether as a directory), or
+    /// free (and then no directory).
+    pub fn mark_inode(&mut self, ino: u32, used: bool, dir: bool) {
+        if ino == 0 {
+            return;
+        }
+        self.changes.inodes.insert(ino, used);
+        self.changes.dirs.insert(ino, used && dir);
+    }
+
+    /// The round's changes to clusters `range`, in order.
+    pub fn cluster_changes(
+        &self,
+        range: std::ops::Range<u64>,
+    ) -> impl Iterator<Item = (u64, bool)> + '_ {
+        self.changes.clusters.range(range).map(|(&c, &u)| (c, u))
+    }
+
+    /// The round's changes to inodes `range` (in use, directory), in
+    /// order: for each changed inode, what the round leaves.
+    pub fn inode_changes(&self, range: std::ops::Range<u32>) -> Vec<(u32, bool, bool)> {
+        let mut at: BTreeSet<u32> = self
+            .changes
+            .inodes
+            .range(range.clone())
+            .map(|(&i, _)| i)
+            .collect();
+        at.extend(self.changes.dirs.range(range).map(|(&i, _)| i));
+        at.into_iter()
+            .map(|i| (i, self.inode_used(i), self.is_dir(i)))
+            .collect()
+    }
+
+    /// Records that inode `ino` is in use, leaving what the check said of
+    /// its type.
+    pub fn mark_inode_used(&mut self, ino: u32) {
+        if ino != 0 {
+            self.changes.inodes.insert(ino, true);
         }
     }
 
@@ -44,7 +129,7 @@ impl<'a> Allocator<'a> {
         let c = b >> geo.cluster_bits;
         b >= geo.first_data_block
             && b < geo.blocks_count
-            && !self.maps.block_found.get(c)
+            && !self.cluster_used(c)
             && !self
                 .disk_used
                 .as_ref()
@@ -116,13 +201,11 @@ impl<'a> Allocator<'a> {
         }
     }
 
-    /// Block `b` is free from now on: released, and out of the check's
-    /// map of blocks in use (the group summaries are rebuilt from it).
+    /// Block `b` is free from now on: released, and out of the round's
+    /// record of blocks in use (the group summaries are rebuilt from it).
     pub fn free(&mut self, b: u64) {
         self.release(b);
-        self.maps
-            .block_found
-            .test_and_clear(b >> self.fs.geo.cluster_bits);
+        self.mark_cluster(b >> self.fs.geo.cluster_bits, false);
     }
 
     /// The blocks released by [`Allocator::release`] that were in use.
@@ -152,7 +235,7 @@ impl<'a> Allocator<'a> {
                 if ino < geo.first_ino {
                     continue;
                 }
-                if !self.maps.used(ino) && !self.taken_inodes.contains(&ino) {
+                if !self.inode_used(ino) && !self.taken_inodes.contains(&ino) {
                     self.taken_inodes.insert(ino);
                     return Some(ino);
                 }

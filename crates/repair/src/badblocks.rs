@@ -128,11 +128,11 @@ pub(super) fn stage_update<'f>(
     // the new ones in use before any mapping block is allocated.
     for &b in &old_all {
         if !st.maps.block_dup.get(b >> bits) {
-            st.maps.block_found.test_and_clear(b >> bits);
+            stage.mark_block(b, false);
         }
     }
     for &b in &list {
-        st.maps.block_found.test_and_set(b >> bits);
+        stage.mark_block(b, true);
     }
     {
         let r = stage.inode(io, 1)?;

@@ -223,12 +223,11 @@ impl LostFound {
             return self.ino;
         }
         self.tried = true;
-        let maps = &st.maps;
-        if !maps.is_dir(2) {
+        if !stage.is_dir(2) {
             return None;
         }
         if let Ok(Some(i)) = lookup(stage, io, 2, b"lost+found") {
-            let ok = maps.is_dir(i)
+            let ok = stage.is_dir(i)
                 && stage
                     .inode_copy(io, i)
                     .ok()
@@ -269,7 +268,7 @@ pub fn lost_found_findings<'f>(
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
 ) -> Result<Vec<Finding>, Error> {
-    if !st.maps.is_dir(2) {
+    if !stage.is_dir(2) {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
@@ -281,7 +280,7 @@ pub fn lost_found_findings<'f>(
                 Code::LostFoundInline
             } else if inode.has_flag(flags::ENCRYPT) {
                 Code::LostFoundEncrypted
-            } else if !st.maps.is_dir(i) {
+            } else if !stage.is_dir(i) {
                 Code::LostFoundNotDir
             } else {
                 return Ok(Vec::new());

@@ -55,10 +55,10 @@ pub(super) fn to_extents<'f>(
     }
     let mut n = 0;
     for idx in 0..u64::from(fs.geo.inodes_count) {
-        if !st.maps.inode_used.get(idx) {
+        let ino = idx as u32 + 1;
+        if !stage.inode_used(ino) {
             continue;
         }
-        let ino = idx as u32 + 1;
         let Ok(raw) = stage.inode_copy(io, ino) else {
             continue;
         };
@@ -79,7 +79,7 @@ pub(super) fn to_extents<'f>(
         }
         for b in tree {
             if !st.maps.block_dup.get(b >> bits) {
-                st.maps.block_found.test_and_clear(b >> bits);
+                stage.mark_block(b, false);
             }
         }
         let _ = super::map::recount_i_blocks(stage, io, ino);

@@ -195,8 +195,7 @@ fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f
             }
         }
     }
-    st.maps.inode_used.test_and_clear(u64::from(ino - 1));
-    st.maps.inode_dir.test_and_clear(u64::from(ino - 1));
+    stage.mark_inode(ino, false, false);
 }
 
 /// What the walk of one directory is to fix, from its findings.
@@ -306,7 +305,7 @@ fn fix_directory<'f>(
         {
             let stage_ro: &Staging<'f> = stage;
             let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
-            modified |= walk_block(st, &mut b, lblk, kind, fx, csum, &mut want);
+            modified |= walk_block(st, stage_ro, &mut b, lblk, kind, fx, csum, &mut want);
         }
         if kind == BlockKind::Leaf
             && csum
@@ -382,7 +381,7 @@ fn min_rec(name_len: usize, extended: bool) -> usize {
 /// The file type code an entry to `target` should carry.
 fn wanted_type(st: &CheckState, stage: &Staging<'_>, io: &mut Io<'_>, target: u32) -> u8 {
     let m = &st.maps;
-    if m.is_dir(target) {
+    if stage.is_dir(target) {
         2
     } else if m.is_reg(target) {
         1
@@ -403,8 +402,10 @@ fn wanted_type(st: &CheckState, stage: &Staging<'_>, io: &mut Io<'_>, target: u3
 
 /// e2fsck's entry loop over one block, answering "yes". Returns whether
 /// the block changed.
+#[allow(clippy::too_many_arguments)]
 fn walk_block(
     st: &CheckState,
+    stage: &Staging<'_>,
     b: &mut [u8],
     lblk: u64,
     kind: BlockKind,
@@ -467,7 +468,7 @@ fn walk_block(
         // it is still fixed).
         let mut clear = target != 0
             && !fx.kept.contains(&entry)
-            && entry_goes(st, fx, target, &name, dot_state);
+            && entry_goes(st, stage, fx, target, &name, dot_state);
         if clear && dot_state <= 1 {
             // '.' and '..' are never emptied: '..' is pointed at the root
             // until pass 3 puts the parent there.
@@ -497,7 +498,14 @@ fn walk_block(
 
 /// Whether an entry goes: its inode number is invalid, it is a link
 /// pass 2 refused, or its inode is being cleared or was never in use.
-fn entry_goes(st: &CheckState, fx: &DirFix<'_>, target: u32, name: &[u8], dot_state: u32) -> bool {
+fn entry_goes(
+    st: &CheckState,
+    stage: &Staging<'_>,
+    fx: &DirFix<'_>,
+    target: u32,
+    name: &[u8],
+    dot_state: u32,
+) -> bool {
     let fs = &st.fs;
     let maps = &st.maps;
     let sb = fs.sb();
@@ -520,7 +528,7 @@ fn entry_goes(st: &CheckState, fx: &DirFix<'_>, target: u32, name: &[u8], dot_st
             || fx.link_dir.contains(&(target, name.to_vec()))
             || (fx.encrypted && name.len() < 16));
     let bad_target = fx.dead.contains(&target)
-        || (!maps.used(target) && !in_unused_area(fs, target))
+        || (!stage.inode_used(target) && !in_unused_area(fs, target))
         || fx.clear_targets.contains(&target);
     bad_number || bad_link || bad_target
 }
@@ -890,12 +898,11 @@ fn fix_inline_dir<'f>(
     raw: &[u8],
 ) -> io::Result<bool> {
     let fs = &st.fs;
-    let maps = &st.maps;
     let mut inode = raw.to_vec();
     let mut modified = false;
     let parent = i_block_word(0).get(&inode);
     let icount = fs.sb().s_inodes_count();
-    if parent == 0 || parent > icount || !maps.is_dir(parent) {
+    if parent == 0 || parent > icount || !stage.is_dir(parent) {
         i_block_word(0).set(&mut inode, 2);
         modified = true;
     }
@@ -903,7 +910,16 @@ fn fix_inline_dir<'f>(
     {
         let stage_ro: &Staging<'f> = stage;
         let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
-        if walk_block(st, &mut region, 1, BlockKind::Leaf, fx, false, &mut want) {
+        if walk_block(
+            st,
+            stage_ro,
+            &mut region,
+            1,
+            BlockKind::Leaf,
+            fx,
+            false,
+            &mut want,
+        ) {
             inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].copy_from_slice(&region);
             modified = true;
         }
@@ -913,7 +929,17 @@ fn fix_inline_dir<'f>(
         let mut value = inode[vstart..vstart + vlen].to_vec();
         let stage_ro: &Staging<'f> = stage;
         let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
-        if !value.is_empty() && walk_block(st, &mut value, 1, BlockKind::Leaf, fx, false, &mut want)
+        if !value.is_empty()
+            && walk_block(
+                st,
+                stage_ro,
+                &mut value,
+                1,
+                BlockKind::Leaf,
+                fx,
+                false,
+                &mut want,
+            )
         {
             inode[vstart..vstart + vlen].copy_from_slice(&value);
             if ext4_layout::xattr::entry_at(&inode, entry).e_hash != 0 {

@@ -129,7 +129,7 @@ pub fn create<'f>(
     }
     // The journal inode is in use from now on (its blocks come from the
     // allocator, which the rebuild of the group summaries counts).
-    st.maps.inode_used.test_and_set(u64::from(JOURNAL_INO - 1));
+    stage.mark_inode_used(JOURNAL_INO);
     Ok(n)
 }
 

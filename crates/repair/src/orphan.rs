@@ -79,11 +79,10 @@ fn default_blocks(fs: &Fs) -> u64 {
 
 /// Frees every block of inode `ino` (data and mapping) in the check's
 /// maps, so that the rebuild of the group summaries counts them free.
-fn forget_blocks<'f>(st: &'f CheckState, stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) {
-    let bits = st.fs.geo.cluster_bits;
+fn forget_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) {
     if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
         for b in all {
-            st.maps.block_found.test_and_clear(b >> bits);
+            stage.mark_block(b, false);
         }
     }
 }
@@ -100,7 +99,7 @@ fn recreate<'f>(
     if !fs.geo.incompat.contains(IncompatFeatures::EXTENTS) {
         return None;
     }
-    forget_blocks(st, stage, io, ino);
+    forget_blocks(stage, io, ino);
     let n = default_blocks(fs);
     let leaves = stage.alloc_extents(0, n)?;
     let bs = fs.block_size() as u64;
@@ -129,7 +128,7 @@ fn recreate<'f>(
         }
     }
     ext4_layout::superblock::field::s_orphan_file_inum.set(stage.sb_mut(), ino);
-    st.maps.inode_used.test_and_set(u64::from(ino - 1));
+    stage.mark_inode_used(ino);
     Some(())
 }
 
@@ -159,11 +158,11 @@ pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     let done = if has(Code::OrphanFileWithoutJournal) {
         // No journal, no use for the file: it goes, with the features.
         if ino != 0 && ino <= fs.geo.inodes_count {
-            forget_blocks(st, stage, io, ino);
+            forget_blocks(stage, io, ino);
             if let Ok(r) = stage.inode(io, ino) {
                 r.fill(0);
             }
-            st.maps.inode_used.test_and_clear(u64::from(ino - 1));
+            stage.mark_inode(ino, false, false);
         }
         clear_feature(stage, sbf::COMPAT, CompatFeatures::ORPHAN_FILE.0);
         clear_feature(stage, sbf::RO_COMPAT, present);

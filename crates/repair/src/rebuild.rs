@@ -13,30 +13,31 @@ use super::stage::{Kind, Staging};
 use check_core::ctx::Maps;
 use check_core::io::Io;
 
-/// Marks what this round allocated (blocks, and inodes with whether they
-/// are directories) in use in the check's maps, then rewrites the group
-/// summaries from them.
+/// Records what this round allocated (blocks, and inodes with whether
+/// they are directories) and released in the round's record of what is in
+/// use, then rewrites the group summaries from the check's maps with the
+/// round's changes over them.
 pub fn rebuild_with_allocations<'f>(
     st: &'f check_core::engine::CheckState,
     stage: &mut Staging<'f>,
     io: &mut Io<'f>,
 ) -> io::Result<()> {
-    let bits = st.fs.geo.cluster_bits;
     let (blocks, inodes) = stage.allocated();
     for b in blocks {
-        st.maps.block_found.test_and_set(b >> bits);
+        stage.mark_block(b, true);
     }
     for b in stage.released() {
-        st.maps.block_found.test_and_clear(b >> bits);
+        stage.mark_block(b, false);
     }
     for ino in inodes {
         let dir = stage.inode_copy(io, ino).is_ok_and(|r| {
             FileType::from_mode(ext4_layout::inode::field::i_mode.get(&r))
                 == Some(FileType::Directory)
         });
-        st.maps.inode_used.test_and_set(u64::from(ino - 1));
         if dir {
-            st.maps.inode_dir.test_and_set(u64::from(ino - 1));
+            stage.mark_inode(ino, true, true);
+        } else {
+            stage.mark_inode_used(ino);
         }
     }
     rebuild_group_summaries(stage, io, &st.maps)
@@ -68,10 +69,14 @@ pub fn rebuild_group_summaries(
         let mut bmap = vec![0xFFu8; bs];
         let base = first_cluster + u64::from(g) * cpg;
         let mut free = 0u64;
+        let mut changed = st.cluster_changes(base..base + cpg).into_iter().peekable();
         for i in 0..cpg {
             let c = base + i;
-            let used = c > last_cluster || maps.block_found.get(c);
-            if !used {
+            let mut used = maps.block_found.get(c);
+            if let Some((_, u)) = changed.next_if(|&(x, _)| x == c) {
+                used = u;
+            }
+            if !(used || c > last_cluster) {
                 free += 1;
                 bmap[(i / 8) as usize] &= !(1 << (i % 8));
             }
@@ -83,11 +88,20 @@ pub fn rebuild_group_summaries(
         let mut ifree = 0u64;
         let mut dirs = 0u64;
         let mut last_used = None;
+        let first_ino = ibase as u32 + 1;
+        let mut changed = st
+            .inode_changes(first_ino..first_ino + ipg as u32)
+            .into_iter()
+            .peekable();
         for i in 0..ipg {
             let idx = ibase + i;
-            if maps.inode_used.get(idx) {
+            let (mut used, mut dir) = (maps.inode_used.get(idx), maps.inode_dir.get(idx));
+            if let Some((_, u, d)) = changed.next_if(|&(x, _, _)| u64::from(x) == idx + 1) {
+                (used, dir) = (u, d);
+            }
+            if used {
                 last_used = Some(i);
-                if maps.inode_dir.get(idx) {
+                if dir {
                     dirs += 1;
                 }
             } else {

@@ -156,9 +156,9 @@ pub(crate) fn plan_round<'a, 'f>(
             );
         }
         let valid = if pass == Pass::P4 {
-            p4_settled_for_p5(st, &mine, &report.findings, r.stage, r.io)
+            p4_settled_for_p5(&mine, &report.findings, r.stage, r.io)
         } else {
-            mine.iter().all(|f| leaves_check_valid(st, f))
+            mine.iter().all(|f| leaves_check_valid(st, r.stage, f))
         };
         if !valid {
             reached_end = false;
@@ -166,7 +166,7 @@ pub(crate) fn plan_round<'a, 'f>(
             if later {
                 let why: std::collections::BTreeSet<&str> = mine
                     .iter()
-                    .filter(|f| pass == Pass::P4 || !leaves_check_valid(st, f))
+                    .filter(|f| pass == Pass::P4 || !leaves_check_valid(st, r.stage, f))
                     .filter(|f| pass != Pass::P4 || !settles_for_p5(f.code))
                     .map(|f| f.code.name())
                     .collect();
@@ -203,10 +203,9 @@ fn settles_for_p5(code: Code) -> bool {
 /// inodes that takes are marked in use before the rebuild) and clear
 /// unattached empty inodes, which are marked free here.
 fn p4_settled_for_p5<'f>(
-    st: &'f CheckState,
     mine: &[&Finding],
     all: &[Finding],
-    stage: &Staging<'f>,
+    stage: &mut Staging<'f>,
     io: &mut Io<'f>,
 ) -> bool {
     let simple = mine.iter().all(|f| settles_for_p5(f.code));
@@ -231,8 +230,7 @@ fn p4_settled_for_p5<'f>(
         }
     }
     for ino in freed {
-        st.maps.inode_used.test_and_clear(u64::from(ino - 1));
-        st.maps.inode_dir.test_and_clear(u64::from(ino - 1));
+        stage.mark_inode(ino, false, false);
     }
     true
 }
@@ -241,12 +239,12 @@ fn p4_settled_for_p5<'f>(
 /// problem table's `keeps` column; or, from a check that judged the later
 /// passes as the repair leaves them, its `answered` column, or an inode
 /// the repair clears that the check already took for unused.
-fn leaves_check_valid(st: &CheckState, f: &Finding) -> bool {
+fn leaves_check_valid(st: &CheckState, stage: &Staging<'_>, f: &Finding) -> bool {
     let policy = f.code.policy();
-    policy.keeps_check(f.ino.map(|i| st.maps.is_dir(i)))
+    policy.keeps_check(f.ino.map(|i| stage.is_dir(i)))
         || (st.answered_yes
             && (policy.answered
-                || (f.code.clears_inode() && f.ino.is_some_and(|i| !st.maps.used(i)))))
+                || (f.code.clears_inode() && f.ino.is_some_and(|i| !stage.inode_used(i)))))
 }
 
 /// Pass 3A for the directories whose index this round drops: once every
@@ -263,7 +261,7 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
         .ok()
         .flatten();
     for &dir in &r.st.dx_dropped {
-        if !r.st.maps.is_dir(dir)
+        if !r.stage.is_dir(dir)
             || !crate::steps::linear_to_index(fs, r.stage, r.io, dir, lost_found)
         {
             continue;

@@ -103,6 +103,47 @@ impl<'f> Staging<'f> {
         self.alloc.free(b);
     }
 
+    /// Whether block `b`'s cluster is in use, as the round leaves it.
+    pub fn block_used(&self, b: u64) -> bool {
+        self.alloc.cluster_used(b >> self.fs.geo.cluster_bits)
+    }
+
+    /// Records that block `b`'s cluster is in use (or no longer is), for
+    /// the rebuild of the group summaries; nothing else changes.
+    pub fn mark_block(&mut self, b: u64, used: bool) {
+        self.alloc.mark_cluster(b >> self.fs.geo.cluster_bits, used);
+    }
+
+    /// Whether inode `ino` is in use, as the round leaves it.
+    pub fn inode_used(&self, ino: u32) -> bool {
+        self.alloc.inode_used(ino)
+    }
+
+    /// Whether inode `ino` is a directory, as the round leaves it.
+    pub fn is_dir(&self, ino: u32) -> bool {
+        self.alloc.is_dir(ino)
+    }
+
+    /// Records that inode `ino` is in use (a directory or not), or free.
+    pub fn mark_inode(&mut self, ino: u32, used: bool, dir: bool) {
+        self.alloc.mark_inode(ino, used, dir);
+    }
+
+    /// Records that inode `ino` is in use, its type as the check saw it.
+    pub fn mark_inode_used(&mut self, ino: u32) {
+        self.alloc.mark_inode_used(ino);
+    }
+
+    /// The round's changes to clusters `range` (see [`Staging::mark_block`]).
+    pub fn cluster_changes(&self, range: std::ops::Range<u64>) -> Vec<(u64, bool)> {
+        self.alloc.cluster_changes(range).collect()
+    }
+
+    /// The round's changes to inodes `range`: (inode, in use, directory).
+    pub fn inode_changes(&self, range: std::ops::Range<u32>) -> Vec<(u32, bool, bool)> {
+        self.alloc.inode_changes(range)
+    }
+
     /// Blocks in use at the check that the round released.
     pub fn released(&self) -> Vec<u64> {
         self.alloc.released()

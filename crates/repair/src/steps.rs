@@ -100,19 +100,18 @@ pub(crate) fn optimize_directories(
     let lost_found = connect::lookup(&stage, &mut io, 2, b"lost+found")
         .ok()
         .flatten();
-    let bits = fs.geo.cluster_bits;
     let mut n = 0;
     for idx in 0..u64::from(fs.geo.inodes_count) {
-        if !st.maps.inode_dir.get(idx) {
+        let dir = idx as u32 + 1;
+        if !stage.is_dir(dir) {
             continue;
         }
-        let dir = idx as u32 + 1;
         if which == Rehash::Linear && !linear_to_index(fs, &stage, &mut io, dir, lost_found) {
             continue;
         }
         if let Ok(freed) = rehash::optimize(fs, &mut stage, &mut io, dir, Some(dir) == lost_found) {
             for b in freed {
-                st.maps.block_found.test_and_clear(b >> bits);
+                stage.mark_block(b, false);
             }
             n += 1;
         }
