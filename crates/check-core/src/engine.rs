@@ -33,6 +33,9 @@ pub struct CheckState {
     /// Directories with the index flag whose index a repair drops (read
     /// as linear directories, as e2fsck -y's pass 2 reads them).
     pub dx_dropped: Vec<u32>,
+    /// Directories pass 3A indexes, in inode order (see
+    /// [`pass1::P1Out::linear_dirs`]).
+    pub linear_dirs: Vec<u32>,
     /// EA inodes referenced by attributes.
     pub ea_inode_refs: Vec<u32>,
     /// Where the check stopped, if it did.
@@ -178,6 +181,11 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         bad_blocks: pre.bad_blocks,
         dx_dirs: std::mem::take(&mut p1.dx_dirs),
         dx_dropped: std::mem::take(&mut p1.dx_dropped),
+        linear_dirs: {
+            let mut d = std::mem::take(&mut p1.linear_dirs);
+            d.sort_unstable();
+            d
+        },
         ea_inode_refs: std::mem::take(&mut p1.ea_inode_refs),
         abort,
         quota: std::mem::take(&mut p1.quota),

@@ -101,8 +101,13 @@ pub(crate) fn optimize_directories(
         .ok()
         .flatten();
     let mut n = 0;
-    for idx in 0..u64::from(fs.geo.inodes_count) {
-        let dir = idx as u32 + 1;
+    // Linear: only the directories the check saw long enough and not
+    // indexed (each is read again here); all: every directory.
+    let dirs: Box<dyn Iterator<Item = u32>> = match which {
+        Rehash::Linear => Box::new(st.linear_dirs.iter().copied()),
+        Rehash::All => Box::new(1..=fs.geo.inodes_count),
+    };
+    for dir in dirs {
         if !stage.is_dir(dir) {
             continue;
         }

@@ -83,6 +83,9 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             if let Some(dx) = d.meta.dx {
                 self.out.dx_dirs.push((d.meta.ino, dx));
             }
+            if self.queues_for_index(raw) {
+                self.out.linear_dirs.push(d.meta.ino);
+            }
             for &(pblk, lblk) in &d.blocks {
                 self.out.dir_work.push(DirWork {
                     meta: d.meta,
@@ -92,6 +95,18 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 });
             }
         }
+    }
+
+    /// Whether pass 3A would index this directory (see
+    /// [`super::types::P1Out::linear_dirs`]).
+    fn queues_for_index(&self, raw: &[u8]) -> bool {
+        let geo = &self.p.fs.geo;
+        geo.compat.contains(CompatFeatures::DIR_INDEX)
+            && Inode::new(raw).is_some_and(|i| {
+                !i.has_flag(flags::INDEX)
+                    && !i.has_flag(flags::INLINE_DATA)
+                    && i.size() / u64::from(geo.block_size) >= 3
+            })
     }
 
     fn check_inode_inner(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {

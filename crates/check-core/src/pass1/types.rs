@@ -211,6 +211,10 @@ pub struct P1Out {
     /// Directories whose index the repair drops (a problem with the
     /// index that e2fsck answers by clearing the flag): read as linear.
     pub dx_dropped: Vec<u32>,
+    /// On a file system with dir_index, the directories e2fsck's pass 1
+    /// queues for indexing in pass 3A: not indexed, not inline, three
+    /// blocks long or more.
+    pub linear_dirs: Vec<u32>,
     /// References to EA blocks.
     pub(crate) ea_refs: Vec<EaRef>,
     /// EA inodes referenced by attributes (one entry per reference).
@@ -234,6 +238,7 @@ impl P1Out {
         self.dir_work.append(&mut o.dir_work);
         self.dx_dirs.append(&mut o.dx_dirs);
         self.dx_dropped.append(&mut o.dx_dropped);
+        self.linear_dirs.append(&mut o.linear_dirs);
         self.ea_refs.append(&mut o.ea_refs);
         self.ea_inode_refs.append(&mut o.ea_inode_refs);
         self.policies.append(&mut o.policies);
