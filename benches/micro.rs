@@ -16,8 +16,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use check_core::bitmap::AtomicBitmap;
 use check_core::fs::{open_fs, Fs, OpenOptions};
 use check_core::io::Io;
-use check_core::pass1::{self, Pass1};
-use check_core::pass2::{self, P2Acc, P2Ctx};
+use check_core::stages::{self as pass2, P2Acc, P2Ctx};
+use check_core::stages::{self as pass1, Pass1};
 use check_core::Maps;
 use pipeline::{open_device, IoMode, Target};
 

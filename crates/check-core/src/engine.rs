@@ -33,8 +33,9 @@ pub struct CheckState {
     /// Directories with the index flag whose index a repair drops (read
     /// as linear directories, as e2fsck -y's pass 2 reads them).
     pub dx_dropped: Vec<u32>,
-    /// Directories pass 3A indexes, in inode order (see
-    /// [`pass1::P1Out::linear_dirs`]).
+    /// Directories pass 3A indexes, in inode order: on a file system
+    /// with dir_index, those pass 1 found not indexed, not inline and
+    /// three blocks long or more.
     pub linear_dirs: Vec<u32>,
     /// EA inodes referenced by attributes.
     pub ea_inode_refs: Vec<u32>,

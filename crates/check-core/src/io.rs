@@ -46,7 +46,7 @@ impl<'f> Io<'f> {
 
     /// Reads `buf.len()` bytes starting at block `blk`. When the read
     /// fails, the error names the first block that cannot be read (see
-    /// [`failed_block`]).
+    /// `fs::blockread::failed_block`).
     pub fn read_blocks(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
         let bs = u64::from(self.fs.geo.block_size);
         let rd = &mut self.rd;

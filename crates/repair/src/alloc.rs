@@ -40,7 +40,7 @@ impl<'a> Allocator<'a> {
     pub fn new(fs: &'a Fs, maps: &'a Maps, complete: bool) -> Self {
         let disk_used = (!complete).then(|| {
             let mut io = check_core::io::Io::new(fs);
-            check_core::pass5::read_bitmaps(fs, &mut io).blocks
+            check_core::walk::read_bitmaps(fs, &mut io).blocks
         });
         Allocator {
             fs,

@@ -14,8 +14,8 @@ use super::stage::{Kind, Staging};
 use super::tree::{write_extent_tree, MAX_UNINIT_LEN};
 use check_core::engine::CheckState;
 use check_core::io::Io;
-use check_core::pass1::{collect_extents, LeafExtent, Pass1};
 use check_core::problem::{Code, Finding};
+use check_core::walk::{collect_extents, LeafExtent, Pass1};
 
 /// What to do with one block pointer.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -288,7 +288,7 @@ fn clone_inode<'f>(
         // The new tree may take blocks of its own (more runs than the
         // inode holds), which i_blocks counts, as e2fsck's clone does.
         super::map::recount_i_blocks(stage, io, ino)?;
-    } else if check_core::pass1::inode_has_valid_blocks(fs, &inode) {
+    } else if check_core::walk::inode_has_valid_blocks(fs, &inode) {
         walk_block_map(stage, io, ino, &mut |blk, _| {
             let c = blk >> bits;
             match count.get_mut(&c) {

@@ -183,7 +183,7 @@ fn make_dir<'f>(
         // Block maps cannot address clusters: one extent. (Elsewhere new
         // directories are block-mapped, as e2fsck makes them.)
         field::i_flags.set(r, flags::EXTENTS);
-        let leaf = check_core::pass1::LeafExtent {
+        let leaf = check_core::walk::LeafExtent {
             lblk: 0,
             pblk: blk,
             len: 1,

@@ -9,7 +9,7 @@ use super::raw::{sbf, set_feature};
 use super::stage::Staging;
 use check_core::engine::CheckState;
 use check_core::io::Io;
-use check_core::pass1::LeafExtent;
+use check_core::walk::LeafExtent;
 
 /// Whether inode `ino` is one e2fsck converts: the root or a user inode
 /// in use, block-mapped, with blocks of its own (a fast symbolic link,
@@ -20,7 +20,7 @@ fn convertible(st: &CheckState, ino: u32, inode: &Inode<'_>) -> bool {
         && !inode.has_flag(flags::EXTENTS)
         && !inode.has_flag(flags::INLINE_DATA)
         && (inode.is_reg() || inode.is_dir() || inode.is_symlink())
-        && check_core::pass1::inode_has_valid_blocks(&st.fs, inode)
+        && check_core::walk::inode_has_valid_blocks(&st.fs, inode)
 }
 
 /// Runs of consecutive blocks, as leaf extents.

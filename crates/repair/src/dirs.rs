@@ -309,7 +309,7 @@ fn fix_directory<'f>(
         }
         if kind == BlockKind::Leaf
             && csum
-            && check_core::pass2::tail_status(&b) != check_core::pass2::TailStatus::Found
+            && check_core::walk::tail_status(&b) != check_core::walk::TailStatus::Found
         {
             modified |= insert_tail(&mut b);
         }
@@ -418,7 +418,7 @@ fn walk_block(
     let bs = b.len();
     let max = if kind == BlockKind::Leaf
         && csum
-        && check_core::pass2::tail_status(b) == check_core::pass2::TailStatus::Found
+        && check_core::walk::tail_status(b) == check_core::walk::TailStatus::Found
     {
         bs - DIR_TAIL_SIZE
     } else {

@@ -18,7 +18,7 @@ use ext4_layout::journal::fast_commit::{self as fc, Tag};
 use super::stage::Staging;
 use check_core::fs::Fs;
 use check_core::io::Io;
-use check_core::pass1::LeafExtent;
+use check_core::walk::LeafExtent;
 
 /// One change of a fast commit log.
 #[derive(Clone, Debug, PartialEq, Eq)]

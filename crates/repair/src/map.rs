@@ -13,7 +13,7 @@ use ext4_layout::walk::{
 
 use super::stage::{Kind, Staging};
 use check_core::io::Io;
-use check_core::pass1::LeafExtent;
+use check_core::walk::LeafExtent;
 
 fn bad(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())

@@ -12,8 +12,8 @@ use ext4_layout::inode::Inode;
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
 use check_core::io::Io;
-use check_core::pass1::QuotaUse;
 use check_core::problem::Finding;
+use check_core::walk::QuotaUse;
 
 use ext4_layout::quota::{read_tree, write_tree, QuotaTree};
 

@@ -376,11 +376,11 @@ fn map_extents<'f>(
     dir: u32,
     phys: &[u64],
 ) -> Result<(), Skip> {
-    let mut runs: Vec<check_core::pass1::LeafExtent> = Vec::new();
+    let mut runs: Vec<check_core::walk::LeafExtent> = Vec::new();
     for (l, &p) in phys.iter().enumerate() {
         match runs.last_mut() {
             Some(r) if r.pblk + r.len == p && r.lblk + r.len == l as u64 => r.len += 1,
-            _ => runs.push(check_core::pass1::LeafExtent {
+            _ => runs.push(check_core::walk::LeafExtent {
                 lblk: l as u64,
                 pblk: p,
                 len: 1,

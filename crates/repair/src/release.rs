@@ -202,7 +202,7 @@ impl<'f> Release<'f> {
             ));
         }
         let deleting = inode.i_links_count() == 0;
-        let freed = if !check_core::pass1::inode_has_valid_blocks(fs, &inode) {
+        let freed = if !check_core::walk::inode_has_valid_blocks(fs, &inode) {
             Vec::new()
         } else if deleting {
             super::map::all_blocks_of(&self.st, &mut self.io, ino)

@@ -160,8 +160,8 @@ impl<'f> Staging<'f> {
         &mut self,
         goal: u64,
         n: u64,
-    ) -> Option<Vec<check_core::pass1::LeafExtent>> {
-        use check_core::pass1::LeafExtent;
+    ) -> Option<Vec<check_core::walk::LeafExtent>> {
+        use check_core::walk::LeafExtent;
         if let Some(b) = self.alloc_run(goal, n) {
             return Some(vec![LeafExtent {
                 lblk: 0,

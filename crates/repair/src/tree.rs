@@ -3,7 +3,7 @@
 use std::io;
 
 use check_core::io::Io;
-use check_core::pass1::LeafExtent;
+use check_core::walk::LeafExtent;
 use ext4_layout::extent::{self, EXT_INIT_MAX_LEN, EXT_UNINIT_MAX_LEN};
 use ext4_layout::inode::{field, flags, I_BLOCK};
 

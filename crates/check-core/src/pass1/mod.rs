@@ -69,7 +69,7 @@ impl<'a> Pass1<'a> {
     }
 
     /// Checks one chunk of inodes with a worker's reader. Inode 1 is
-    /// skipped: [`Pass1::check_bad_blocks_inode`] checks it first. With
+    /// skipped: `Pass1::check_bad_blocks_inode` checks it first. With
     /// `read_ahead` (reads are missing the cache), the blocks the inodes'
     /// checks read one at a time are asked for together first.
     pub fn check_chunk(&self, io: &mut Io<'a>, chunk: Chunk, read_ahead: bool) -> P1Out {

@@ -17,8 +17,8 @@ use ext4_layout::inode::Inode;
 
 pub(crate) use badinode::{process_bad_inode, BadInodeOutcome};
 pub(crate) use block::check_block;
-pub use block::{casefold, tail_status, P2Acc, Special};
-pub use block::{DirLink, DxBlock};
+pub use block::DirLink;
+pub use block::{tail_status, P2Acc};
 pub use ctx::{P2Ctx, TailStatus};
 pub(crate) use ctx::{P2Out, RefCounts};
 use dirtable::Claim;
