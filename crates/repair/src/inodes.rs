@@ -853,10 +853,14 @@ fn fix_sizes<'a>(
         {
             continue;
         }
+        // The value the check worked out; a finding without one is left
+        // (never a size or count of 0 made up for it).
+        let Some(v) = f.num2 else {
+            continue;
+        };
         let Ok(raw) = r.stage.inode(r.io, ino) else {
             continue;
         };
-        let v = f.num2.unwrap_or(0);
         if f.code == Code::BadIBlocks {
             set_i_blocks(raw, v);
         } else {
