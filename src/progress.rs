@@ -146,13 +146,17 @@ fn after_secs(s: &Snapshot, from_phase: u8) -> f64 {
 }
 
 /// The time-left estimate: the pipelined passes' remaining work at the
-/// rate of the most recent quarter of the work done (their rate changes
-/// along the disk, so the rate since the start lags), plus the passes
-/// after them, estimated from their sizes.
+/// rate of the most recent fifth of the work done (their rate changes
+/// along the disk, so the rate since the start lags), sped up where the
+/// rate has been rising along the second half of the work so far (as it
+/// does on a cold cache), plus the passes after them, estimated from
+/// their sizes.
 #[derive(Default)]
 struct Estimate {
     /// (seconds, work_12) as the check went.
     seen: std::collections::VecDeque<(f64, f64)>,
+    /// (seconds, work_12) each time another twentieth of the work is done.
+    steps: Vec<(f64, f64)>,
     /// The check the samples are from.
     check: u64,
 }
@@ -162,11 +166,19 @@ impl Estimate {
     const RECENT: f64 = 0.2;
     /// The least time the rate is taken over, so one burst does not decide.
     const MIN_SPAN: f64 = 0.1;
+    /// The work between two steps of the rate's trend.
+    const STEP: f64 = 0.05;
+    /// The most the trend may speed the recent rate up.
+    const TREND_CAP: f64 = 1.5;
+    /// The least time the trend is taken over: steps shorter than a few
+    /// of the display's samples give rates too coarse to have one.
+    const TREND_SPAN: f64 = 0.2;
 
     fn left(&mut self, s: &Snapshot) -> Option<f64> {
         if s.checks != self.check {
             self.check = s.checks;
             self.seen.clear();
+            self.steps.clear();
         }
         if s.phase >= 6 {
             return Some(0.0);
@@ -178,6 +190,9 @@ impl Estimate {
         let t = s.elapsed;
         if self.seen.back().is_none_or(|&(_, lw)| w > lw) {
             self.seen.push_back((t, w));
+        }
+        if w >= self.steps.last().map_or(0.0, |&(_, lw)| lw) + Self::STEP {
+            self.steps.push((t, w));
         }
         if w < 0.02 || t < 0.05 {
             return None;
@@ -198,8 +213,79 @@ impl Estimate {
         } else {
             w / t
         };
-        Some((1.0 - w) / rate + after_secs(s, 3))
+        Some(self.pipelined_secs(w, rate) + after_secs(s, 3))
     }
+
+    /// Seconds for the pipelined passes' work from `w` to the end: at the
+    /// recent rate, or faster where the rate's trend over the second half
+    /// of the work so far (a line through the rate of each step) rises,
+    /// at most [`Estimate::TREND_CAP`] times the recent rate.
+    fn pipelined_secs(&self, w: f64, recent: f64) -> f64 {
+        // (work at the step's middle, its rate), and when it began.
+        let mut rates = Vec::new();
+        let mut starts = Vec::new();
+        let mut prev = (0.0, 0.0);
+        for &(t, x) in &self.steps {
+            if t > prev.0 {
+                rates.push(((x + prev.1) / 2.0, (x - prev.1) / (t - prev.0)));
+                starts.push(prev.0);
+            }
+            prev = (t, x);
+        }
+        let k = rates.len() / 2;
+        let span = starts.get(k).map_or(0.0, |&since| prev.0 - since);
+        let trend = (span >= Self::TREND_SPAN)
+            .then(|| line_through(&rates[k..]))
+            .flatten();
+        let Some((a, b)) = trend else {
+            return (1.0 - w) / recent;
+        };
+        const D: f64 = 0.01;
+        let mut secs = 0.0;
+        let mut x = w;
+        while x < 1.0 {
+            let d = D.min(1.0 - x);
+            let r = (a + b * (x + d / 2.0)).clamp(recent, Self::TREND_CAP * recent);
+            secs += d / r;
+            x += d;
+        }
+        secs
+    }
+}
+
+/// A line `y = a + b x` through three points or more that one stray point
+/// cannot tilt (Theil and Sen's: the median of the slopes between every
+/// two points, then the median intercept), so a single jump in the rate
+/// does not read as a trend.
+fn line_through(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if points.len() < 3 {
+        return None;
+    }
+    let mut slopes = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        for q in &points[i + 1..] {
+            if q.0 != p.0 {
+                slopes.push((q.1 - p.1) / (q.0 - p.0));
+            }
+        }
+    }
+    let b = median(&mut slopes)?;
+    let mut at_zero: Vec<f64> = points.iter().map(|p| p.1 - b * p.0).collect();
+    Some((median(&mut at_zero)?, b))
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 /// A running display.
@@ -627,6 +713,46 @@ mod tests {
         let l = left.expect("an estimate once work is done");
         let rest = after_secs(&s, 3);
         assert!((l - rest - 4.0 / 3.0).abs() < 0.1, "{l}");
+    }
+
+    /// A check whose rate keeps rising along the work (a cold cache, the
+    /// disk reading faster further on): the estimate counts on the rise
+    /// going on (up to half again the recent rate); a steady rate is
+    /// estimated as it is.
+    #[test]
+    fn a_rising_rate_is_followed_a_little_way() {
+        let run = |accel: f64| {
+            let mut e = Estimate::default();
+            let mut s = Snapshot {
+                inodes_total: 1_000_000,
+                checks: 1,
+                ..Default::default()
+            };
+            // The rate at work w is 100,000 (1 + accel w) inodes a second.
+            let (mut t, mut done, mut left) = (0.0, 0.0f64, None);
+            while done < 0.6 {
+                let r = 0.1 * (1.0 + accel * done);
+                done += r * 0.01;
+                t += 0.01;
+                s.elapsed = t;
+                s.inodes_done = (done * 1e6) as u64;
+                left = e.left(&s);
+            }
+            let rest = after_secs(&s, 3);
+            // What the rest really takes at that rate.
+            let truth = if accel == 0.0 {
+                (1.0 - done) / 0.1
+            } else {
+                ((1.0 + accel) / (1.0 + accel * done)).ln() / (0.1 * accel)
+            };
+            (left.expect("an estimate") - rest, truth)
+        };
+        let (steady, truth) = run(0.0);
+        assert!((steady - truth).abs() < 0.05 * truth, "{steady} {truth}");
+        // The rate tripling along the work: the recent rate alone would
+        // overestimate the rest by a quarter.
+        let (rising, truth) = run(2.0);
+        assert!((rising - truth).abs() < 0.1 * truth, "{rising} {truth}");
     }
 
     /// The passes after 1 and 2 are estimated from their sizes, and the
