@@ -9,8 +9,8 @@
 # Images: "medium" and "dirs" (about 1M inodes, 25% and 50% directories)
 # come from benches/make-bench-images.sh; "10m" and "100m" are written by
 # ext4-synth. All are cached in $EXT4CHK_BENCH_DIR (default
-# ~/.cache/ext4chk-bench). The 100m image is only damaged with the
-# largest count.
+# ~/.cache/ext4chk-bench). The 10m and 100m images are only damaged with
+# the largest count.
 #
 # Each round injects N problems with debugfs into a copy of the image:
 # cleared inodes whose entries then dangle, freed inodes and blocks still
@@ -135,7 +135,7 @@ raw="$work/raw.tsv"
 for name in $images; do
   base=$(base_image "$name")
   ns=$counts
-  [ "$name" = 100m ] && ns=$(echo "$counts" | tr ' ' '\n' | sort -n | tail -1)
+  case $name in 10m | 100m) ns=$(echo "$counts" | tr ' ' '\n' | sort -n | tail -1) ;; esac
   for n in $ns; do
     for ((r = 1; r <= rounds; r++)); do
       damaged="$work/damaged.img"
