@@ -416,26 +416,41 @@ impl Sink for Fanout {
     }
 }
 
-/// `-d`: the estimate made half way, and how long the rest really took.
+/// `-d`: the estimate made half way through the first check, and how
+/// long the rest of that check really took (a repair's planning and its
+/// later checks are not part of it).
 #[derive(Default)]
 struct EtaCheck {
     estimate: Estimate,
-    half: Option<(Instant, f64)>,
+    /// When half way was passed, the estimate then, and the check.
+    half: Option<(Instant, f64, u64)>,
+    /// When that check ended.
+    ended: Option<Instant>,
 }
 
 impl Sink for EtaCheck {
     fn show(&mut self, _: u8, _: u64, _: u64, s: &Snapshot) {
         let left = self.estimate.left(s);
-        if self.half.is_none() && fraction(s) >= 0.5 {
-            if let Some(l) = left {
-                self.half = Some((Instant::now(), l));
+        match self.half {
+            None if fraction(s) >= 0.5 => {
+                if let Some(l) = left {
+                    self.half = Some((Instant::now(), l, s.checks));
+                }
             }
+            Some((_, _, check)) if self.ended.is_none() && (s.checks != check || s.phase >= 6) => {
+                self.ended = Some(Instant::now());
+            }
+            _ => {}
         }
     }
 
     fn finish(&mut self) {
-        if let Some((at, said)) = self.half {
-            let took = at.elapsed().as_secs_f64();
+        if let Some((at, said, _)) = self.half {
+            let took = self
+                .ended
+                .unwrap_or_else(Instant::now)
+                .duration_since(at)
+                .as_secs_f64();
             eprintln!(
                 "ext4chk: progress: half way, {said:.2} s were estimated to be left; the rest took {took:.2} s ({:+.0}%)",
                 if took > 0.0 { 100.0 * (said - took) / took } else { 0.0 }
@@ -753,6 +768,32 @@ mod tests {
         // overestimate the rest by a quarter.
         let (rising, truth) = run(2.0);
         assert!((rising - truth).abs() < 0.1 * truth, "{rising} {truth}");
+    }
+
+    /// `-d`'s half-way line times the rest of the check it was made in,
+    /// not the checks after it.
+    #[test]
+    fn the_half_way_check_ends_with_its_check() {
+        let mut c = EtaCheck::default();
+        let mut s = Snapshot {
+            inodes_total: 1000,
+            checks: 1,
+            ..Default::default()
+        };
+        for step in 1..=10u32 {
+            s.elapsed = f64::from(step) * 0.1;
+            s.inodes_done = u64::from(step) * 100;
+            c.show(1, 0, 0, &s);
+        }
+        assert!(c.half.is_some_and(|(_, _, check)| check == 1));
+        assert!(c.ended.is_none());
+        // The next check starts before the first's end was seen.
+        s.checks = 2;
+        s.inodes_done = 0;
+        c.show(1, 0, 0, &s);
+        let ended = c.ended.expect("the first check's end");
+        c.show(1, 0, 0, &s);
+        assert_eq!(c.ended, Some(ended));
     }
 
     /// The passes after 1 and 2 are estimated from their sizes, and the
