@@ -101,17 +101,21 @@ pub(crate) fn optimize_directories(
         .ok()
         .flatten();
     let mut n = 0;
-    // Linear: only the directories the check saw long enough and not
-    // indexed (each is read again here); all: every directory.
+    // Linear: the directories the check's pass 1 found linear, three
+    // blocks or more, on a file system with dir_index (what
+    // `linear_to_index` asks of a directory), lost+found aside; all:
+    // every directory.
     let dirs: Box<dyn Iterator<Item = u32>> = match which {
-        Rehash::Linear => Box::new(st.linear_dirs.iter().copied()),
+        Rehash::Linear => Box::new(
+            st.linear_dirs
+                .iter()
+                .copied()
+                .filter(|&d| Some(d) != lost_found),
+        ),
         Rehash::All => Box::new(1..=fs.geo.inodes_count),
     };
     for dir in dirs {
         if !stage.is_dir(dir) {
-            continue;
-        }
-        if which == Rehash::Linear && !linear_to_index(fs, &stage, &mut io, dir, lost_found) {
             continue;
         }
         if let Ok(freed) = rehash::optimize(fs, &mut stage, &mut io, dir, Some(dir) == lost_found) {
