@@ -5,15 +5,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use check_core::ctx::Maps;
 use check_core::fs::Fs;
 
-/// What a round changed in the record of what is in use: clusters and
-/// inodes taken or freed, inodes that became directories or stopped
-/// being ones. The last change to each wins; what a round did not change
+/// What a round changed in the record of what is in use: clusters taken
+/// or freed, and inodes taken or freed (with whether each is then a
+/// directory). The last change to each wins; what a round did not change
 /// is as the check found it (the check's maps are never written).
 #[derive(Default)]
 struct Changes {
     clusters: BTreeMap<u64, bool>,
-    inodes: BTreeMap<u32, bool>,
-    dirs: BTreeMap<u32, bool>,
+    /// Inode to (in use, directory).
+    inodes: BTreeMap<u32, (bool, bool)>,
 }
 
 /// Hands out blocks and inodes that the last check found free, never the
@@ -67,18 +67,23 @@ impl<'a> Allocator<'a> {
         self.changes.clusters.insert(c, used);
     }
 
+    /// Whether cluster `c` was claimed more than once at the check.
+    pub fn claimed_twice(&self, c: u64) -> bool {
+        self.maps.block_dup.get(c)
+    }
+
     /// Whether inode `ino` is in use, as the round left it.
     pub fn inode_used(&self, ino: u32) -> bool {
         match self.changes.inodes.get(&ino) {
-            Some(&used) => used,
+            Some(&(used, _)) => used,
             None => self.maps.used(ino),
         }
     }
 
     /// Whether inode `ino` is a directory, as the round left it.
     pub fn is_dir(&self, ino: u32) -> bool {
-        match self.changes.dirs.get(&ino) {
-            Some(&dir) => dir,
+        match self.changes.inodes.get(&ino) {
+            Some(&(_, dir)) => dir,
             None => self.maps.is_dir(ino),
         }
     }
@@ -86,11 +91,9 @@ impl<'a> Allocator<'a> {
     /// Records that inode `ino` is in use (and whether as a directory), or
     /// free (and then no directory).
     pub fn mark_inode(&mut self, ino: u32, used: bool, dir: bool) {
-        if ino == 0 {
-            return;
+        if ino != 0 {
+            self.changes.inodes.insert(ino, (used, used && dir));
         }
-        self.changes.inodes.insert(ino, used);
-        self.changes.dirs.insert(ino, used && dir);
     }
 
     /// The round's changes to clusters `range`, in order.
@@ -101,27 +104,16 @@ impl<'a> Allocator<'a> {
         self.changes.clusters.range(range).map(|(&c, &u)| (c, u))
     }
 
-    /// The round's changes to inodes `range` (in use, directory), in
-    /// order: for each changed inode, what the round leaves.
-    pub fn inode_changes(&self, range: std::ops::Range<u32>) -> Vec<(u32, bool, bool)> {
-        let mut at: BTreeSet<u32> = self
-            .changes
+    /// The round's changes to inodes `range`, in order: (inode, in use,
+    /// directory).
+    pub fn inode_changes(
+        &self,
+        range: std::ops::Range<u32>,
+    ) -> impl Iterator<Item = (u32, bool, bool)> + '_ {
+        self.changes
             .inodes
-            .range(range.clone())
-            .map(|(&i, _)| i)
-            .collect();
-        at.extend(self.changes.dirs.range(range).map(|(&i, _)| i));
-        at.into_iter()
-            .map(|i| (i, self.inode_used(i), self.is_dir(i)))
-            .collect()
-    }
-
-    /// Records that inode `ino` is in use, leaving what the check said of
-    /// its type.
-    pub fn mark_inode_used(&mut self, ino: u32) {
-        if ino != 0 {
-            self.changes.inodes.insert(ino, true);
-        }
+            .range(range)
+            .map(|(&i, &(used, dir))| (i, used, dir))
     }
 
     fn block_free(&self, b: u64) -> bool {

@@ -127,7 +127,7 @@ pub(super) fn stage_update<'f>(
     // The old blocks are free again (unless something else claims them),
     // the new ones in use before any mapping block is allocated.
     for &b in &old_all {
-        if !st.maps.block_dup.get(b >> bits) {
+        if !stage.shared(b >> bits) {
             stage.mark_block(b, false);
         }
     }

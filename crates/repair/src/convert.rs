@@ -78,7 +78,7 @@ pub(super) fn to_extents<'f>(
             continue;
         }
         for b in tree {
-            if !st.maps.block_dup.get(b >> bits) {
+            if !stage.shared(b >> bits) {
                 stage.mark_block(b, false);
             }
         }

@@ -190,7 +190,7 @@ fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f
     if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
         for b in all {
             let c = b >> bits;
-            if !stage.shared(&st.maps, c) {
+            if !stage.shared(c) {
                 stage.free_block(b);
             }
         }

@@ -129,7 +129,7 @@ pub fn create<'f>(
     }
     // The journal inode is in use from now on (its blocks come from the
     // allocator, which the rebuild of the group summaries counts).
-    stage.mark_inode_used(JOURNAL_INO);
+    stage.mark_inode(JOURNAL_INO, true, false);
     Ok(n)
 }
 

@@ -128,7 +128,7 @@ fn recreate<'f>(
         }
     }
     ext4_layout::superblock::field::s_orphan_file_inum.set(stage.sb_mut(), ino);
-    stage.mark_inode_used(ino);
+    stage.mark_inode(ino, true, false);
     Some(())
 }
 

@@ -34,11 +34,7 @@ pub fn rebuild_with_allocations<'f>(
             FileType::from_mode(ext4_layout::inode::field::i_mode.get(&r))
                 == Some(FileType::Directory)
         });
-        if dir {
-            stage.mark_inode(ino, true, true);
-        } else {
-            stage.mark_inode_used(ino);
-        }
+        stage.mark_inode(ino, true, dir);
     }
     rebuild_group_summaries(stage, io, &st.maps)
 }

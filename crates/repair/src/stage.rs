@@ -76,9 +76,9 @@ impl<'f> Staging<'f> {
     }
 
     /// Whether cluster `c` is still claimed more than once: so the check
-    /// found it (`maps`), and no clone of this round took a claim off it.
-    pub fn shared(&self, maps: &check_core::ctx::Maps, c: u64) -> bool {
-        maps.block_dup.get(c) && !self.unshared.contains(&c)
+    /// found it, and no clone of this round took a claim off it.
+    pub fn shared(&self, c: u64) -> bool {
+        self.alloc.claimed_twice(c) && !self.unshared.contains(&c)
     }
 
     /// The file system.
@@ -103,11 +103,6 @@ impl<'f> Staging<'f> {
         self.alloc.free(b);
     }
 
-    /// Whether block `b`'s cluster is in use, as the round leaves it.
-    pub fn block_used(&self, b: u64) -> bool {
-        self.alloc.cluster_used(b >> self.fs.geo.cluster_bits)
-    }
-
     /// Records that block `b`'s cluster is in use (or no longer is), for
     /// the rebuild of the group summaries; nothing else changes.
     pub fn mark_block(&mut self, b: u64, used: bool) {
@@ -129,11 +124,6 @@ impl<'f> Staging<'f> {
         self.alloc.mark_inode(ino, used, dir);
     }
 
-    /// Records that inode `ino` is in use, its type as the check saw it.
-    pub fn mark_inode_used(&mut self, ino: u32) {
-        self.alloc.mark_inode_used(ino);
-    }
-
     /// The round's changes to clusters `range` (see [`Staging::mark_block`]).
     pub fn cluster_changes(&self, range: std::ops::Range<u64>) -> Vec<(u64, bool)> {
         self.alloc.cluster_changes(range).collect()
@@ -141,7 +131,7 @@ impl<'f> Staging<'f> {
 
     /// The round's changes to inodes `range`: (inode, in use, directory).
     pub fn inode_changes(&self, range: std::ops::Range<u32>) -> Vec<(u32, bool, bool)> {
-        self.alloc.inode_changes(range)
+        self.alloc.inode_changes(range).collect()
     }
 
     /// Blocks in use at the check that the round released.
