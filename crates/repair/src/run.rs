@@ -524,6 +524,9 @@ impl<'a> Run<'a> {
     /// Checks again, waits for the fixes the check's workers sent, and
     /// says how long the check took.
     fn check_again(&mut self, current: &mut Checked) -> f64 {
+        // The last check's state goes before the next check builds its
+        // own: holding both would double the check's memory at its peak.
+        current.state = None;
         let t = std::time::Instant::now();
         *current = self.check();
         let took = t.elapsed().as_secs_f64();
@@ -858,6 +861,7 @@ impl<'a> Run<'a> {
                     self.restructured = true;
                     self.round_times
                         .push(format!("bmap2extent: {n} inodes converted"));
+                    current.state = None;
                     *current = self.check_quietly();
                 }
                 Err(why) => self
@@ -878,6 +882,7 @@ impl<'a> Run<'a> {
                     self.restructured = true;
                     self.round_times
                         .push(format!("pass 3A: {n} directories rewritten"));
+                    current.state = None;
                     *current = self.check_quietly();
                 }
                 Err(why) => self
