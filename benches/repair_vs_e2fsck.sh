@@ -4,7 +4,12 @@
 # ext4chk -n each run on the same damaged image in the same round. Writes
 # the results into BENCHMARKS.md (between the repair markers).
 #
-#   benches/repair_vs_e2fsck.sh [-r ROUNDS] [-n "100 2000 10000"] [-i "medium dirs 10m 100m"]
+#   benches/repair_vs_e2fsck.sh [-r ROUNDS] [-n "100 2000 10000"] [-i "medium dirs 10m 100m"] [-a AFTER]
+#
+# -a AFTER: judge the results with e2fsck -fn in the first AFTER rounds
+# only (default: every round). At 100M inodes each e2fsck -fn takes
+# about six minutes. Rows already in BENCHMARKS.md for an image and count
+# this run does not measure are kept.
 #
 # Images: "medium" and "dirs" (about 1M inodes, 25% and 50% directories)
 # come from benches/make-bench-images.sh; "10m" and "100m" are written by
@@ -28,12 +33,14 @@ root=$(cd "$here/.." && pwd)
 rounds=3
 counts="100 2000 10000"
 images="medium dirs 10m 100m"
-while getopts "r:n:i:" opt; do
+judged=1000000
+while getopts "r:n:i:a:" opt; do
   case $opt in
     r) rounds=$OPTARG ;;
     n) counts=$OPTARG ;;
     i) images=$OPTARG ;;
-    *) sed -n 2,22p "$0"; exit 2 ;;
+    a) judged=$OPTARG ;;
+    *) sed -n 2,28p "$0"; exit 2 ;;
   esac
 done
 dir=${EXT4CHK_BENCH_DIR:-$HOME/.cache/ext4chk-bench}
@@ -165,7 +172,7 @@ for name in $images; do
             ;;
         esac
         after=-
-        if [ "$who" != n ]; then
+        if [ "$who" != n ] && [ "$r" -le "$judged" ]; then
           after=$("$e2fsck" -fn "$dev" > /dev/null 2>&1; echo $?)
         fi
         row=$(python3 "$here/timev.py" "$work/t" wall,rss "$name" "$n" "$r" "$label")
@@ -182,6 +189,18 @@ python3 - "$raw" "$root/BENCHMARKS.md" "$rounds" <<'PY'
 import os, statistics, sys
 raw, out, rounds = sys.argv[1:]
 rows = [l.rstrip("\n").split("\t") for l in open(raw) if l.strip()]
+# The raw rows of images and counts this run did not measure stay.
+measured = {(r[0], r[1]) for r in rows}
+old = open(out).read() if os.path.exists(out) else ""
+if "<!-- repair:start -->" in old:
+    sec = old[old.index("<!-- repair:start -->"):old.index("<!-- repair:end -->")]
+    kept = []
+    if "Raw runs:" in sec:
+        for l in sec.split("Raw runs:", 1)[1].splitlines():
+            c = [x.strip() for x in l.strip().strip("|").split("|")]
+            if len(c) == 9 and c[2].isdigit() and (c[0], c[1]) not in measured:
+                kept.append(c)
+    rows = kept + rows
 # image, n, round, command, wall, rss, e2fsck -fn after, problems, rounds/checks
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 L = ["<!-- repair:start -->", "## Repair: cold, damaged, against e2fsck -fy", "",
@@ -191,7 +210,7 @@ L = ["<!-- repair:start -->", "## Repair: cold, damaged, against e2fsck -fy", ""
      "wrong group counts, zeroed directory blocks, extents moved onto other files' blocks),",
      "then `ext4chk -n`, `e2fsck -fy` and `ext4chk -y` each run on a copy of that damaged",
      f"image. Medians of {rounds} rounds. `rounds/checks` is ext4chk's fixing rounds and the",
-     "checks it ran (the last verifies); `-fn after` is the real e2fsck on each result.", "",
+     "checks it ran (the last verifies); `-fn after` is the real e2fsck on each result (`-` in a round", "not judged: see `-a`). Rows of images and counts not measured in the same run are kept from", "the run before.", "",
      "| image | injected | problems (-n) | ext4chk -n s | e2fsck -fy s | ext4chk -y s | e2fsck ÷ ext4chk -y | ext4chk -y ÷ -n | rounds/checks | peak RSS MiB e2fsck / ext4chk -y | -fn after |",
      "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
 keys = []
@@ -205,7 +224,7 @@ for img, n in keys:
     nw, ew, xw = w("ext4chk -n"), w("e2fsck -fy"), w("ext4chk -y")
     probs = med([int(r[7]) for r in sel if r[3] == "ext4chk -n"])
     rc = ",".join(sorted(set(r[8] for r in sel if r[3] == "ext4chk -y")))
-    after = ",".join(sorted(set(r[6] for r in sel if r[3] != "ext4chk -n")))
+    after = ",".join(sorted(set(r[6] for r in sel if r[3] != "ext4chk -n" and r[6] != "-")))
     L.append(f"| {img} | {n} | {probs:.0f} | {nw:.2f} | {ew:.2f} | {xw:.2f} | {ew / xw:.2f} | {xw / nw:.2f} | {rc} | {rss('e2fsck -fy'):.0f} / {rss('ext4chk -y'):.0f} | {after} |")
 L += ["", "Raw runs:", "", "| image | injected | round | command | wall s | peak RSS KiB | -fn after | problems | rounds/checks |",
       "|---|---:|---:|---|---:|---:|---|---:|---|"]
