@@ -3,7 +3,6 @@
 //! or taken (orphan release, fast-commit replay).
 
 use check_core::fs::Fs;
-use check_core::io::Io;
 use ext4_layout::group_desc as gd;
 use ext4_layout::superblock as sbl;
 
@@ -17,7 +16,6 @@ use crate::stage::{Kind, Staging};
 pub(crate) fn account<'f>(
     fs: &'f Fs,
     st: &mut Staging<'f>,
-    io: &mut Io<'f>,
     freed: &[u64],
     taken: &[u64],
     inode: Option<(u32, bool, bool)>,
@@ -55,7 +53,7 @@ pub(crate) fn account<'f>(
         if flags & ext4_layout::group_desc::BG_BLOCK_UNINIT != 0 || bb == 0 {
             continue;
         }
-        let Ok(b) = st.block(io, bb, Kind::Plain) else {
+        let Ok(b) = st.block(bb, Kind::Plain) else {
             continue;
         };
         let was = b[bit / 8] & (1 << (bit % 8)) != 0;
@@ -93,7 +91,7 @@ pub(crate) fn account<'f>(
             )
         };
         if flags & ext4_layout::group_desc::BG_INODE_UNINIT == 0 && ib != 0 {
-            if let Ok(b) = st.block(io, ib, Kind::Plain) {
+            if let Ok(b) = st.block(ib, Kind::Plain) {
                 let was = b[bit / 8] & (1 << (bit % 8)) != 0;
                 if was == free {
                     if free {
@@ -125,7 +123,7 @@ pub(crate) fn account<'f>(
 /// Whether cluster `c` is marked in use in its group's block bitmap as
 /// this round leaves it. A group whose bitmap is not initialised has
 /// nothing in use but its own metadata, which no orphan holds.
-pub(crate) fn block_in_use<'f>(fs: &'f Fs, st: &mut Staging<'f>, io: &mut Io<'f>, c: u64) -> bool {
+pub(crate) fn block_in_use<'f>(fs: &'f Fs, st: &mut Staging<'f>, c: u64) -> bool {
     let geo = &fs.geo;
     let first = geo.first_data_block >> geo.cluster_bits;
     let cpg = u64::from(geo.clusters_per_group);
@@ -149,6 +147,6 @@ pub(crate) fn block_in_use<'f>(fs: &'f Fs, st: &mut Staging<'f>, io: &mut Io<'f>
     if flags & ext4_layout::group_desc::BG_BLOCK_UNINIT != 0 || bb == 0 {
         return false;
     }
-    st.block(io, bb, Kind::Plain)
+    st.block(bb, Kind::Plain)
         .is_ok_and(|b| b.get(bit / 8).is_some_and(|&x| x & (1 << (bit % 8)) != 0))
 }

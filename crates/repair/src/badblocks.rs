@@ -12,7 +12,6 @@ use pipeline::scan;
 use super::raw::now;
 use super::stage::Staging;
 use check_core::engine::CheckState;
-use check_core::io::Io;
 
 /// What to do to the bad-block list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,7 +69,6 @@ pub(super) fn stage_update<'f>(
     st: &'f CheckState,
     change: &Change,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     device: &str,
     writer: Option<&fixer::Fixer>,
 ) -> Result<Updated, Error> {
@@ -80,11 +78,11 @@ pub(super) fn stage_update<'f>(
     let mut notes = Vec::new();
     let in_range = |b: u64| b >= geo.first_data_block && b < geo.blocks_count;
     // The current list and its mapping blocks.
-    let raw = stage.inode_copy(io, 1).map_err(Error::BadBlocksInode)?;
+    let raw = stage.inode_copy(1).map_err(Error::BadBlocksInode)?;
     let mut old_data = Vec::new();
     let mut old_all = Vec::new();
     if let Some(inode) = Inode::new(&raw) {
-        check_core::blockiter::for_each_block(io, &inode, &mut |b, l| {
+        check_core::blockiter::for_each_block(&mut stage.io, &inode, &mut |b, l| {
             if !in_range(b) {
                 notes.push(format!(
                     "Warning: illegal block {b} found in bad block inode.  Cleared."
@@ -135,16 +133,16 @@ pub(super) fn stage_update<'f>(
         stage.mark_block(b, true);
     }
     {
-        let r = stage.inode(io, 1)?;
+        let r = stage.inode(1)?;
         r[I_BLOCK].fill(0);
     }
     for (i, &b) in list.iter().enumerate() {
-        super::map::map_block(stage, io, 1, i as u64, b)
+        super::map::map_block(stage, 1, i as u64, b)
             .map_err(|source| Error::MapBadBlock { block: b, source })?;
     }
     let bs = u64::from(geo.block_size);
     let t = now();
-    let r = stage.inode(io, 1)?;
+    let r = stage.inode(1)?;
     let size = list.len() as u64 * bs;
     // As the library: i_blocks counts the bad blocks, not the mapping.
     super::raw::set_size(r, size);
@@ -154,7 +152,7 @@ pub(super) fn stage_update<'f>(
     if field::i_ctime.get(r) == 0 {
         field::i_ctime.set(r, t);
     }
-    super::rebuild::rebuild_with_allocations(st, stage, io)?;
+    super::rebuild::rebuild_with_allocations(st, stage)?;
     Ok(Updated { notes })
 }
 

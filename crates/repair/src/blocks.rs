@@ -13,7 +13,6 @@ use super::map::staged_editor;
 use super::stage::{Kind, Staging};
 use super::tree::{write_extent_tree, MAX_UNINIT_LEN};
 use check_core::engine::CheckState;
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 use check_core::walk::{collect_extents, LeafExtent, Pass1};
 
@@ -36,18 +35,17 @@ fn invalid() -> io::Error {
 pub fn fix_inode_blocks<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     probs: &[&Finding],
 ) -> io::Result<()> {
     let fs = &st.fs;
-    let raw = stage.inode_copy(io, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(invalid)?;
     let extent_fs = fs.geo.incompat.contains(IncompatFeatures::EXTENTS);
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
-        let (leaves, _) = collect_extents(&p1, io, ino, &raw);
-        return write_extent_tree(stage, io, ino, &leaves);
+        let (leaves, _) = collect_extents(&p1, &mut stage.io, ino, &raw);
+        return write_extent_tree(stage, ino, &leaves);
     }
     // Block map: pointers out of range, and those the check found too
     // far out for the file, are cleared.
@@ -57,7 +55,7 @@ pub fn fix_inode_blocks<'f>(
         .filter_map(|f| Some((f.blk?, f.num? as i64)))
         .collect();
     let geo = &fs.geo;
-    walk_block_map(stage, io, ino, &mut |blk, cnt| {
+    walk_block_map(stage, ino, &mut |blk, cnt| {
         if !geo.block_in_range(blk) || toobig.contains(&(blk, cnt)) {
             Decision::Zero
         } else {
@@ -72,29 +70,27 @@ pub fn fix_inode_blocks<'f>(
 /// block takes its subtree with it.
 fn walk_block_map<'f>(
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     decide: &mut dyn FnMut(u64, i64) -> Decision,
 ) -> io::Result<()> {
-    let raw = stage.inode_copy(io, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let mut i_block = raw[I_BLOCK].to_vec();
-    let mut ed = Decide { stage, io, decide };
+    let mut ed = Decide { stage, decide };
     if walk::edit_block_map(&mut ed, &mut i_block)? {
-        stage.inode(io, ino)?[I_BLOCK].copy_from_slice(&i_block);
+        stage.inode(ino)?[I_BLOCK].copy_from_slice(&i_block);
     }
     Ok(())
 }
 
 /// A block map rewrite by a decision per pointer.
-struct Decide<'s, 'f, 'i, 'd> {
+struct Decide<'s, 'f, 'd> {
     stage: &'s mut Staging<'f>,
-    io: &'i mut Io<'f>,
     decide: &'d mut dyn FnMut(u64, i64) -> Decision,
 }
 
-staged_editor!(Decide<'_, '_, '_, '_>);
+staged_editor!(Decide<'_, '_, '_>);
 
-impl BlockMapEditor for Decide<'_, '_, '_, '_> {
+impl BlockMapEditor for Decide<'_, '_, '_> {
     fn pointer(&mut self, blk: u64, level: u32, lblk: u64) -> io::Result<u64> {
         let cnt = if level == 0 {
             lblk as i64
@@ -104,7 +100,7 @@ impl BlockMapEditor for Decide<'_, '_, '_, '_> {
         match (self.decide)(blk, cnt) {
             Decision::Keep => Ok(blk),
             Decision::Zero => Ok(0),
-            Decision::Clone => clone_block(self.stage, self.io, blk),
+            Decision::Clone => clone_block(self.stage, blk),
         }
     }
 
@@ -114,12 +110,12 @@ impl BlockMapEditor for Decide<'_, '_, '_, '_> {
 }
 
 /// Copies a block to a newly allocated one.
-fn clone_block(stage: &mut Staging<'_>, io: &mut Io<'_>, blk: u64) -> io::Result<u64> {
+fn clone_block(stage: &mut Staging<'_>, blk: u64) -> io::Result<u64> {
     let new = stage
         .alloc_block(blk)
         .ok_or_else(|| io::Error::other("no free block to clone into"))?;
     let mut b = vec![0u8; stage.fs().block_size()];
-    stage.read(io, blk, &mut b)?;
+    stage.read(blk, &mut b)?;
     stage.fresh_block(new, Kind::Plain).copy_from_slice(&b);
     Ok(new)
 }
@@ -128,11 +124,7 @@ fn clone_block(stage: &mut Staging<'_>, io: &mut Io<'_>, blk: u64) -> io::Result
 /// own copies of the blocks still shared, so the last owner keeps the
 /// originals (blocks shared with the file system's metadata are always
 /// copied).
-pub fn clone_duplicates<'f>(
-    st: &'f CheckState,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-) -> io::Result<()> {
+pub fn clone_duplicates<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::Result<()> {
     let fs = &st.fs;
     let maps = &st.maps;
     let geo = &fs.geo;
@@ -155,7 +147,7 @@ pub fn clone_duplicates<'f>(
             continue;
         }
         let before = count.clone();
-        if clone_inode(st, stage, io, ino, clusters, &mut count, extent_fs).is_err() {
+        if clone_inode(st, stage, ino, clusters, &mut count, extent_fs).is_err() {
             // No room for the copies: as e2fsck does, the file is deleted
             // and the others keep the blocks.
             count = before;
@@ -164,7 +156,7 @@ pub fn clone_duplicates<'f>(
                     *n = n.saturating_sub(1);
                 }
             }
-            let raw = stage.inode(io, ino)?;
+            let raw = stage.inode(ino)?;
             super::raw::clear_inode(raw, ino, geo.first_ino, super::raw::now());
         }
     }
@@ -182,7 +174,6 @@ pub fn clone_duplicates<'f>(
 fn clone_inode<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     clusters: &[u64],
     count: &mut BTreeMap<u64, u32>,
@@ -192,24 +183,24 @@ fn clone_inode<'f>(
     let maps = &st.maps;
     let geo = &fs.geo;
     let bits = geo.cluster_bits;
-    let raw = stage.inode_copy(io, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let Some(inode) = Inode::new(&raw) else {
         return Ok(());
     };
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, maps, &st.bad_blocks);
-        let (leaves, _) = collect_extents(&p1, io, ino, &raw);
+        let (leaves, _) = collect_extents(&p1, &mut stage.io, ino, &raw);
         // A shared tree node is not copied: the tree is written anew, in
         // the inode or in fresh blocks.
         let mut tree_shared = false;
-        for t in super::map::tree_blocks_of(stage, io, ino)? {
+        for t in super::map::tree_blocks_of(stage, ino)? {
             if let Some(n) = count.get_mut(&(t >> bits)).filter(|n| **n > 1) {
                 *n -= 1;
                 tree_shared = true;
             }
         }
         if bits == 0 {
-            return clone_extents_by_block(stage, io, ino, leaves, count, tree_shared);
+            return clone_extents_by_block(stage, ino, leaves, count, tree_shared);
         }
         // Each cluster still shared gets new clusters, one for each
         // logical cluster of this file it holds, and each block goes to
@@ -263,7 +254,7 @@ fn clone_inode<'f>(
                         };
                         let new = (newc << bits) | (lb & mask);
                         let mut b = vec![0u8; bs];
-                        stage.read(io, old, &mut b)?;
+                        stage.read(old, &mut b)?;
                         stage.fresh_block(new, Kind::Plain).copy_from_slice(&b);
                         out.push(LeafExtent {
                             lblk: lb,
@@ -284,12 +275,12 @@ fn clone_inode<'f>(
             }
         }
         let merged = merge_runs(out);
-        write_extent_tree(stage, io, ino, &merged)?;
+        write_extent_tree(stage, ino, &merged)?;
         // The new tree may take blocks of its own (more runs than the
         // inode holds), which i_blocks counts, as e2fsck's clone does.
-        super::map::recount_i_blocks(stage, io, ino)?;
+        super::map::recount_i_blocks(stage, ino)?;
     } else if check_core::walk::inode_has_valid_blocks(fs, &inode) {
-        walk_block_map(stage, io, ino, &mut |blk, _| {
+        walk_block_map(stage, ino, &mut |blk, _| {
             let c = blk >> bits;
             match count.get_mut(&c) {
                 Some(n) if *n > 1 && geo.block_in_range(blk) => {
@@ -308,7 +299,6 @@ fn clone_inode<'f>(
 /// while someone else still holds it.
 fn clone_extents_by_block<'f>(
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     leaves: Vec<LeafExtent>,
     count: &mut BTreeMap<u64, u32>,
@@ -325,7 +315,7 @@ fn clone_extents_by_block<'f>(
                 if let Some(n) = count.get_mut(&old) {
                     *n -= 1;
                 }
-                clone_block(stage, io, old)?
+                clone_block(stage, old)?
             } else {
                 old
             };
@@ -338,10 +328,10 @@ fn clone_extents_by_block<'f>(
         }
     }
     if moved {
-        write_extent_tree(stage, io, ino, &merge_runs(out))?;
+        write_extent_tree(stage, ino, &merge_runs(out))?;
         // The new tree may take blocks of its own (more runs than the
         // inode holds), which i_blocks counts, as e2fsck's clone does.
-        super::map::recount_i_blocks(stage, io, ino)?;
+        super::map::recount_i_blocks(stage, ino)?;
     }
     Ok(())
 }

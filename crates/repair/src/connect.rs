@@ -13,12 +13,11 @@ use super::raw::{clear_inode, now, sbf, set_feature};
 use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
 use check_core::fs::Fs;
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 
 /// The blocks of a directory, in logical order, as this round leaves it.
-fn dir_blocks<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> io::Result<Vec<(u64, u64)>> {
-    super::map::blocks_of(stage, io, dir)
+fn dir_blocks<'f>(stage: &mut Staging<'f>, dir: u32) -> io::Result<Vec<(u64, u64)>> {
+    super::map::blocks_of(stage, dir)
 }
 
 /// Where a name sits in a directory.
@@ -34,18 +33,13 @@ struct Found {
 }
 
 /// Finds `name` in directory `dir`.
-fn find_entry<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    dir: u32,
-    name: &[u8],
-) -> io::Result<Option<Found>> {
+fn find_entry<'f>(stage: &mut Staging<'f>, dir: u32, name: &[u8]) -> io::Result<Option<Found>> {
     let fs = stage.fs();
     let bs = fs.block_size();
     let filetype = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
     let mut buf = vec![0u8; bs];
-    for (_, pblk) in dir_blocks(stage, io, dir)? {
-        stage.read(io, pblk, &mut buf)?;
+    for (_, pblk) in dir_blocks(stage, dir)? {
+        stage.read(pblk, &mut buf)?;
         let hit = DirWalk::new(&buf, bs, filetype)
             .find(|w| w.entry.inode() != 0 && w.entry.name() == name)
             .map(|w| (w.offset, w.entry.inode()));
@@ -63,12 +57,11 @@ fn find_entry<'f>(
 
 /// Looks a name up in a directory: the inode it names.
 pub(super) fn lookup<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
+    stage: &mut Staging<'f>,
     dir: u32,
     name: &[u8],
 ) -> io::Result<Option<u32>> {
-    Ok(find_entry(stage, io, dir, name)?.map(|f| f.ino))
+    Ok(find_entry(stage, dir, name)?.map(|f| f.ino))
 }
 
 /// Adds an entry `name` -> `target` to directory `dir`, in the first
@@ -76,7 +69,6 @@ pub(super) fn lookup<'f>(
 pub fn add_entry<'f>(
     fs: &'f Fs,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     dir: u32,
     target: u32,
     name: &[u8],
@@ -86,10 +78,10 @@ pub fn add_entry<'f>(
     let csum = fs.metadata_csum();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
     let need = rec_len_for(name.len());
-    let blocks = dir_blocks(stage, io, dir)?;
+    let blocks = dir_blocks(stage, dir)?;
     for &(_, pblk) in &blocks {
         let mut b = vec![0u8; bs];
-        stage.read(io, pblk, &mut b)?;
+        stage.read(pblk, &mut b)?;
         let mut at = 0;
         while at + 8 <= end {
             let rl = dirent::rec_len_at(&b, at, bs);
@@ -110,9 +102,7 @@ pub fn add_entry<'f>(
                 for x in &mut b[slot + 8 + name.len()..slot + need] {
                     *x = 0;
                 }
-                stage
-                    .block(io, pblk, Kind::DirLeaf(dir))?
-                    .copy_from_slice(&b);
+                stage.block(pblk, Kind::DirLeaf(dir))?.copy_from_slice(&b);
                 return Ok(());
             }
             at += rl;
@@ -131,9 +121,9 @@ pub fn add_entry<'f>(
             ext4_layout::dirent::write_tail(b, 0);
         }
     }
-    super::map::map_block(stage, io, dir, next, blk)?;
-    super::map::recount_i_blocks(stage, io, dir)?;
-    super::raw::grow_size(stage.inode(io, dir)?, (next + 1) * bs as u64);
+    super::map::map_block(stage, dir, next, blk)?;
+    super::map::recount_i_blocks(stage, dir)?;
+    super::raw::grow_size(stage.inode(dir)?, (next + 1) * bs as u64);
     Ok(())
 }
 
@@ -141,7 +131,6 @@ pub fn add_entry<'f>(
 fn make_dir<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     parent: u32,
     mode: u16,
@@ -167,7 +156,7 @@ fn make_dir<'f>(
     }
     let isz = fs.geo.inode_size as usize;
     let t = now();
-    let r = stage.inode(io, ino)?;
+    let r = stage.inode(ino)?;
     r.fill(0);
     field::i_mode.set(r, mode);
     field::i_size_lo.set(r, bs as u32);
@@ -189,7 +178,7 @@ fn make_dir<'f>(
             len: 1,
             uninit: false,
         };
-        super::tree::write_extent_tree(stage, io, ino, &[leaf])?;
+        super::tree::write_extent_tree(stage, ino, &[leaf])?;
     } else {
         ext4_layout::inode::i_block_word(0).set(r, blk as u32);
     }
@@ -213,12 +202,7 @@ impl LostFound {
 
     /// /lost+found, created if it is missing (a non-directory of that name
     /// is unlinked first).
-    pub fn get<'f>(
-        &mut self,
-        st: &'f CheckState,
-        stage: &mut Staging<'f>,
-        io: &mut Io<'f>,
-    ) -> Option<u32> {
+    pub fn get<'f>(&mut self, st: &'f CheckState, stage: &mut Staging<'f>) -> Option<u32> {
         if self.tried {
             return self.ino;
         }
@@ -226,10 +210,10 @@ impl LostFound {
         if !stage.is_dir(2) {
             return None;
         }
-        if let Ok(Some(i)) = lookup(stage, io, 2, b"lost+found") {
+        if let Ok(Some(i)) = lookup(stage, 2, b"lost+found") {
             let ok = stage.is_dir(i)
                 && stage
-                    .inode_copy(io, i)
+                    .inode_copy(i)
                     .ok()
                     .and_then(|r| {
                         Inode::new(&r)
@@ -241,18 +225,18 @@ impl LostFound {
                 return self.ino;
             }
             // Not usable: unlink it from the root.
-            if remove_entry(stage, io, 2, b"lost+found").is_ok() {
-                adjust_links(stage, io, i, -1);
+            if remove_entry(stage, 2, b"lost+found").is_ok() {
+                adjust_links(stage, i, -1);
             }
         }
         let ino = stage.alloc_inode(2)?;
-        make_dir(st, stage, io, ino, 2, 0o40700).ok()?;
+        make_dir(st, stage, ino, 2, 0o40700).ok()?;
         let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
             2
         } else {
             0
         };
-        add_entry(&st.fs, stage, io, 2, ino, b"lost+found", ft).ok()?;
+        add_entry(&st.fs, stage, 2, ino, b"lost+found", ft).ok()?;
         self.ino = Some(ino);
         self.ino
     }
@@ -266,15 +250,14 @@ impl LostFound {
 pub fn lost_found_findings<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
 ) -> Result<Vec<Finding>, Error> {
     if !stage.is_dir(2) {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    match lookup(stage, io, 2, b"lost+found") {
+    match lookup(stage, 2, b"lost+found") {
         Ok(Some(i)) => {
-            let raw = stage.inode_copy(io, i)?;
+            let raw = stage.inode_copy(i)?;
             let inode = Inode::new(&raw).ok_or(Error::BadInode(i))?;
             let code = if inode.has_flag(flags::INLINE_DATA) {
                 Code::LostFoundInline
@@ -292,7 +275,7 @@ pub fn lost_found_findings<'f>(
     }
     out.push(Finding::new(Code::NoLostFound));
     // Try it on this throwaway staging: only report what can be fixed.
-    match LostFound::new().get(st, stage, io) {
+    match LostFound::new().get(st, stage) {
         Some(_) => Ok(out),
         None => Err(Error::NoLostFound),
     }
@@ -303,28 +286,23 @@ pub fn lost_found_findings<'f>(
 /// marked in use in the bitmaps and counts. (Only when nothing else is
 /// being fixed: the rewrite of the group summaries starts from what the
 /// check found in use.)
-fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>) {
-    if let Ok(raw) = stage.inode(io, 2) {
+fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>) {
+    if let Ok(raw) = stage.inode(2) {
         let links = field::i_links_count.get(raw);
         // A count of 1 means "too many to count" (dir_nlink).
         if links > 1 && links < u16::MAX {
             field::i_links_count.set(raw, links + 1);
         }
     }
-    let _ = super::rebuild::rebuild_with_allocations(st, stage, io);
+    let _ = super::rebuild::rebuild_with_allocations(st, stage);
 }
 
 /// Clears the entry `name` of a directory.
-pub fn remove_entry<'f>(
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    dir: u32,
-    name: &[u8],
-) -> io::Result<()> {
-    if let Some(mut f) = find_entry(stage, io, dir, name)? {
+pub fn remove_entry<'f>(stage: &mut Staging<'f>, dir: u32, name: &[u8]) -> io::Result<()> {
+    if let Some(mut f) = find_entry(stage, dir, name)? {
         dirent::set_inode(&mut f.block, f.at, 0);
         stage
-            .block(io, f.pblk, Kind::DirLeaf(dir))?
+            .block(f.pblk, Kind::DirLeaf(dir))?
             .copy_from_slice(&f.block);
     }
     Ok(())
@@ -334,22 +312,21 @@ pub fn remove_entry<'f>(
 fn fix_dotdot<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     dir: u32,
     parent: u32,
 ) -> io::Result<bool> {
-    let raw = stage.inode_copy(io, dir)?;
+    let raw = stage.inode_copy(dir)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
-        let r = stage.inode(io, dir)?;
+        let r = stage.inode(dir)?;
         // An inline directory's '..' is i_block's first word.
         let word = ext4_layout::inode::i_block_word(0);
         let old = word.get(r);
         word.set(r, parent);
         if old != 0 {
-            adjust_links(stage, io, old, -1);
+            adjust_links(stage, old, -1);
         }
-        adjust_links(stage, io, parent, 1);
+        adjust_links(stage, parent, 1);
         return Ok(true);
     }
     let bs = st.fs.block_size();
@@ -358,9 +335,9 @@ fn fix_dotdot<'f>(
     } else {
         0
     };
-    for (_, pblk) in dir_blocks(stage, io, dir)? {
+    for (_, pblk) in dir_blocks(stage, dir)? {
         let mut b = vec![0u8; bs];
-        stage.read(io, pblk, &mut b)?;
+        stage.read(pblk, &mut b)?;
         let mut at = 0;
         while at + 8 <= bs {
             let rl = dirent::rec_len_at(&b, at, bs);
@@ -376,11 +353,11 @@ fn fix_dotdot<'f>(
                 } else {
                     Kind::DirLeaf(dir)
                 };
-                stage.block(io, pblk, kind)?.copy_from_slice(&b);
+                stage.block(pblk, kind)?.copy_from_slice(&b);
                 if old != 0 {
-                    adjust_links(stage, io, old, -1);
+                    adjust_links(stage, old, -1);
                 }
-                adjust_links(stage, io, parent, 1);
+                adjust_links(stage, parent, 1);
                 return Ok(true);
             }
             at += rl;
@@ -392,11 +369,11 @@ fn fix_dotdot<'f>(
 /// Moves inode `ino`'s link count by one as a link to it is made or
 /// removed, as e2fsck does while it reconnects and fixes '..' entries (a
 /// count of 65535 is not raised, 0 not lowered).
-fn adjust_links<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32, by: i32) {
+fn adjust_links<'f>(stage: &mut Staging<'f>, ino: u32, by: i32) {
     if ino == 0 || ino > stage.fs().geo.inodes_count {
         return;
     }
-    if let Ok(raw) = stage.inode(io, ino) {
+    if let Ok(raw) = stage.inode(ino) {
         let n = field::i_links_count.get(raw);
         match by {
             1 if n != u16::MAX => field::i_links_count.set(raw, n + 1),
@@ -407,12 +384,12 @@ fn adjust_links<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32, by: i32)
 }
 
 /// The file type code of an inode's mode.
-fn type_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32, filetype: bool) -> u8 {
+fn type_of<'f>(stage: &mut Staging<'f>, ino: u32, filetype: bool) -> u8 {
     if !filetype {
         return 0;
     }
     stage
-        .inode_copy(io, ino)
+        .inode_copy(ino)
         .ok()
         .and_then(|r| Inode::new(&r).and_then(|i| i.file_type()))
         .map_or(0, FileType::dirent_code)
@@ -422,25 +399,24 @@ fn type_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32, filetype: bool) -
 fn reconnect<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     lf: &mut LostFound,
     ino: u32,
 ) -> Option<u32> {
-    let l = lf.get(st, stage, io)?;
+    let l = lf.get(st, stage)?;
     let filetype = st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
-    let ft = type_of(stage, io, ino, filetype);
+    let ft = type_of(stage, ino, filetype);
     let name = format!("#{ino}");
-    add_entry(&st.fs, stage, io, l, ino, name.as_bytes(), ft).ok()?;
+    add_entry(&st.fs, stage, l, ino, name.as_bytes(), ft).ok()?;
     Some(l)
 }
 
 /// Pass 3's repairs.
 pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
-    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let (st, stage, fixed) = (r.st, &mut *r.stage, &mut r.fixed);
     let mut lf = LostFound::new();
     for f in mine {
         if f.code == Code::NoRootInode {
-            if make_dir(st, stage, io, 2, 2, 0o40755).is_ok() {
+            if make_dir(st, stage, 2, 2, 0o40755).is_ok() {
                 fixed.push(f);
             }
             // Everything else waits for the next check.
@@ -450,27 +426,25 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     for f in mine {
         let ok = match f.code {
             Code::UnconnectedDir => f.ino.is_some_and(|d| {
-                reconnect(st, stage, io, &mut lf, d).is_some_and(|l| {
-                    adjust_links(stage, io, d, 1);
-                    fix_dotdot(st, stage, io, d, l).unwrap_or(false)
+                reconnect(st, stage, &mut lf, d).is_some_and(|l| {
+                    adjust_links(stage, d, 1);
+                    fix_dotdot(st, stage, d, l).unwrap_or(false)
                 })
             }),
             Code::BadDotDot => match (f.ino, f.num2) {
-                (Some(d), Some(p)) if p != 0 => {
-                    fix_dotdot(st, stage, io, d, p as u32).unwrap_or(false)
-                }
+                (Some(d), Some(p)) if p != 0 => fix_dotdot(st, stage, d, p as u32).unwrap_or(false),
                 _ => false,
             },
             Code::RehashDir => f
                 .ino
-                .is_some_and(|d| super::rehash::rebuild(&st.fs, stage, io, d).is_ok()),
+                .is_some_and(|d| super::rehash::rebuild(&st.fs, stage, d).is_ok()),
             Code::NoLostFound
             | Code::LostFoundNotDir
             | Code::LostFoundInline
             | Code::LostFoundEncrypted => {
-                lf.get(st, stage, io).is_some() && {
+                lf.get(st, stage).is_some() && {
                     if f.code == Code::NoLostFound {
-                        settle_new_lost_found(st, stage, io);
+                        settle_new_lost_found(st, stage);
                     }
                     true
                 }
@@ -478,7 +452,7 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             Code::NonUniqueFile | Code::DuplicateDirent | Code::NonUniqueFileNoRename => f
                 .dir
                 .or(f.ino)
-                .is_some_and(|d| super::dirs::dedup(st, stage, io, d).is_ok()),
+                .is_some_and(|d| super::dirs::dedup(st, stage, d).is_ok()),
             _ => false,
         };
         if ok {
@@ -489,14 +463,14 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
 
 /// Pass 4's repairs.
 pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Finding]) {
-    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let (st, stage, fixed) = (r.st, &mut *r.stage, &mut r.fixed);
     let fs = &st.fs;
     let mut lf = LostFound::new();
     for f in mine {
         let ok = match f.code {
             Code::BadRefCount | Code::DirOverflowRefCount => match (f.ino, f.num2) {
                 (Some(ino), Some(n)) => stage
-                    .inode(io, ino)
+                    .inode(ino)
                     .map(|raw| field::i_links_count.set(raw, n.min(u64::from(u16::MAX)) as u16))
                     .is_ok(),
                 _ => false,
@@ -507,7 +481,7 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
                     .any(|z| z.code == Code::ZeroLenInode && z.ino == Some(ino));
                 if zero_len {
                     stage
-                        .inode(io, ino)
+                        .inode(ino)
                         .map(|raw| clear_inode(raw, ino, fs.geo.first_ino, now()))
                         .is_ok()
                 } else {
@@ -515,9 +489,9 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
                     // exactly one link: its new entry in lost+found. A
                     // directory also counts the '..' of its subdirectories,
                     // which the next check settles.
-                    reconnect(st, stage, io, &mut lf, ino).is_some()
+                    reconnect(st, stage, &mut lf, ino).is_some()
                         && stage
-                            .inode(io, ino)
+                            .inode(ino)
                             .map(|raw| {
                                 if FileType::from_mode(field::i_mode.get(raw))
                                     != Some(FileType::Directory)
@@ -534,7 +508,7 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
             }
             Code::EaInodeRefCount => match (f.ino, f.num2) {
                 (Some(ino), Some(n)) => stage
-                    .inode(io, ino)
+                    .inode(ino)
                     .map(|raw| {
                         ext4_layout::inode::EA_INODE_REFCOUNT.set(raw, n);
                     })

@@ -8,7 +8,6 @@ use ext4_layout::inode::{flags, Inode};
 use super::raw::{sbf, set_feature};
 use super::stage::Staging;
 use check_core::engine::CheckState;
-use check_core::io::Io;
 use check_core::walk::LeafExtent;
 
 /// Whether inode `ino` is one e2fsck converts: the root or a user inode
@@ -43,11 +42,7 @@ fn runs(blocks: &[(u64, u64)]) -> Vec<LeafExtent> {
 /// Stages the conversion of every convertible inode; their indirect
 /// blocks are freed in the check's maps (the caller rebuilds the group
 /// summaries). Returns how many inodes were converted.
-pub(super) fn to_extents<'f>(
-    st: &'f CheckState,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-) -> usize {
+pub(super) fn to_extents<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> usize {
     let fs = &st.fs;
     let bits = fs.geo.cluster_bits;
     if !fs.geo.incompat.contains(IncompatFeatures::EXTENTS) {
@@ -59,7 +54,7 @@ pub(super) fn to_extents<'f>(
         if !stage.inode_used(ino) {
             continue;
         }
-        let Ok(raw) = stage.inode_copy(io, ino) else {
+        let Ok(raw) = stage.inode_copy(ino) else {
             continue;
         };
         let Some(inode) = Inode::new(&raw) else {
@@ -69,12 +64,12 @@ pub(super) fn to_extents<'f>(
             continue;
         }
         let (Ok(blocks), Ok(tree)) = (
-            super::map::blocks_of(stage, io, ino),
-            super::map::tree_blocks_of(stage, io, ino),
+            super::map::blocks_of(stage, ino),
+            super::map::tree_blocks_of(stage, ino),
         ) else {
             continue;
         };
-        if super::tree::write_extent_tree(stage, io, ino, &runs(&blocks)).is_err() {
+        if super::tree::write_extent_tree(stage, ino, &runs(&blocks)).is_err() {
             continue;
         }
         for b in tree {
@@ -82,7 +77,7 @@ pub(super) fn to_extents<'f>(
                 stage.mark_block(b, false);
             }
         }
-        let _ = super::map::recount_i_blocks(stage, io, ino);
+        let _ = super::map::recount_i_blocks(stage, ino);
         n += 1;
     }
     n

@@ -25,7 +25,6 @@ use pipeline::Device;
 
 use super::prepass::{commit, open, PrePass};
 use super::stage::Staging;
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 
 /// Fixes the descriptors; returns whether anything changed.
@@ -40,7 +39,6 @@ pub(crate) fn fix(
     let uuid = fs.sb().s_uuid();
     let maps = check_core::ctx::Maps::new(&fs);
     let mut st = Staging::new(&fs, &maps, false);
-    let mut io = Io::new(&fs);
     let mut fixed = Vec::new();
     for g in 0..geo.group_count {
         let d = st.gd(g).to_vec();
@@ -90,7 +88,7 @@ pub(crate) fn fix(
     for f in &mut fixed {
         f.fixed = true;
     }
-    commit(fx, st, &mut io, pre)?;
+    commit(fx, st, pre)?;
     pre.fixed.extend(fixed);
     Ok(true)
 }

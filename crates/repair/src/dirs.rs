@@ -19,7 +19,6 @@ use ext4_layout::xattr::InodeXattrs;
 use super::raw::{sbf, set_feature};
 use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 
 /// Problems whose fix deallocates the inode an entry points at.
@@ -57,7 +56,7 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     let rest = r.stage_salvaged(mine, Code::DirBlockUnreadable);
     let mine = &rest[..];
     let dead = fix_entry_inodes(r, mine);
-    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let (st, stage, fixed) = (r.st, &mut *r.stage, &mut r.fixed);
     let declined = &r.declined;
     let fs = &st.fs;
     for f in mine {
@@ -108,7 +107,7 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         }
         let drop_index = codes.iter().any(|&c| drops_index(c));
         let dups = codes.contains(&Code::ReportDupDirent);
-        if let Ok(true) = fix_directory(st, stage, io, &mut fx, drop_index, dups) {
+        if let Ok(true) = fix_directory(st, stage, &mut fx, drop_index, dups) {
             fixed.extend(fs_.iter().copied());
         }
     }
@@ -118,7 +117,7 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
 /// inode deallocated. Returns the inodes deallocated (their entries are
 /// cleared with their directories).
 fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTreeSet<u32> {
-    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let (st, stage, fixed) = (r.st, &mut *r.stage, &mut r.fixed);
     let fs = &st.fs;
     let mut dead = BTreeSet::new();
     for f in mine {
@@ -135,9 +134,9 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
         if deallocates(f.code) && !dead.contains(&ino) {
             // Its blocks are free from now on, for the rewrite of the
             // group summaries (blocks another inode also claims stay).
-            forget_blocks(st, stage, io, ino);
+            forget_blocks(st, stage, ino);
         }
-        let Ok(raw) = stage.inode(io, ino) else {
+        let Ok(raw) = stage.inode(ino) else {
             continue;
         };
         let ok = match f.code {
@@ -185,9 +184,9 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
 
 /// Marks the blocks of inode `ino` free in the check's maps, except those
 /// another inode claims too.
-fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) {
+fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) {
     let bits = st.fs.geo.cluster_bits;
-    if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
+    if let Ok(all) = super::map::all_blocks_of(stage, ino) {
         for b in all {
             let c = b >> bits;
             if !stage.shared(c) {
@@ -246,36 +245,35 @@ fn dir_fix<'d>(
 fn fix_directory<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     fx: &mut DirFix<'_>,
     drop_index: bool,
     dups: bool,
 ) -> io::Result<bool> {
     let fs = &st.fs;
     let ino = fx.ino;
-    let raw = stage.inode_copy(io, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     fx.encrypted = inode.has_flag(flags::ENCRYPT);
     fx.casefold_strict = fs.geo.incompat.contains(IncompatFeatures::CASEFOLD)
         && inode.has_flag(flags::CASEFOLD)
         && (fs.sb().s_encoding_flags() & 1 != 0 || fx.casefold_strict);
     if inode.has_flag(flags::INLINE_DATA) {
-        return fix_inline_dir(st, stage, io, fx, &raw);
+        return fix_inline_dir(st, stage, fx, &raw);
     }
     let indexed = inode.has_flag(flags::INDEX) && !drop_index;
     if inode.has_flag(flags::INDEX) && drop_index {
-        let r = stage.inode(io, ino)?;
+        let r = stage.inode(ino)?;
         let v = field::i_flags.get(r) & !flags::INDEX;
         field::i_flags.set(r, v);
     }
     // Holes first: a new block for each (the block list below sees them).
     if !fx.holes.is_empty() {
         let holes = fx.holes.clone();
-        fill_holes(st, stage, io, ino, &holes)?;
+        fill_holes(st, stage, ino, &holes)?;
     }
-    let raw = stage.inode_copy(io, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
-    let blocks = super::map::blocks_of(stage, io, ino).unwrap_or_default();
+    let blocks = super::map::blocks_of(stage, ino).unwrap_or_default();
     let bs = fs.block_size();
     let csum = fs.metadata_csum();
     let mut buf = vec![0u8; bs];
@@ -283,7 +281,7 @@ fn fix_directory<'f>(
         if !fs.geo.block_in_range(pblk) {
             continue;
         }
-        stage.read(io, pblk, &mut buf)?;
+        stage.read(pblk, &mut buf)?;
         let kind = if !indexed {
             BlockKind::Leaf
         } else if lblk == 0 {
@@ -302,11 +300,7 @@ fn fix_directory<'f>(
             reformat_index_block(&mut b, lblk, ino, csum, st);
             modified = true;
         }
-        {
-            let stage_ro: &Staging<'f> = stage;
-            let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
-            modified |= walk_block(st, stage_ro, &mut b, lblk, kind, fx, csum, &mut want);
-        }
+        modified |= walk_block(st, stage, &mut b, lblk, kind, fx, csum);
         if kind == BlockKind::Leaf
             && csum
             && check_core::walk::tail_status(&b) != check_core::walk::TailStatus::Found
@@ -320,11 +314,11 @@ fn fix_directory<'f>(
         };
         // A block whose checksum alone is wrong is rewritten as it is.
         if modified || b != buf || csum {
-            stage.block(io, pblk, k)?.copy_from_slice(&b);
+            stage.block(pblk, k)?.copy_from_slice(&b);
         }
     }
     if dups {
-        dedup_directory(st, stage, io, ino, &blocks)?;
+        dedup_directory(st, stage, ino, &blocks)?;
     }
     Ok(true)
 }
@@ -379,7 +373,7 @@ fn min_rec(name_len: usize, extended: bool) -> usize {
 }
 
 /// The file type code an entry to `target` should carry.
-fn wanted_type(st: &CheckState, stage: &Staging<'_>, io: &mut Io<'_>, target: u32) -> u8 {
+fn wanted_type(st: &CheckState, stage: &mut Staging<'_>, target: u32) -> u8 {
     let m = &st.maps;
     if stage.is_dir(target) {
         2
@@ -393,7 +387,7 @@ fn wanted_type(st: &CheckState, stage: &Staging<'_>, io: &mut Io<'_>, target: u3
             return t;
         }
         stage
-            .inode_copy(io, target)
+            .inode_copy(target)
             .ok()
             .and_then(|r| Inode::new(&r).and_then(|i| i.file_type()))
             .map_or(0, FileType::dirent_code)
@@ -405,13 +399,12 @@ fn wanted_type(st: &CheckState, stage: &Staging<'_>, io: &mut Io<'_>, target: u3
 #[allow(clippy::too_many_arguments)]
 fn walk_block(
     st: &CheckState,
-    stage: &Staging<'_>,
+    stage: &mut Staging<'_>,
     b: &mut [u8],
     lblk: u64,
     kind: BlockKind,
     fx: &DirFix<'_>,
     csum: bool,
-    want_type: &mut dyn FnMut(u32) -> u8,
 ) -> bool {
     let fs = &st.fs;
     let geo = &fs.geo;
@@ -482,7 +475,11 @@ fn walk_block(
             dirent::set_inode(b, offset, 0);
             modified = true;
         } else if target != 0 {
-            let want = if filetype { want_type(target) } else { 0 };
+            let want = if filetype {
+                wanted_type(st, stage, target)
+            } else {
+                0
+            };
             if b[ft_byte] != want && !fx.kept_type.contains(&entry) {
                 b[ft_byte] = want;
                 modified = true;
@@ -600,7 +597,6 @@ fn insert_tail(b: &mut [u8]) -> bool {
 fn fill_holes<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     holes: &BTreeSet<u64>,
 ) -> io::Result<()> {
@@ -613,10 +609,10 @@ fn fill_holes<'f>(
             .ok_or_else(|| io::Error::other("no free block"))?;
         goal = b;
         init_dir_block(stage, fs, b, lblk, ino);
-        super::map::map_block(stage, io, ino, lblk, b)?;
+        super::map::map_block(stage, ino, lblk, b)?;
     }
     if let Some(&last) = holes.iter().next_back() {
-        super::raw::grow_size(stage.inode(io, ino)?, (last + 1) * bs);
+        super::raw::grow_size(stage.inode(ino)?, (last + 1) * bs);
     }
     Ok(())
 }
@@ -644,28 +640,23 @@ fn init_dir_block(stage: &mut Staging<'_>, fs: &check_core::fs::Fs, blk: u64, lb
 }
 
 /// Pass 3A for directory `ino`: duplicate names dropped or renamed.
-pub fn dedup<'f>(
-    st: &'f CheckState,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-) -> io::Result<()> {
-    let raw = stage.inode_copy(io, ino)?;
+pub fn dedup<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) -> io::Result<()> {
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
         return Err(io::Error::other("inline directories are not rehashed"));
     }
     if inode.has_flag(flags::INDEX) {
         // The rebuilt directory is not indexed.
-        let r = stage.inode(io, ino)?;
+        let r = stage.inode(ino)?;
         let v = field::i_flags.get(r) & !flags::INDEX;
         field::i_flags.set(r, v);
     }
-    let blocks = super::map::blocks_of(stage, io, ino)?;
+    let blocks = super::map::blocks_of(stage, ino)?;
     if blocks.is_empty() {
         return Err(io::Error::other("the directory has no blocks"));
     }
-    dedup_directory(st, stage, io, ino, &blocks)
+    dedup_directory(st, stage, ino, &blocks)
 }
 
 /// Pass 3A for a directory with duplicate names: the same name for the
@@ -675,7 +666,6 @@ pub fn dedup<'f>(
 fn dedup_directory<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     blocks: &[(u64, u64)],
 ) -> io::Result<()> {
@@ -684,11 +674,11 @@ fn dedup_directory<'f>(
     let csum = fs.metadata_csum();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
     let encrypted = stage
-        .inode_copy(io, ino)
+        .inode_copy(ino)
         .ok()
         .and_then(|r| Inode::new(&r).map(|i| i.has_flag(flags::ENCRYPT)))
         .unwrap_or(false);
-    let mut entries = live_entries(stage, io, blocks, end)?;
+    let mut entries = live_entries(stage, blocks, end)?;
     let drop = resolve_duplicates(&mut entries, encrypted);
     let live: Vec<&Entry> = entries
         .iter()
@@ -697,7 +687,7 @@ fn dedup_directory<'f>(
         .map(|(_, e)| e)
         .collect();
     let mut it = live.into_iter().peekable();
-    write_compactly(st, stage, io, ino, blocks, &mut it)?;
+    write_compactly(st, stage, ino, blocks, &mut it)?;
     if it.peek().is_some() {
         return Err(io::Error::other(
             "the directory has no room left after renaming",
@@ -713,7 +703,6 @@ type Entry = (u32, Vec<u8>, u8);
 /// order.
 fn live_entries<'f>(
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     blocks: &[(u64, u64)],
     end: usize,
 ) -> io::Result<Vec<Entry>> {
@@ -721,7 +710,7 @@ fn live_entries<'f>(
     let mut entries: Vec<Entry> = Vec::new();
     let mut buf = vec![0u8; bs];
     for &(lblk, pblk) in blocks {
-        stage.read(io, pblk, &mut buf)?;
+        stage.read(pblk, &mut buf)?;
         let mut at = 0;
         let mut idx = 0;
         while at + 8 <= end {
@@ -792,7 +781,6 @@ fn resolve_duplicates(entries: &mut [Entry], encrypted: bool) -> BTreeSet<usize>
 fn write_compactly<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     blocks: &[(u64, u64)],
     it: &mut std::iter::Peekable<std::vec::IntoIter<&Entry>>,
@@ -803,11 +791,11 @@ fn write_compactly<'f>(
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
     let ft = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
     let mut first = vec![0u8; bs];
-    stage.read(io, blocks[0].1, &mut first)?;
+    stage.read(blocks[0].1, &mut first)?;
     let dot = dirent::inode_at(&first, 0);
     let dotdot = dirent::inode_at(&first, 12);
     for (k, &(lblk, pblk)) in blocks.iter().enumerate() {
-        let b = stage.block(io, pblk, Kind::DirLeaf(ino))?;
+        let b = stage.block(pblk, Kind::DirLeaf(ino))?;
         b.fill(0);
         let mut at = 0;
         let mut last: Option<usize> = None;
@@ -893,7 +881,6 @@ fn mutate_name(n: &mut Vec<u8>) {
 fn fix_inline_dir<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     fx: &DirFix<'_>,
     raw: &[u8],
 ) -> io::Result<bool> {
@@ -907,40 +894,14 @@ fn fix_inline_dir<'f>(
         modified = true;
     }
     let mut region = inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].to_vec();
-    {
-        let stage_ro: &Staging<'f> = stage;
-        let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
-        if walk_block(
-            st,
-            stage_ro,
-            &mut region,
-            1,
-            BlockKind::Leaf,
-            fx,
-            false,
-            &mut want,
-        ) {
-            inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].copy_from_slice(&region);
-            modified = true;
-        }
+    if walk_block(st, stage, &mut region, 1, BlockKind::Leaf, fx, false) {
+        inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].copy_from_slice(&region);
+        modified = true;
     }
     // The rest of the directory, in the in-inode system.data value.
     if let Some((vstart, vlen, entry)) = system_data_in_inode(&inode) {
         let mut value = inode[vstart..vstart + vlen].to_vec();
-        let stage_ro: &Staging<'f> = stage;
-        let mut want = |t: u32| wanted_type(st, stage_ro, io, t);
-        if !value.is_empty()
-            && walk_block(
-                st,
-                stage_ro,
-                &mut value,
-                1,
-                BlockKind::Leaf,
-                fx,
-                false,
-                &mut want,
-            )
-        {
+        if !value.is_empty() && walk_block(st, stage, &mut value, 1, BlockKind::Leaf, fx, false) {
             inode[vstart..vstart + vlen].copy_from_slice(&value);
             if ext4_layout::xattr::entry_at(&inode, entry).e_hash != 0 {
                 let h = ext4_layout::xattr::entry_hash(b"data", Some(&value), false);
@@ -950,7 +911,7 @@ fn fix_inline_dir<'f>(
         }
     }
     if modified {
-        stage.inode(io, fx.ino)?.copy_from_slice(&inode);
+        stage.inode(fx.ino)?.copy_from_slice(&inode);
     }
     Ok(true)
 }

@@ -17,7 +17,6 @@ use ext4_layout::journal::fast_commit::{self as fc, Tag};
 
 use super::stage::Staging;
 use check_core::fs::Fs;
-use check_core::io::Io;
 use check_core::walk::LeafExtent;
 
 /// One change of a fast commit log.
@@ -177,12 +176,7 @@ fn modify(list: &mut Vec<LeafExtent>, lblk: u64, len: u64, add: Option<LeafExten
 /// Applies a validated log to the staged file system. Returns how many
 /// changes were applied; a change that cannot be applied (a name in an
 /// inline directory, say) is skipped, as e2fsck goes on past it.
-pub fn apply<'f>(
-    fs: &'f Fs,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    log: &[Change],
-) -> io::Result<usize> {
+pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Result<usize> {
     // Blocks the log maps are in use, whatever the bitmaps say.
     for c in log {
         if let Change::AddRange { ext, .. } = c {
@@ -194,8 +188,8 @@ pub fn apply<'f>(
     // What the ranges' inodes held before, to bring the bitmaps up to date
     // afterwards (as e2fsck marks them while it replays).
     let bits = fs.geo.cluster_bits;
-    let clusters_of = |stage: &Staging<'f>, io: &mut Io<'f>, ino: u32| -> BTreeSet<u64> {
-        super::map::all_blocks_of(stage, io, ino)
+    let clusters_of = |stage: &mut Staging<'f>, ino: u32| -> BTreeSet<u64> {
+        super::map::all_blocks_of(stage, ino)
             .map(|v| v.into_iter().map(|b| b >> bits).collect())
             .unwrap_or_default()
     };
@@ -203,7 +197,7 @@ pub fn apply<'f>(
     for c in log {
         if let Change::AddRange { ino, .. } | Change::DelRange { ino, .. } = c {
             if !before.contains_key(ino) {
-                let b = clusters_of(stage, io, *ino);
+                let b = clusters_of(stage, *ino);
                 before.insert(*ino, b);
             }
         }
@@ -220,29 +214,29 @@ pub fn apply<'f>(
         };
         if cached.as_ref().is_some_and(|(i, _)| Some(*i) != keep) {
             if let Some((i, list)) = cached.take() {
-                flush(stage, io, i, &list)?;
+                flush(stage, i, &list)?;
             }
         }
         let ok = match c {
             Change::AddRange { ino, ext } => {
-                let list = extent_list(stage, io, &mut cached, *ino);
+                let list = extent_list(stage, &mut cached, *ino);
                 if let Some(list) = list {
                     modify(list, ext.lblk, ext.len, Some(*ext));
                 }
                 cached.is_some()
             }
             Change::DelRange { ino, lblk, len } => {
-                let list = extent_list(stage, io, &mut cached, *ino);
+                let list = extent_list(stage, &mut cached, *ino);
                 if let Some(list) = list {
                     modify(list, *lblk, *len, None);
                 }
                 cached.is_some()
             }
-            Change::Link { parent, ino, name } => link(fs, stage, io, *parent, *ino, name).is_ok(),
+            Change::Link { parent, ino, name } => link(fs, stage, *parent, *ino, name).is_ok(),
             Change::Unlink { parent, name, .. } => {
-                super::connect::remove_entry(stage, io, *parent, name).is_ok()
+                super::connect::remove_entry(stage, *parent, name).is_ok()
             }
-            Change::Inode { ino, raw } => replay_inode(fs, stage, io, *ino, raw).is_ok(),
+            Change::Inode { ino, raw } => replay_inode(fs, stage, *ino, raw).is_ok(),
             Change::Tail => true,
         };
         if ok {
@@ -250,13 +244,13 @@ pub fn apply<'f>(
         }
     }
     if let Some((i, list)) = cached.take() {
-        flush(stage, io, i, &list)?;
+        flush(stage, i, &list)?;
     }
     // Bitmaps: clusters the ranges freed and took, inodes in use or not.
     let mut freed = BTreeSet::new();
     let mut taken = BTreeSet::new();
     for (&ino, old) in &before {
-        let now = clusters_of(stage, io, ino);
+        let now = clusters_of(stage, ino);
         freed.extend(old.difference(&now).copied());
         taken.extend(now.difference(old).copied());
     }
@@ -267,7 +261,7 @@ pub fn apply<'f>(
     }
     let freed: Vec<u64> = freed.into_iter().collect();
     let taken: Vec<u64> = taken.into_iter().collect();
-    super::account::account(fs, stage, io, &freed, &taken, None);
+    super::account::account(fs, stage, &freed, &taken, None);
     let inodes: BTreeSet<u32> = log
         .iter()
         .filter_map(|c| match c {
@@ -276,10 +270,10 @@ pub fn apply<'f>(
         })
         .collect();
     for ino in inodes {
-        if let Ok(r) = stage.inode_copy(io, ino) {
+        if let Ok(r) = stage.inode_copy(ino) {
             let links = field::i_links_count.get(&r);
             let dir = FileType::from_mode(field::i_mode.get(&r)) == Some(FileType::Directory);
-            super::account::account(fs, stage, io, &[], &[], Some((ino, dir, links == 0)));
+            super::account::account(fs, stage, &[], &[], Some((ino, dir, links == 0)));
         }
     }
     Ok(applied)
@@ -287,38 +281,31 @@ pub fn apply<'f>(
 
 /// The extent list of `ino` being gathered, read from its tree first.
 fn extent_list<'c, 'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
+    stage: &mut Staging<'f>,
     cached: &'c mut Option<(u32, Vec<LeafExtent>)>,
     ino: u32,
 ) -> Option<&'c mut Vec<LeafExtent>> {
     if cached.as_ref().is_none_or(|(i, _)| *i != ino) {
-        let list = super::map::extents_of_inode(stage, io, ino).ok()?;
+        let list = super::map::extents_of_inode(stage, ino).ok()?;
         *cached = Some((ino, list));
     }
     cached.as_mut().map(|(_, l)| l)
 }
 
-fn flush<'f>(
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-    list: &[LeafExtent],
-) -> io::Result<()> {
-    super::tree::write_extent_tree(stage, io, ino, list)?;
-    super::map::recount_i_blocks(stage, io, ino)
+fn flush<'f>(stage: &mut Staging<'f>, ino: u32, list: &[LeafExtent]) -> io::Result<()> {
+    super::tree::write_extent_tree(stage, ino, list)?;
+    super::map::recount_i_blocks(stage, ino)
 }
 
 /// Links `name` in `parent` to `ino` (an entry of that name is replaced).
 fn link<'f>(
     fs: &'f Fs,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     parent: u32,
     ino: u32,
     name: &[u8],
 ) -> io::Result<()> {
-    let mode = field::i_mode.get(&stage.inode_copy(io, ino)?);
+    let mode = field::i_mode.get(&stage.inode_copy(ino)?);
     let ft = FileType::from_mode(mode)
         .ok_or_else(|| io::Error::other("unknown file type"))?
         .dirent_code();
@@ -328,7 +315,7 @@ fn link<'f>(
         0
     };
     {
-        let p = stage.inode(io, parent)?;
+        let p = stage.inode(parent)?;
         let pf = field::i_flags.get(p);
         if pf & flags::INLINE_DATA != 0 {
             return Err(io::Error::other("an inline directory"));
@@ -339,19 +326,13 @@ fn link<'f>(
             field::i_flags.set(p, pf & !flags::INDEX);
         }
     }
-    super::connect::remove_entry(stage, io, parent, name)?;
-    super::connect::add_entry(fs, stage, io, parent, ino, name, ft)
+    super::connect::remove_entry(stage, parent, name)?;
+    super::connect::add_entry(fs, stage, parent, ino, name, ft)
 }
 
 /// Replays an inode: its fields from the log, its block map or extent
 /// tree as the range tags left it, `i_blocks` recounted.
-fn replay_inode<'f>(
-    fs: &'f Fs,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-    fc: &[u8],
-) -> io::Result<()> {
+fn replay_inode<'f>(fs: &'f Fs, stage: &mut Staging<'f>, ino: u32, fc: &[u8]) -> io::Result<()> {
     let isz = fs.geo.inode_size as usize;
     let mut len = 128;
     if isz > 128 {
@@ -365,7 +346,7 @@ fn replay_inode<'f>(
         return Err(io::Error::other("short inode"));
     }
     {
-        let r = stage.inode(io, ino)?;
+        let r = stage.inode(ino)?;
         r[..I_BLOCK_OFFSET].copy_from_slice(&fc[..I_BLOCK_OFFSET]);
         let gen_on = field::i_generation.offset();
         r[gen_on..len].copy_from_slice(&fc[gen_on..len]);
@@ -385,7 +366,7 @@ fn replay_inode<'f>(
     if field::i_links_count.get(fc) != 0 {
         stage.note_inode_used(ino);
     }
-    super::map::recount_i_blocks(stage, io, ino)
+    super::map::recount_i_blocks(stage, ino)
 }
 
 #[cfg(test)]

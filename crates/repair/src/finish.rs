@@ -13,7 +13,6 @@ use pipeline::Device;
 use super::raw::now;
 use super::stage::Staging;
 use check_core::fs::{open_fs, OpenOptions};
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 
 /// How the repair ended.
@@ -52,7 +51,6 @@ pub(super) fn record_check(
     }
     let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
-    let mut io = Io::new(&fs);
     let t = u64::from(now());
     let sb = stage.sb_mut();
     let state = f::s_state.get(sb);
@@ -84,7 +82,7 @@ pub(super) fn record_check(
     }
     f::s_wtime.set(sb, t as u32);
     f::s_wtime_hi.set(sb, (t >> 32) as u8);
-    let writes = stage.into_writes(&mut io);
+    let writes = stage.into_writes();
     fx.commit(writes)?;
     Ok(finding)
 }

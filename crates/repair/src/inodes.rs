@@ -16,7 +16,6 @@ use super::raw::{
 };
 use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 use check_core::sink::{FixSink, LocalFix};
 
@@ -40,19 +39,17 @@ fn named_in_superblock(fs: &check_core::fs::Fs, ino: u32) -> bool {
 /// (out-of-range pointers are always dropped: nothing can be read there).
 fn clear_bad_block_entries<'f>(
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     drop: impl Fn(u64) -> bool,
 ) -> std::io::Result<()> {
-    let raw = stage.inode_copy(io, 1)?;
+    let raw = stage.inode_copy(1)?;
     let mut i_block = raw[I_BLOCK].to_vec();
     let mut ed = BadBlockList {
         stage,
-        io,
         drop: &drop,
         seen: BTreeSet::new(),
     };
     if walk::edit_block_map(&mut ed, &mut i_block)? {
-        stage.inode(io, 1)?[I_BLOCK].copy_from_slice(&i_block);
+        stage.inode(1)?[I_BLOCK].copy_from_slice(&i_block);
     }
     Ok(())
 }
@@ -60,16 +57,15 @@ fn clear_bad_block_entries<'f>(
 /// The edit of the bad blocks inode's map: data pointers that `drop`
 /// picks or that lie outside the file system are cleared, and map
 /// blocks outside it too; each map block is edited once.
-struct BadBlockList<'s, 'f, 'i, 'd> {
+struct BadBlockList<'s, 'f, 'd> {
     stage: &'s mut Staging<'f>,
-    io: &'i mut Io<'f>,
     drop: &'d dyn Fn(u64) -> bool,
     seen: BTreeSet<u64>,
 }
 
-staged_editor!(BadBlockList<'_, '_, '_, '_>);
+staged_editor!(BadBlockList<'_, '_, '_>);
 
-impl BlockMapEditor for BadBlockList<'_, '_, '_, '_> {
+impl BlockMapEditor for BadBlockList<'_, '_, '_> {
     fn pointer(&mut self, blk: u64, level: u32, _lblk: u64) -> std::io::Result<u64> {
         let gone = !self.holds(blk) || (level == 0 && (self.drop)(blk));
         Ok(if gone { 0 } else { blk })
@@ -132,13 +128,7 @@ enum Meta {
 /// Moves a group's bitmap or inode table to newly allocated blocks (in
 /// the group, or anywhere with flex_bg), copying what it held when its
 /// old place is inside the file system.
-fn relocate<'f>(
-    st: &'f CheckState,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    g: u32,
-    what: Meta,
-) -> bool {
+fn relocate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, g: u32, what: Meta) -> bool {
     let fs = &st.fs;
     let geo = &fs.geo;
     let n = if what == Meta::InodeTable {
@@ -165,7 +155,7 @@ fn relocate<'f>(
     for k in 0..n {
         let mut b = vec![0u8; bs];
         if old != 0 && old + k < geo.blocks_count && old >= geo.first_data_block {
-            let _ = stage.read(io, old + k, &mut b);
+            let _ = stage.read(old + k, &mut b);
         }
         let kind = if what == Meta::InodeTable {
             Kind::InodeTable
@@ -180,7 +170,7 @@ fn relocate<'f>(
 
 /// Pre-pass repairs (superblock and descriptors).
 pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
-    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let (st, stage, fixed) = (r.st, &mut *r.stage, &mut r.fixed);
     for f in mine {
         if matches!(
             f.code,
@@ -269,9 +259,9 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         // the check, by `descriptors::fix`, as e2fsck does while it reads
         // the descriptors.
         let ok = match f.code {
-            Code::BlockBitmapNotInGroup => relocate(st, stage, io, g, Meta::BlockBitmap),
-            Code::InodeBitmapNotInGroup => relocate(st, stage, io, g, Meta::InodeBitmap),
-            Code::InodeTableNotInGroup => relocate(st, stage, io, g, Meta::InodeTable),
+            Code::BlockBitmapNotInGroup => relocate(st, stage, g, Meta::BlockBitmap),
+            Code::InodeBitmapNotInGroup => relocate(st, stage, g, Meta::InodeBitmap),
+            Code::InodeTableNotInGroup => relocate(st, stage, g, Meta::InodeTable),
             _ => false,
         };
         if ok {
@@ -316,7 +306,7 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         .filter(|f| matches!(f.code, Code::DupBlocks | Code::DupBlocksMetadata))
         .collect();
     if !dups.is_empty() && by_ino.is_empty() {
-        if blocks::clone_duplicates(r.st, r.stage, r.io).is_ok() {
+        if blocks::clone_duplicates(r.st, r.stage).is_ok() {
             r.fixed.extend(dups);
         }
         return;
@@ -348,7 +338,7 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         || r.fixed[fixed_before..]
             .iter()
             .any(|f| clears_inode(f.code) || is_block_problem(f.code));
-    if !dups.is_empty() && !moved_blocks && blocks::clone_duplicates(r.st, r.stage, r.io).is_ok() {
+    if !dups.is_empty() && !moved_blocks && blocks::clone_duplicates(r.st, r.stage).is_ok() {
         r.fixed.extend(dups);
     }
 }
@@ -377,7 +367,7 @@ fn relocate_metadata<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> boo
             r.fixed.push(f);
             continue;
         }
-        if relocate(r.st, r.stage, r.io, g, what) {
+        if relocate(r.st, r.stage, g, what) {
             done_meta.insert(key);
             r.fixed.push(f);
             moved = true;
@@ -422,7 +412,7 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> I
     // The EA-inode flag is set on the EA inode, not this one.
     for f in list.iter().filter(|f| f.code == Code::AttrSetEaInodeFlag) {
         if let Some(target) = f.num {
-            if let Ok(raw) = r.stage.inode(r.io, target as u32) {
+            if let Ok(raw) = r.stage.inode(target as u32) {
                 set_flags(raw, flags::EA_INODE, 0);
                 r.fixed.push(f);
             }
@@ -451,9 +441,9 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> I
         .collect();
     let bb_cleared = ino == 1
         && (codes.contains(&Code::BadBlockInBadBlockInode) || !primary.is_empty())
-        && clear_bad_block_entries(r.stage, r.io, |b| primary.contains(&b)).is_ok();
+        && clear_bad_block_entries(r.stage, |b| primary.contains(&b)).is_ok();
     let fs = &r.st.fs;
-    let Ok(raw) = r.stage.inode(r.io, ino) else {
+    let Ok(raw) = r.stage.inode(ino) else {
         return out;
     };
     let cx = FieldFix {
@@ -486,8 +476,7 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> I
         .copied()
         .filter(|f| is_block_problem(f.code))
         .collect();
-    if !block_probs.is_empty()
-        && blocks::fix_inode_blocks(r.st, r.stage, r.io, ino, &block_probs).is_ok()
+    if !block_probs.is_empty() && blocks::fix_inode_blocks(r.st, r.stage, ino, &block_probs).is_ok()
     {
         out.blocks_changed = true;
         done.extend(block_probs);
@@ -579,7 +568,7 @@ fn clear_whole_inode<'a>(
 ) {
     let fs = &r.st.fs;
     let first_ino = fs.geo.first_ino;
-    let Ok(raw) = r.stage.inode(r.io, ino) else {
+    let Ok(raw) = r.stage.inode(ino) else {
         return;
     };
     clear_inode(raw, ino, first_ino, now());
@@ -811,14 +800,14 @@ fn fix_ea_blocks<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], stopped_at
         match f.code {
             Code::EaBlockCsum if !r.fixed.iter().any(|x| std::ptr::eq(*x, *f)) => {
                 if let Some(b) = f.blk {
-                    if r.stage.block(r.io, b, Kind::Xattr).is_ok() {
+                    if r.stage.block(b, Kind::Xattr).is_ok() {
                         r.fixed.push(f);
                     }
                 }
             }
             Code::EaBlockRefcount => {
                 if let (Some(b), Some(n)) = (f.blk, f.num2) {
-                    if let Ok(buf) = r.stage.block(r.io, b, Kind::Xattr) {
+                    if let Ok(buf) = r.stage.block(b, Kind::Xattr) {
                         ext4_layout::xattr::field::h_refcount.set(buf, n as u32);
                         r.fixed.push(f);
                     }
@@ -858,7 +847,7 @@ fn fix_sizes<'a>(
         let Some(v) = f.num2 else {
             continue;
         };
-        let Ok(raw) = r.stage.inode(r.io, ino) else {
+        let Ok(raw) = r.stage.inode(ino) else {
             continue;
         };
         if f.code == Code::BadIBlocks {

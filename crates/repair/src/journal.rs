@@ -84,12 +84,8 @@ impl Space<'_> {
 /// in lies outside the file system it cannot, and stops there, changing
 /// nothing. Stages that write; says whether there was one, or why the
 /// repair must stop.
-fn restore_from_backup(
-    fs: &check_core::fs::Fs,
-    st: &mut Staging<'_>,
-    io: &mut Io<'_>,
-) -> Result<bool, Error> {
-    let Some((raw, true)) = check_core::journal::journal_inode(fs, io) else {
+fn restore_from_backup(fs: &check_core::fs::Fs, st: &mut Staging<'_>) -> Result<bool, Error> {
+    let Some((raw, true)) = check_core::journal::journal_inode(fs, &mut st.io) else {
         return Ok(false);
     };
     let geo = &fs.geo;
@@ -105,7 +101,7 @@ fn restore_from_backup(
             block: table,
         });
     }
-    let inode = st.inode(io, ino)?;
+    let inode = st.inode(ino)?;
     let n = inode.len().min(128).min(raw.len());
     inode[..n].copy_from_slice(&raw[..n]);
     Ok(true)
@@ -165,8 +161,8 @@ impl JournalStep<'_, '_> {
         let mut st = Staging::new(&fs, &maps_dummy, false);
         if jc.problem.is_none() || jc.problem == Some(JournalProblem::Corrupt) {
             if self.at_start {
-                if restore_from_backup(&fs, &mut st, &mut io)? {
-                    commit(self.fx, st, &mut io, pre)?;
+                if restore_from_backup(&fs, &mut st)? {
+                    commit(self.fx, st, pre)?;
                     pre.journal_restored = true;
                     return Ok(true);
                 }
@@ -182,8 +178,8 @@ impl JournalStep<'_, '_> {
             }
         }
         if jc.problem.is_some() {
-            fix_journal_problem(&fs, &mut st, &mut io, &jc, pre)?;
-            commit(self.fx, st, &mut io, pre)?;
+            fix_journal_problem(&fs, &mut st, &jc, pre)?;
+            commit(self.fx, st, pre)?;
             return Ok(true);
         }
         let has = |c: Code| jc.findings.iter().any(|f| f.code == c);
@@ -194,17 +190,17 @@ impl JournalStep<'_, '_> {
             sb[sbl::S_JOURNAL_UUID].fill(0);
             clear_bits(sb, sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
             mark(pre, &jc.findings, Code::JournalFlagMissing);
-            commit(self.fx, st, &mut io, pre)?;
+            commit(self.fx, st, pre)?;
             return Ok(true);
         }
         // A journal found through the superblock's copy of its block map
         // gets its inode back first.
         if let Some((raw, true)) = check_core::journal::journal_inode(&fs, &mut io) {
             let inum = fs.sb().s_journal_inum();
-            if let Ok(r) = st.inode(&mut io, inum) {
+            if let Ok(r) = st.inode(inum) {
                 r.fill(0);
                 r[..128].copy_from_slice(&raw[..128]);
-                commit(self.fx, st, &mut io, pre)?;
+                commit(self.fx, st, pre)?;
                 return Ok(true);
             }
         }
@@ -220,7 +216,7 @@ impl JournalStep<'_, '_> {
                     jsbl::field::s_errno_raw.set(&mut jsb, 0);
                     set_jsb_checksum(&mut jsb);
                     st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
-                    commit(self.fx, st, &mut io, pre)?;
+                    commit(self.fx, st, pre)?;
                     return Ok(true);
                 }
             }
@@ -256,25 +252,22 @@ impl JournalStep<'_, '_> {
         }
         if !fc_log.is_empty() {
             let fs3 = open(self.dev)?;
-            let mut io3 = Io::new(&fs3);
             let maps3 = check_core::ctx::Maps::new(&fs3);
             let mut st3 = Staging::new(&fs3, &maps3, false);
-            let n = super::fastcommit::apply(&fs3, &mut st3, &mut io3, &fc_log)
-                .map_err(Error::FastCommit)?;
+            let n = super::fastcommit::apply(&fs3, &mut st3, &fc_log).map_err(Error::FastCommit)?;
             pre.notes.push(format!(
                 "Fast commits replayed: {n} of {} changes.",
                 fc_log.len()
             ));
-            commit(self.fx, st3, &mut io3, pre)?;
+            commit(self.fx, st3, pre)?;
         }
         // The replay may have rewritten the superblock: clear
         // needs_recovery on what is on disk now.
         let fs2 = open(self.dev)?;
-        let mut io2 = Io::new(&fs2);
         let maps2 = check_core::ctx::Maps::new(&fs2);
         let mut st2 = Staging::new(&fs2, &maps2, false);
         clear_bits(st2.sb_mut(), sbf::INCOMPAT, IncompatFeatures::RECOVER.0);
-        commit(self.fx, st2, &mut io2, pre)
+        commit(self.fx, st2, pre)
     }
 }
 
@@ -286,7 +279,6 @@ impl JournalStep<'_, '_> {
 fn fix_journal_problem(
     fs: &Fs,
     st: &mut Staging<'_>,
-    io: &mut Io<'_>,
     jc: &check_core::journal::JournalCheck,
     pre: &mut PrePass,
 ) -> Result<(), Error> {
@@ -320,14 +312,14 @@ fn fix_journal_problem(
             mark(pre, &jc.findings, Code::JournalRecoverWithoutJournal);
         }
         Some(JournalProblem::Corrupt | JournalProblem::MultiFs) => {
-            let Some((blocks, total)) = journal_blocks(fs, io) else {
+            let Some((blocks, total)) = journal_blocks(fs, &mut st.io) else {
                 return Err(Error::JournalUnreadable);
             };
             let Some(&b0) = blocks.first() else {
                 return Err(Error::JournalEmpty);
             };
             let mut jsb = vec![0u8; fs.block_size()];
-            io.read_blocks(b0, &mut jsb)?;
+            st.io.read_blocks(b0, &mut jsb)?;
             if jc.problem == Some(JournalProblem::MultiFs) {
                 jsb[jsbl::V2_FIELDS..].fill(0);
             } else {
@@ -387,10 +379,9 @@ fn move_visible_journal(
     if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == 0 || inum == JOURNAL_INO {
         return Ok(());
     }
-    let mut io = Io::new(&fs);
     let maps = check_core::ctx::Maps::new(&fs);
     let mut st = Staging::new(&fs, &maps, false);
-    let Ok(raw) = st.inode_copy(&mut io, inum) else {
+    let Ok(raw) = st.inode_copy(inum) else {
         return Ok(());
     };
     let Some(inode) = Inode::new(&raw) else {
@@ -398,7 +389,7 @@ fn move_visible_journal(
     };
     // Extent blocks carry checksums seeded by the inode number: a moved
     // tree would need them all rewritten, so such a journal stays.
-    let tree = super::map::tree_blocks_of(&st, &mut io, inum).unwrap_or_default();
+    let tree = super::map::tree_blocks_of(&mut st, inum).unwrap_or_default();
     if inode.i_links_count() != 1 || (fs.metadata_csum() && !tree.is_empty()) {
         return Ok(());
     }
@@ -409,7 +400,7 @@ fn move_visible_journal(
         b".journal.dat",
         b"journal.dat",
     ] {
-        if let Ok(Some(i)) = super::connect::lookup(&st, &mut io, 2, name) {
+        if let Ok(Some(i)) = super::connect::lookup(&mut st, 2, name) {
             if i == inum {
                 found = Some(name);
                 break;
@@ -419,18 +410,18 @@ fn move_visible_journal(
     let Some(name) = found else {
         return Ok(());
     };
-    super::connect::remove_entry(&mut st, &mut io, 2, name)?;
+    super::connect::remove_entry(&mut st, 2, name)?;
     {
-        let r = st.inode(&mut io, JOURNAL_INO)?;
+        let r = st.inode(JOURNAL_INO)?;
         r.copy_from_slice(&raw);
     }
     {
-        let r = st.inode(&mut io, inum)?;
+        let r = st.inode(inum)?;
         field::i_links_count.set(r, 0);
         field::i_dtime.set(r, now());
     }
     sbl::field::s_journal_inum.set(st.sb_mut(), JOURNAL_INO);
-    account(&fs, &mut st, &mut io, &[], &[], Some((inum, false, true)));
+    account(&fs, &mut st, &[], &[], Some((inum, false, true)));
     pre.notes.push(format!(
         "The journal moved from /{} to the hidden journal inode.",
         String::from_utf8_lossy(name)
@@ -438,7 +429,7 @@ fn move_visible_journal(
     let mut f = Finding::new(Code::JournalMovedToHidden).ino(inum);
     f.fixed = true;
     pre.fixed.push(f);
-    commit(fx, st, &mut io, pre)
+    commit(fx, st, pre)
 }
 
 /// Writes the superblock's backup of the journal inode's block map when
@@ -454,10 +445,9 @@ pub fn backup_journal_map(
     if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == 0 {
         return Ok(());
     }
-    let mut io = Io::new(&fs);
     let maps = check_core::ctx::Maps::new(&fs);
     let mut st = Staging::new(&fs, &maps, false);
-    let Ok(raw) = st.inode_copy(&mut io, inum) else {
+    let Ok(raw) = st.inode_copy(inum) else {
         return Ok(());
     };
     let kind = fs.sb().s_jnl_backup_type();
@@ -477,7 +467,7 @@ pub fn backup_journal_map(
     let mut f = Finding::new(Code::JournalBackupUpdated);
     f.fixed = true;
     pre.fixed.push(f);
-    commit(fx, st, &mut io, pre)
+    commit(fx, st, pre)
 }
 
 fn mark(pre: &mut PrePass, findings: &[Finding], code: Code) {

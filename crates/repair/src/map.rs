@@ -12,7 +12,6 @@ use ext4_layout::walk::{
 };
 
 use super::stage::{Kind, Staging};
-use check_core::io::Io;
 use check_core::walk::LeafExtent;
 
 fn bad(what: &str) -> io::Error {
@@ -32,7 +31,7 @@ macro_rules! staged_editor {
             }
 
             fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> std::io::Result<()> {
-                self.stage.read(self.io, blk, buf)
+                self.stage.read(blk, buf)
             }
 
             fn holds(&self, blk: u64) -> bool {
@@ -43,7 +42,7 @@ macro_rules! staged_editor {
         impl $editor {
             /// Writes a changed map block into the overlay.
             fn write_staged(&mut self, blk: u64, bytes: &[u8]) -> std::io::Result<()> {
-                let b = self.stage.block(self.io, blk, super::stage::Kind::Plain)?;
+                let b = self.stage.block(blk, super::stage::Kind::Plain)?;
                 b.copy_from_slice(bytes);
                 Ok(())
             }
@@ -54,15 +53,14 @@ pub(crate) use staged_editor;
 
 /// Cuts a block map at logical block `keep`: pointers from there on are
 /// cleared, and map blocks left mapping nothing are dropped.
-struct Truncate<'s, 'f, 'i> {
+struct Truncate<'s, 'f> {
     stage: &'s mut Staging<'f>,
-    io: &'i mut Io<'f>,
     keep: u64,
 }
 
-staged_editor!(Truncate<'_, '_, '_>);
+staged_editor!(Truncate<'_, '_>);
 
-impl BlockMapEditor for Truncate<'_, '_, '_> {
+impl BlockMapEditor for Truncate<'_, '_> {
     fn pointer(&mut self, blk: u64, _level: u32, lblk: u64) -> io::Result<u64> {
         Ok(if lblk >= self.keep { 0 } else { blk })
     }
@@ -90,9 +88,8 @@ impl BlockMapEditor for Truncate<'_, '_, '_> {
 
 /// A walk of an inode's mapping as this round leaves it: every mapping
 /// block is read through the overlay.
-struct Staged<'s, 'f, 'i> {
-    stage: &'s Staging<'f>,
-    io: &'i mut Io<'f>,
+struct Staged<'s, 'f> {
+    stage: &'s mut Staging<'f>,
     leaves: Vec<LeafExtent>,
     /// Mapped (logical, physical) blocks of a block map.
     data: Vec<(u64, u64)>,
@@ -102,11 +99,10 @@ struct Staged<'s, 'f, 'i> {
     err: Option<io::Error>,
 }
 
-impl<'s, 'f, 'i> Staged<'s, 'f, 'i> {
-    fn new(stage: &'s Staging<'f>, io: &'i mut Io<'f>) -> Self {
+impl<'s, 'f> Staged<'s, 'f> {
+    fn new(stage: &'s mut Staging<'f>) -> Self {
         Staged {
             stage,
-            io,
             leaves: Vec::new(),
             data: Vec::new(),
             tree: Vec::new(),
@@ -115,7 +111,7 @@ impl<'s, 'f, 'i> Staged<'s, 'f, 'i> {
     }
 }
 
-impl BlockSource for Staged<'_, '_, '_> {
+impl BlockSource for Staged<'_, '_> {
     type Error = io::Error;
 
     fn block_size(&self) -> usize {
@@ -123,7 +119,7 @@ impl BlockSource for Staged<'_, '_, '_> {
     }
 
     fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.stage.read(self.io, blk, buf)
+        self.stage.read(blk, buf)
     }
 
     fn holds(&self, blk: u64) -> bool {
@@ -131,7 +127,7 @@ impl BlockSource for Staged<'_, '_, '_> {
     }
 }
 
-impl ExtentVisitor for Staged<'_, '_, '_> {
+impl ExtentVisitor for Staged<'_, '_> {
     type Place = ();
     type Break = io::Error;
 
@@ -167,7 +163,7 @@ impl ExtentVisitor for Staged<'_, '_, '_> {
     }
 }
 
-impl BlockMapVisitor for Staged<'_, '_, '_> {
+impl BlockMapVisitor for Staged<'_, '_> {
     fn data(&mut self, blk: u64, lblk: u64, _parent: u64) {
         self.data.push((lblk, blk));
     }
@@ -187,24 +183,16 @@ impl BlockMapVisitor for Staged<'_, '_, '_> {
 }
 
 /// The leaf extents of an extent-mapped inode.
-pub fn extents_of<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    raw: &[u8],
-) -> io::Result<Vec<LeafExtent>> {
-    let mut v = Staged::new(stage, io);
+pub fn extents_of<'f>(stage: &mut Staging<'f>, raw: &[u8]) -> io::Result<Vec<LeafExtent>> {
+    let mut v = Staged::new(stage);
     walk::walk_extent_tree(&mut v, &raw[I_BLOCK], u64::MAX, ())?;
     Ok(v.leaves)
 }
 
 /// Every mapped (logical, physical) data block of an inode, in logical
 /// order.
-pub fn blocks_of<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-) -> io::Result<Vec<(u64, u64)>> {
-    Ok(mapping_of(stage, io, ino)?.0)
+pub fn blocks_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<(u64, u64)>> {
+    Ok(mapping_of(stage, ino)?.0)
 }
 
 /// An inode's mapped (logical, physical) data blocks, in logical order,
@@ -214,41 +202,37 @@ type Mapping = (Vec<(u64, u64)>, Vec<u64>);
 
 /// The extents of inode `ino` as this round leaves it (none unless it is
 /// extent-mapped).
-pub fn extents_of_inode<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-) -> io::Result<Vec<LeafExtent>> {
-    let raw = stage.inode_copy(io, ino)?;
+pub fn extents_of_inode<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<LeafExtent>> {
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if !inode.has_flag(flags::EXTENTS) || inode.has_flag(flags::INLINE_DATA) {
         return Ok(Vec::new());
     }
-    extents_of(stage, io, &raw)
+    extents_of(stage, &raw)
 }
 
 /// Every block an inode's mapping holds: data blocks and the extent tree
 /// nodes or indirect blocks that map them.
-pub fn all_blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Vec<u64>> {
-    let (data, mut tree) = mapping_of(stage, io, ino)?;
+pub fn all_blocks_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<u64>> {
+    let (data, mut tree) = mapping_of(stage, ino)?;
     tree.extend(data.into_iter().map(|(_, p)| p));
     Ok(tree)
 }
 
 /// The blocks that hold an inode's mapping: extent tree nodes or
 /// indirect blocks.
-pub fn tree_blocks_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Vec<u64>> {
-    Ok(mapping_of(stage, io, ino)?.1)
+pub fn tree_blocks_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<u64>> {
+    Ok(mapping_of(stage, ino)?.1)
 }
 
 /// The [`Mapping`] of an inode as this round leaves it.
-fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<Mapping> {
-    let raw = stage.inode_copy(io, ino)?;
+fn mapping_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Mapping> {
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
         return Ok((Vec::new(), Vec::new()));
     }
-    let mut v = Staged::new(stage, io);
+    let mut v = Staged::new(stage);
     if inode.has_flag(flags::EXTENTS) {
         walk::walk_extent_tree(&mut v, &raw[I_BLOCK], u64::MAX, ())?;
         let mut data: Vec<(u64, u64)> = v
@@ -269,48 +253,42 @@ fn mapping_of<'f>(stage: &Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<
 /// Unmaps every block of `ino` from logical block `keep` on, with the
 /// mapping blocks that then map nothing; returns the blocks no longer
 /// held (data and mapping blocks), for the caller to free.
-pub fn truncate_map<'f>(
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-    keep: u64,
-) -> io::Result<Vec<u64>> {
-    let before = all_blocks_of(stage, io, ino)?;
-    let raw = stage.inode_copy(io, ino)?;
+pub fn truncate_map<'f>(stage: &mut Staging<'f>, ino: u32, keep: u64) -> io::Result<Vec<u64>> {
+    let before = all_blocks_of(stage, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
         return Ok(Vec::new());
     }
     if inode.has_flag(flags::EXTENTS) {
         let mut kept = Vec::new();
-        for mut e in extents_of(stage, io, &raw)? {
+        for mut e in extents_of(stage, &raw)? {
             if e.lblk >= keep {
                 continue;
             }
             e.len = e.len.min(keep - e.lblk);
             kept.push(e);
         }
-        super::tree::write_extent_tree(stage, io, ino, &kept)?;
+        super::tree::write_extent_tree(stage, ino, &kept)?;
     } else {
         let mut i_block = raw[I_BLOCK].to_vec();
-        let mut cut = Truncate { stage, io, keep };
+        let mut cut = Truncate { stage, keep };
         if walk::edit_block_map(&mut cut, &mut i_block)? {
-            stage.inode(io, ino)?[I_BLOCK].copy_from_slice(&i_block);
+            stage.inode(ino)?[I_BLOCK].copy_from_slice(&i_block);
         }
     }
-    let after: std::collections::BTreeSet<u64> =
-        all_blocks_of(stage, io, ino)?.into_iter().collect();
+    let after: std::collections::BTreeSet<u64> = all_blocks_of(stage, ino)?.into_iter().collect();
     Ok(before.into_iter().filter(|b| !after.contains(b)).collect())
 }
 
 /// Sets an inode's `i_blocks` to what its staged mapping and extended
 /// attribute block hold: every block (one count per cluster with
 /// bigalloc), in 512-byte units or, for a huge file, in blocks.
-pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) -> io::Result<()> {
-    let (data, tree) = mapping_of(stage, io, ino)?;
+pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<()> {
+    let (data, tree) = mapping_of(stage, ino)?;
     let fs = stage.fs();
     let bits = fs.geo.cluster_bits;
-    let raw = stage.inode_copy(io, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     let acl = inode.file_acl(
         fs.geo
@@ -337,24 +315,18 @@ pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) 
     } else {
         blocks * (fs.block_size() as u64 / 512)
     };
-    let r = stage.inode(io, ino)?;
+    let r = stage.inode(ino)?;
     ext4_layout::inode::BLOCKS.set(r, v);
     Ok(())
 }
 
 /// Maps logical block `lblk` of inode `ino` to `blk`, allocating mapping
 /// blocks as needed.
-pub fn map_block<'f>(
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-    lblk: u64,
-    blk: u64,
-) -> io::Result<()> {
-    let raw = stage.inode_copy(io, ino)?;
+pub fn map_block<'f>(stage: &mut Staging<'f>, ino: u32, lblk: u64, blk: u64) -> io::Result<()> {
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if inode.has_flag(flags::EXTENTS) {
-        let mut leaves = extents_of(stage, io, &raw)?;
+        let mut leaves = extents_of(stage, &raw)?;
         leaves.push(LeafExtent {
             lblk,
             pblk: blk,
@@ -378,8 +350,8 @@ pub fn map_block<'f>(
             merged.push(e);
         }
         // The tree is written anew: its old blocks go back.
-        let old = tree_blocks_of(stage, io, ino)?;
-        super::tree::write_extent_tree(stage, io, ino, &merged)?;
+        let old = tree_blocks_of(stage, ino)?;
+        super::tree::write_extent_tree(stage, ino, &merged)?;
         for b in old {
             stage.release_block(b);
         }
@@ -387,7 +359,7 @@ pub fn map_block<'f>(
     }
     let per = (stage.fs().block_size() / 4) as u64;
     if lblk < 12 {
-        let r = stage.inode(io, ino)?;
+        let r = stage.inode(ino)?;
         i_block_word(lblk as usize).set(r, blk as u32);
         return Ok(());
     }
@@ -402,7 +374,7 @@ pub fn map_block<'f>(
     if top == 0 {
         top = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
         stage.fresh_block(top, Kind::Plain);
-        let r = stage.inode(io, ino)?;
+        let r = stage.inode(ino)?;
         i_block_word(slot).set(r, top as u32);
     }
     let mut cur = top;
@@ -412,18 +384,18 @@ pub fn map_block<'f>(
         let span = per.pow(level - 1);
         let k = (rel / span) as usize;
         rel %= span;
-        let b = stage.block(io, cur, Kind::Plain)?;
+        let b = stage.block(cur, Kind::Plain)?;
         let mut next = u64::from(blockmap::pointer(b, k));
         if next == 0 {
             next = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
             stage.fresh_block(next, Kind::Plain);
-            let b = stage.block(io, cur, Kind::Plain)?;
+            let b = stage.block(cur, Kind::Plain)?;
             blockmap::put_pointer(b, k, next as u32);
         }
         cur = next;
         level -= 1;
     }
-    let b = stage.block(io, cur, Kind::Plain)?;
+    let b = stage.block(cur, Kind::Plain)?;
     blockmap::put_pointer(b, rel as usize, blk as u32);
     Ok(())
 }

@@ -14,7 +14,6 @@ use ext4_layout::superblock as sbl;
 use super::raw::{now, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
-use check_core::io::Io;
 
 /// The journal inode.
 const JOURNAL_INO: u32 = 8;
@@ -43,11 +42,7 @@ pub fn default_blocks(blocks: u64) -> Option<u64> {
 /// (one run when possible), zeroed, a journal superblock in the first,
 /// inode 8 mapping them, the superblock naming it with a backup of its
 /// map. The blocks and the inode are marked in use in the check's maps.
-pub fn create<'f>(
-    st: &'f CheckState,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-) -> Result<u64, Error> {
+pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Error> {
     let fs = &st.fs;
     let geo = &fs.geo;
     let n = default_blocks(geo.blocks_count).ok_or(Error::TooSmallForJournal)?;
@@ -64,7 +59,7 @@ pub fn create<'f>(
     let isz = geo.inode_size as usize;
     let size = n * bs as u64;
     {
-        let r = stage.inode(io, JOURNAL_INO).map_err(Error::JournalInode)?;
+        let r = stage.inode(JOURNAL_INO).map_err(Error::JournalInode)?;
         r.fill(0);
         field::i_mode.set(r, 0o100_600);
         field::i_links_count.set(r, 1);
@@ -81,16 +76,15 @@ pub fn create<'f>(
         }
     }
     let mapped = if extents {
-        super::tree::write_extent_tree(stage, io, JOURNAL_INO, &runs)
+        super::tree::write_extent_tree(stage, JOURNAL_INO, &runs)
     } else {
         runs.iter().try_for_each(|r| {
-            (0..r.len).try_for_each(|k| {
-                super::map::map_block(stage, io, JOURNAL_INO, r.lblk + k, r.pblk + k)
-            })
+            (0..r.len)
+                .try_for_each(|k| super::map::map_block(stage, JOURNAL_INO, r.lblk + k, r.pblk + k))
         })
     };
     mapped.map_err(Error::JournalMap)?;
-    super::map::recount_i_blocks(stage, io, JOURNAL_INO)?;
+    super::map::recount_i_blocks(stage, JOURNAL_INO)?;
     // Its blocks: zeroed, so that nothing left in them can pass for a
     // transaction, the first a journal superblock. A journal larger than
     // ZERO_MAX blocks is not zeroed (a repair holds its writes in memory);
@@ -117,7 +111,7 @@ pub fn create<'f>(
         }
     }
     // The superblock: the feature, the inode, a backup of its map.
-    let iblock = stage.inode_copy(io, JOURNAL_INO)?[I_BLOCK].to_vec();
+    let iblock = stage.inode_copy(JOURNAL_INO)?[I_BLOCK].to_vec();
     {
         set_feature(stage, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
         let sb = stage.sb_mut();

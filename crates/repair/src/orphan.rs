@@ -13,26 +13,25 @@ use super::raw::{clear_feature, now, sbf, set_size};
 use super::stage::{Kind, Round, Staging};
 use check_core::engine::CheckState;
 use check_core::fs::Fs;
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 
 /// The orphan file's inode, generation and blocks in logical order, when
 /// it is usable: a size that is a number of blocks and, when block-mapped,
 /// no holes before its end (in an extent-mapped file, e2fsck takes every
 /// mapped block as it is).
-fn layout<'f>(fs: &Fs, stage: &Staging<'f>, io: &mut Io<'f>) -> Option<(u32, u32, Vec<u64>)> {
+fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(u32, u32, Vec<u64>)> {
     let ino = fs.sb().s_orphan_file_inum();
     if ino == 0 || ino > fs.geo.inodes_count {
         return None;
     }
-    let raw = stage.inode_copy(io, ino).ok()?;
+    let raw = stage.inode_copy(ino).ok()?;
     let inode = Inode::new(&raw)?;
     let bs = fs.block_size() as u64;
     if inode.size() % bs != 0 {
         return None;
     }
     let n = inode.size() / bs;
-    let mapped = super::map::blocks_of(stage, io, ino).ok()?;
+    let mapped = super::map::blocks_of(stage, ino).ok()?;
     if inode.has_flag(flags::EXTENTS) {
         let blocks = mapped.iter().map(|&(_, p)| p).collect();
         return Some((ino, inode.i_generation(), blocks));
@@ -79,8 +78,8 @@ fn default_blocks(fs: &Fs) -> u64 {
 
 /// Frees every block of inode `ino` (data and mapping) in the check's
 /// maps, so that the rebuild of the group summaries counts them free.
-fn forget_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) {
-    if let Ok(all) = super::map::all_blocks_of(stage, io, ino) {
+fn forget_blocks<'f>(stage: &mut Staging<'f>, ino: u32) {
+    if let Ok(all) = super::map::all_blocks_of(stage, ino) {
         for b in all {
             stage.mark_block(b, false);
         }
@@ -89,23 +88,18 @@ fn forget_blocks<'f>(stage: &mut Staging<'f>, io: &mut Io<'f>, ino: u32) {
 
 /// A new, empty orphan file in inode `ino` (extent-mapped; `None` when
 /// the file system has no extents or no room).
-fn recreate<'f>(
-    st: &'f CheckState,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    ino: u32,
-) -> Option<()> {
+fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) -> Option<()> {
     let fs = &st.fs;
     if !fs.geo.incompat.contains(IncompatFeatures::EXTENTS) {
         return None;
     }
-    forget_blocks(stage, io, ino);
+    forget_blocks(stage, ino);
     let n = default_blocks(fs);
     let leaves = stage.alloc_extents(0, n)?;
     let bs = fs.block_size() as u64;
     let isz = fs.geo.inode_size as usize;
     {
-        let r = stage.inode(io, ino).ok()?;
+        let r = stage.inode(ino).ok()?;
         r.fill(0);
         field::i_mode.set(r, 0o100_600);
         field::i_links_count.set(r, 1);
@@ -119,8 +113,8 @@ fn recreate<'f>(
             field::i_extra_isize_raw.set(r, 32.min((isz - 128) as u16));
         }
     }
-    super::tree::write_extent_tree(stage, io, ino, &leaves).ok()?;
-    super::map::recount_i_blocks(stage, io, ino).ok()?;
+    super::tree::write_extent_tree(stage, ino, &leaves).ok()?;
+    super::map::recount_i_blocks(stage, ino).ok()?;
     let csum = fs.metadata_csum().then_some(fs.geo.csum_seed);
     for l in &leaves {
         for k in 0..l.len {
@@ -135,7 +129,7 @@ fn recreate<'f>(
 /// Fixes the orphan file findings of pass 5 (`mine`), as e2fsck's
 /// -y answers do after its passes.
 pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
-    let (st, stage, io, fixed) = (r.st, &mut *r.stage, &mut *r.io, &mut r.fixed);
+    let (st, stage, fixed) = (r.st, &mut *r.stage, &mut r.fixed);
     let fs = &st.fs;
     let orphan_codes = [
         Code::OrphanFileWithoutJournal,
@@ -158,8 +152,8 @@ pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     let done = if has(Code::OrphanFileWithoutJournal) {
         // No journal, no use for the file: it goes, with the features.
         if ino != 0 && ino <= fs.geo.inodes_count {
-            forget_blocks(stage, io, ino);
-            if let Ok(r) = stage.inode(io, ino) {
+            forget_blocks(stage, ino);
+            if let Ok(r) = stage.inode(ino) {
                 r.fill(0);
             }
             stage.mark_inode(ino, false, false);
@@ -169,7 +163,7 @@ pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         true
     } else if has(Code::OrphanFileCorrupted) || has(Code::OrphanBlockDirty) {
         let csum = fs.metadata_csum().then_some(fs.geo.csum_seed);
-        match layout(fs, stage, io) {
+        match layout(fs, stage) {
             // Whole: every block is rewritten empty.
             Some((ino, gen, blocks)) => {
                 for b in blocks {
@@ -180,9 +174,8 @@ pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             }
             // Holes or a wrong size: a new file.
             None => {
-                let ok = ino != 0
-                    && ino <= fs.geo.inodes_count
-                    && recreate(st, stage, io, ino).is_some();
+                let ok =
+                    ino != 0 && ino <= fs.geo.inodes_count && recreate(st, stage, ino).is_some();
                 if ok {
                     clear_feature(stage, sbf::RO_COMPAT, present);
                 }

@@ -10,7 +10,6 @@ use pipeline::Device;
 use crate::error::Error;
 use crate::stage::Staging;
 use check_core::fs::{open_fs, Fs, OpenOptions};
-use check_core::io::Io;
 use check_core::problem::Finding;
 
 /// What the journal and orphan steps did.
@@ -55,16 +54,11 @@ pub(crate) fn open(dev: &Arc<Device>) -> Result<Fs, Error> {
 }
 
 /// Commits a step's staged changes, if any.
-pub(crate) fn commit(
-    fx: &fixer::Fixer,
-    st: Staging<'_>,
-    io: &mut Io<'_>,
-    pre: &mut PrePass,
-) -> Result<(), Error> {
+pub(crate) fn commit(fx: &fixer::Fixer, st: Staging<'_>, pre: &mut PrePass) -> Result<(), Error> {
     if st.is_empty() {
         return Ok(());
     }
-    fx.commit(st.into_writes(io))?;
+    fx.commit(st.into_writes())?;
     pre.modified = true;
     Ok(())
 }

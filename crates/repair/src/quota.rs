@@ -11,7 +11,6 @@ use ext4_layout::inode::Inode;
 
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
-use check_core::io::Io;
 use check_core::problem::Finding;
 use check_core::walk::QuotaUse;
 
@@ -26,17 +25,12 @@ const MAX_OLD: u64 = 64 << 20;
 type OldFile = (Vec<(u64, u64)>, u64, Option<QuotaTree>);
 
 /// Reads quota file `ino`.
-fn read_old<'f>(
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
-    qtype: usize,
-    ino: u32,
-) -> io::Result<OldFile> {
+fn read_old<'f>(stage: &mut Staging<'f>, qtype: usize, ino: u32) -> io::Result<OldFile> {
     let bs = stage.fs().block_size();
-    let raw = stage.inode_copy(io, ino)?;
+    let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad quota inode"))?;
     let old_size = inode.size();
-    let mapped = super::map::blocks_of(stage, io, ino)?;
+    let mapped = super::map::blocks_of(stage, ino)?;
     let old = if old_size <= MAX_OLD {
         let mut data = vec![0u8; old_size as usize];
         let mut buf = vec![0u8; bs];
@@ -45,7 +39,7 @@ fn read_old<'f>(
             if at >= old_size {
                 continue;
             }
-            stage.read(io, p, &mut buf)?;
+            stage.read(p, &mut buf)?;
             let n = (old_size - at).min(bs as u64) as usize;
             data[at as usize..at as usize + n].copy_from_slice(&buf[..n]);
         }
@@ -61,7 +55,6 @@ fn read_old<'f>(
 /// zeroed and stay in the file.
 fn write_content<'f>(
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     ino: u32,
     mapped: &[(u64, u64)],
     old_size: u64,
@@ -78,7 +71,7 @@ fn write_content<'f>(
                 let p = stage
                     .alloc_block(goal)
                     .ok_or_else(|| io::Error::other("no free block for the quota file"))?;
-                super::map::map_block(stage, io, ino, l, p)?;
+                super::map::map_block(stage, ino, l, p)?;
                 p
             }
         };
@@ -92,9 +85,9 @@ fn write_content<'f>(
             stage.fresh_block(p, Kind::Plain);
         }
     }
-    super::map::recount_i_blocks(stage, io, ino)?;
+    super::map::recount_i_blocks(stage, ino)?;
     let size = (content.len() as u64).max(old_size);
-    let r = stage.inode(io, ino)?;
+    let r = stage.inode(ino)?;
     super::raw::set_size(r, size);
     Ok(())
 }
@@ -104,11 +97,10 @@ fn write_content<'f>(
 pub fn rewrite<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     qtype: usize,
     ino: u32,
 ) -> io::Result<()> {
-    let (mapped, old_size, old) = read_old(stage, io, qtype, ino)?;
+    let (mapped, old_size, old) = read_old(stage, qtype, ino)?;
     let usage: BTreeMap<u32, QuotaUse> = st
         .quota
         .iter()
@@ -116,7 +108,7 @@ pub fn rewrite<'f>(
         .map(|(&(_, id), &u)| (id, u))
         .collect();
     let content = write_tree(qtype, old.as_ref(), &usage);
-    write_content(stage, io, ino, &mapped, old_size, &content)
+    write_content(stage, ino, &mapped, old_size, &content)
 }
 
 /// Takes space (bytes) and inodes released from the usage quota file
@@ -125,12 +117,11 @@ pub fn rewrite<'f>(
 /// cannot be brought up to date.
 pub fn release_usage<'f>(
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     qtype: usize,
     ino: u32,
     released: &BTreeMap<u32, (u64, u64)>,
 ) -> io::Result<()> {
-    let (mapped, old_size, old) = read_old(stage, io, qtype, ino)?;
+    let (mapped, old_size, old) = read_old(stage, qtype, ino)?;
     let old = old
         .filter(|t| !t.corrupt)
         .ok_or_else(|| io::Error::other("not a readable quota file"))?;
@@ -142,12 +133,12 @@ pub fn release_usage<'f>(
         u.inodes = u.inodes.saturating_sub(inodes);
     }
     let content = write_tree(qtype, Some(&old), &usage);
-    write_content(stage, io, ino, &mapped, old_size, &content)
+    write_content(stage, ino, &mapped, old_size, &content)
 }
 
 /// Fixes a quota-mismatch finding: the file named by its inode, of the
 /// type its text names, is rewritten.
-pub fn fix<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, f: &Finding) -> bool {
+pub fn fix<'f>(st: &'f CheckState, stage: &mut Staging<'f>, f: &Finding) -> bool {
     let qtype = match f.str.as_deref() {
         Some("user") => 0,
         Some("group") => 1,
@@ -155,5 +146,5 @@ pub fn fix<'f>(st: &'f CheckState, stage: &mut Staging<'f>, io: &mut Io<'f>, f: 
         _ => return false,
     };
     f.ino
-        .is_some_and(|ino| rewrite(st, stage, io, qtype, ino).is_ok())
+        .is_some_and(|ino| rewrite(st, stage, qtype, ino).is_ok())
 }

@@ -11,7 +11,6 @@ use ext4_layout::inode::FileType;
 
 use super::stage::{Kind, Staging};
 use check_core::ctx::Maps;
-use check_core::io::Io;
 
 /// Records what this round allocated (blocks, and inodes with whether
 /// they are directories) and released in the round's record of what is in
@@ -20,7 +19,6 @@ use check_core::io::Io;
 pub fn rebuild_with_allocations<'f>(
     st: &'f check_core::engine::CheckState,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
 ) -> io::Result<()> {
     let (blocks, inodes) = stage.allocated();
     for b in blocks {
@@ -30,21 +28,17 @@ pub fn rebuild_with_allocations<'f>(
         stage.mark_block(b, false);
     }
     for ino in inodes {
-        let dir = stage.inode_copy(io, ino).is_ok_and(|r| {
+        let dir = stage.inode_copy(ino).is_ok_and(|r| {
             FileType::from_mode(ext4_layout::inode::field::i_mode.get(&r))
                 == Some(FileType::Directory)
         });
         stage.mark_inode(ino, true, dir);
     }
-    rebuild_group_summaries(stage, io, &st.maps)
+    rebuild_group_summaries(stage, &st.maps)
 }
 
 /// Rewrites the bitmaps and counts of every group and the superblock.
-pub fn rebuild_group_summaries(
-    st: &mut Staging<'_>,
-    io: &mut Io<'_>,
-    maps: &Maps,
-) -> io::Result<()> {
+pub fn rebuild_group_summaries(st: &mut Staging<'_>, maps: &Maps) -> io::Result<()> {
     let fs = st.fs();
     let geo = &fs.geo;
     let bs = fs.block_size();
@@ -115,7 +109,7 @@ pub fn rebuild_group_summaries(
         // A bitmap that already says this is left as it is.
         for (blk, want) in [(bb, &bmap), (ib, &imap)] {
             if blk != 0 && blk < geo.blocks_count {
-                let same = st.read(io, blk, &mut cur).is_ok() && cur == *want;
+                let same = st.read(blk, &mut cur).is_ok() && cur == *want;
                 if !same {
                     st.fresh_block(blk, Kind::Plain).copy_from_slice(want);
                 }

@@ -18,7 +18,6 @@ use ext4_layout::inode::{flags, Inode};
 
 use super::stage::{Kind, Staging};
 use check_core::fs::Fs;
-use check_core::io::Io;
 
 /// One entry to place.
 struct Entry {
@@ -79,8 +78,7 @@ impl Geo {
 /// encrypted, SipHash) is read without them.
 fn collect<'f>(
     fs: &'f Fs,
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
+    stage: &mut Staging<'f>,
     dir: u32,
     raw: &[u8],
 ) -> Result<Collected, Skip> {
@@ -98,7 +96,7 @@ fn collect<'f>(
     };
     let seed = sb.s_hash_seed();
     let g = Geo::of(fs);
-    let blocks = super::map::blocks_of(stage, io, dir).map_err(|_| "unreadable blocks")?;
+    let blocks = super::map::blocks_of(stage, dir).map_err(|_| "unreadable blocks")?;
     if blocks.first().map(|&(l, _)| l) != Some(0)
         || blocks.iter().enumerate().any(|(i, &(l, _))| l != i as u64)
     {
@@ -108,9 +106,7 @@ fn collect<'f>(
     let mut entries = Vec::new();
     let mut buf = vec![0u8; g.bs];
     for &(l, p) in &blocks {
-        stage
-            .read(io, p, &mut buf)
-            .map_err(|_| "unreadable block")?;
+        stage.read(p, &mut buf).map_err(|_| "unreadable block")?;
         let mut walk = DirWalk::new(&buf, g.bs, g.filetype);
         for (k, w) in walk.by_ref().enumerate() {
             let e = w.entry;
@@ -151,8 +147,8 @@ fn collect<'f>(
 }
 
 /// The inode of a directory that can be rewritten, or why not.
-fn rewritable<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> Result<Vec<u8>, Skip> {
-    let raw = stage.inode_copy(io, dir).map_err(|_| "unreadable inode")?;
+fn rewritable<'f>(stage: &mut Staging<'f>, dir: u32) -> Result<Vec<u8>, Skip> {
+    let raw = stage.inode_copy(dir).map_err(|_| "unreadable inode")?;
     let inode = Inode::new(&raw).ok_or("bad inode")?;
     if inode.has_flag(flags::INLINE_DATA) {
         return Err("inline");
@@ -165,21 +161,16 @@ fn rewritable<'f>(stage: &Staging<'f>, io: &mut Io<'f>, dir: u32) -> Result<Vec<
 /// inline ones, ones with fewer entries than blocks to spread them over,
 /// and ones that would need more than two index levels stay linear
 /// (`Err` says why); nothing is changed then.
-pub fn rebuild<'f>(
-    fs: &'f Fs,
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    dir: u32,
-) -> Result<(), Skip> {
+pub fn rebuild<'f>(fs: &'f Fs, stage: &mut Staging<'f>, dir: u32) -> Result<(), Skip> {
     if !fs.geo.compat.contains(CompatFeatures::DIR_INDEX) {
         return Err("no dir_index feature");
     }
-    let raw = rewritable(stage, io, dir)?;
+    let raw = rewritable(stage, dir)?;
     let inode = Inode::new(&raw).ok_or("bad inode")?;
     if inode.has_flag(flags::INDEX) {
         return Err("already indexed");
     }
-    let mut c = collect(fs, stage, io, dir, &raw)?;
+    let mut c = collect(fs, stage, dir, &raw)?;
     if !c.hashed {
         return Err("a hash this repair does not compute");
     }
@@ -211,17 +202,17 @@ pub fn rebuild<'f>(
         return Err("fewer entries than blocks");
     }
     let extents = inode.has_flag(flags::EXTENTS);
-    let phys = blocks_for(stage, io, dir, &c.blocks, needed, extents)?;
+    let phys = blocks_for(stage, dir, &c.blocks, needed, extents)?;
     write_htree(stage, dir, &g, &c, &leaves, &phys);
     if extents && needed > c.blocks.len() {
-        map_extents(stage, io, dir, &phys)?;
+        map_extents(stage, dir, &phys)?;
     }
-    let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
+    let r = stage.inode(dir).map_err(|_| "unwritable inode")?;
     let fl = field::i_flags.get(r) | flags::INDEX;
     field::i_flags.set(r, fl);
     super::raw::grow_size(r, (needed * g.bs) as u64);
     if needed > c.blocks.len() {
-        super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
+        super::map::recount_i_blocks(stage, dir).map_err(|_| "cannot count blocks")?;
     }
     Ok(())
 }
@@ -241,17 +232,16 @@ const SLACK_PERCENT: usize = 20;
 pub fn optimize<'f>(
     fs: &'f Fs,
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     dir: u32,
     keep_size: bool,
 ) -> Result<Vec<u64>, Skip> {
-    let raw = rewritable(stage, io, dir)?;
+    let raw = rewritable(stage, dir)?;
     let inode = Inode::new(&raw).ok_or("bad inode")?;
     if inode.has_flag(flags::ENCRYPT) {
         return Err("encrypted");
     }
-    let mut c = collect(fs, stage, io, dir, &raw)?;
-    let before = super::map::all_blocks_of(stage, io, dir).map_err(|_| "unreadable blocks")?;
+    let mut c = collect(fs, stage, dir, &raw)?;
+    let before = super::map::all_blocks_of(stage, dir).map_err(|_| "unreadable blocks")?;
     let extents = inode.has_flag(flags::EXTENTS);
     let g = Geo::of(fs);
     let bytes: usize = c.entries.iter().map(Entry::size).sum();
@@ -261,7 +251,7 @@ pub fn optimize<'f>(
     let (needed, phys) = if linear {
         c.entries.sort_by_key(|e| e.ino);
         let leaves = pack_linear(&g, &c.entries);
-        let phys = blocks_for(stage, io, dir, &c.blocks, leaves.len(), extents)?;
+        let phys = blocks_for(stage, dir, &c.blocks, leaves.len(), extents)?;
         write_linear(stage, dir, &g, &c, &leaves, &phys);
         (leaves.len(), phys)
     } else {
@@ -272,7 +262,7 @@ pub fn optimize<'f>(
         let slack = (g.room() * SLACK_PERCENT / 100).max(12);
         let leaves = fill(&c.entries, g.room(), slack);
         let needed = htree_blocks(&g, leaves.len())?;
-        let phys = blocks_for(stage, io, dir, &c.blocks, needed, extents)?;
+        let phys = blocks_for(stage, dir, &c.blocks, needed, extents)?;
         write_htree(stage, dir, &g, &c, &leaves, &phys);
         (needed, phys)
     };
@@ -295,18 +285,18 @@ pub fn optimize<'f>(
     };
     if extents {
         if end != c.blocks.len() {
-            map_extents(stage, io, dir, &phys[..end])?;
+            map_extents(stage, dir, &phys[..end])?;
         }
     } else if end < phys.len() {
-        super::map::truncate_map(stage, io, dir, end as u64)
+        super::map::truncate_map(stage, dir, end as u64)
             .map_err(|_| "cannot unmap the blocks past the end")?;
     }
-    let after: BTreeSet<u64> = super::map::all_blocks_of(stage, io, dir)
+    let after: BTreeSet<u64> = super::map::all_blocks_of(stage, dir)
         .map_err(|_| "unreadable blocks")?
         .into_iter()
         .collect();
     let freed: Vec<u64> = before.into_iter().filter(|b| !after.contains(b)).collect();
-    let r = stage.inode(io, dir).map_err(|_| "unwritable inode")?;
+    let r = stage.inode(dir).map_err(|_| "unwritable inode")?;
     let mut fl = field::i_flags.get(r);
     if linear {
         fl &= !flags::INDEX;
@@ -315,7 +305,7 @@ pub fn optimize<'f>(
     }
     field::i_flags.set(r, fl);
     super::raw::set_size(r, (end * g.bs) as u64);
-    super::map::recount_i_blocks(stage, io, dir).map_err(|_| "cannot count blocks")?;
+    super::map::recount_i_blocks(stage, dir).map_err(|_| "cannot count blocks")?;
     Ok(freed)
 }
 
@@ -344,7 +334,6 @@ fn htree_blocks(g: &Geo, leaves: usize) -> Result<usize, Skip> {
 /// [`map_extents`] afterwards, so that no tree is written twice.
 fn blocks_for<'f>(
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     dir: u32,
     blocks: &[(u64, u64)],
     needed: usize,
@@ -360,8 +349,7 @@ fn blocks_for<'f>(
         let goal = phys.last().copied().unwrap_or(0);
         let b = stage.alloc_block(goal).ok_or("no free block")?;
         if !extents {
-            super::map::map_block(stage, io, dir, phys.len() as u64, b)
-                .map_err(|_| "cannot map")?;
+            super::map::map_block(stage, dir, phys.len() as u64, b).map_err(|_| "cannot map")?;
         }
         phys.push(b);
     }
@@ -370,12 +358,7 @@ fn blocks_for<'f>(
 
 /// Maps `phys` as the logical blocks 0.. of an extent-mapped directory,
 /// in one new tree.
-fn map_extents<'f>(
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-    dir: u32,
-    phys: &[u64],
-) -> Result<(), Skip> {
+fn map_extents<'f>(stage: &mut Staging<'f>, dir: u32, phys: &[u64]) -> Result<(), Skip> {
     let mut runs: Vec<check_core::walk::LeafExtent> = Vec::new();
     for (l, &p) in phys.iter().enumerate() {
         match runs.last_mut() {
@@ -388,7 +371,7 @@ fn map_extents<'f>(
             }),
         }
     }
-    super::tree::write_extent_tree(stage, io, dir, &runs).map_err(|_| "cannot map")
+    super::tree::write_extent_tree(stage, dir, &runs).map_err(|_| "cannot map")
 }
 
 /// Packs entries into linear blocks after '.' and '..', each as small

@@ -27,7 +27,6 @@ use super::prepass::{clear_valid, commit, open, PrePass};
 use super::raw::{clear_feature, now, sbf};
 use super::stage::{Kind, Staging};
 use check_core::fs::Fs;
-use check_core::io::Io;
 
 /// Why the release stopped; the file system then gets a full check.
 type Stop = String;
@@ -47,7 +46,6 @@ pub(crate) fn orphans(
     let mut r = Release {
         fs: &fs,
         st: Staging::new(&fs, &maps, false),
-        io: Io::new(&fs),
         quota: BTreeMap::new(),
         released: 0,
     };
@@ -71,15 +69,14 @@ pub(crate) fn orphans(
             }
         }
     }
-    let Release { st, mut io, .. } = r;
-    commit(fx, st, &mut io, pre)
+    let Release { st, .. } = r;
+    commit(fx, st, pre)
 }
 
 /// One orphan release: the staged changes, and the quota usage released.
 struct Release<'f> {
     fs: &'f Fs,
     st: Staging<'f>,
-    io: Io<'f>,
     /// Space (bytes) and inodes released, per quota type and id.
     quota: BTreeMap<(usize, u32), (u64, u64)>,
     released: usize,
@@ -131,10 +128,7 @@ impl<'f> Release<'f> {
         if ino == 0 || ino > fs.geo.inodes_count {
             return Err(format!("the orphan file's inode {ino} is out of range"));
         }
-        let raw = self
-            .st
-            .inode_copy(&mut self.io, ino)
-            .map_err(|e| e.to_string())?;
+        let raw = self.st.inode_copy(ino).map_err(|e| e.to_string())?;
         let inode = Inode::new(&raw).ok_or("the orphan file's inode cannot be read")?;
         let bs = fs.block_size() as u64;
         if inode.size() % bs != 0 {
@@ -142,8 +136,7 @@ impl<'f> Release<'f> {
         }
         let n = inode.size() / bs;
         let generation = inode.i_generation();
-        let mapped =
-            super::map::blocks_of(&self.st, &mut self.io, ino).map_err(|e| e.to_string())?;
+        let mapped = super::map::blocks_of(&mut self.st, ino).map_err(|e| e.to_string())?;
         for l in 0..n {
             let Some(&(_, blk)) = mapped.iter().find(|&&(m, _)| m == l) else {
                 return Err(format!("the orphan file has a hole at block {l}"));
@@ -156,7 +149,7 @@ impl<'f> Release<'f> {
             });
             let mut buf = vec![0u8; bs as usize];
             self.st
-                .read(&mut self.io, blk, &mut buf)
+                .read(blk, &mut buf)
                 .map_err(|e| format!("orphan file block {l}: {e}"))?;
             let ob = OrphanBlock::new(&buf);
             if ob.magic() != ext4_layout::orphan::MAGIC {
@@ -171,16 +164,10 @@ impl<'f> Release<'f> {
             }
             for &(slot, orphan) in &listed {
                 self.release(orphan)?;
-                let b = self
-                    .st
-                    .block(&mut self.io, blk, Kind::Plain)
-                    .map_err(|e| e.to_string())?;
+                let b = self.st.block(blk, Kind::Plain).map_err(|e| e.to_string())?;
                 ext4_layout::orphan::clear_slot(b, slot);
             }
-            let b = self
-                .st
-                .block(&mut self.io, blk, Kind::Plain)
-                .map_err(|e| e.to_string())?;
+            let b = self.st.block(blk, Kind::Plain).map_err(|e| e.to_string())?;
             ext4_layout::orphan::set_checksum(b, key);
         }
         Ok(())
@@ -192,7 +179,7 @@ impl<'f> Release<'f> {
         let fs = self.fs;
         let raw = self
             .st
-            .inode_copy(&mut self.io, ino)
+            .inode_copy(ino)
             .map_err(|e| format!("inode {ino}: {e}"))?;
         let inode = Inode::new(&raw).ok_or_else(|| format!("inode {ino} cannot be read"))?;
         let next = inode.i_dtime();
@@ -205,46 +192,32 @@ impl<'f> Release<'f> {
         let freed = if !check_core::walk::inode_has_valid_blocks(fs, &inode) {
             Vec::new()
         } else if deleting {
-            super::map::all_blocks_of(&self.st, &mut self.io, ino)
+            super::map::all_blocks_of(&mut self.st, ino)
                 .map_err(|e| format!("inode {ino}'s blocks: {e}"))?
         } else {
             let keep = inode.size().div_ceil(fs.block_size() as u64);
-            super::map::truncate_map(&mut self.st, &mut self.io, ino, keep)
+            super::map::truncate_map(&mut self.st, ino, keep)
                 .map_err(|e| format!("inode {ino}'s blocks: {e}"))?
         };
         let clusters = self.check_freeable(ino, &freed)?;
         let space = (clusters.len() as u64 * fs.block_size() as u64) << fs.geo.cluster_bits;
         self.charge(&inode, space, 0);
-        account(fs, &mut self.st, &mut self.io, &clusters, &[], None);
+        account(fs, &mut self.st, &clusters, &[], None);
         if deleting {
             // The extended-attribute block is shared by reference count:
             // this inode's reference goes, and the block with the last one.
             self.drop_xattr_block(ino, &inode)?;
             self.charge(&inode, 0, 1);
             let dir = inode.file_type() == Some(FileType::Directory);
-            account(
-                fs,
-                &mut self.st,
-                &mut self.io,
-                &[],
-                &[],
-                Some((ino, dir, true)),
-            );
-            let r = self
-                .st
-                .inode(&mut self.io, ino)
-                .map_err(|e| e.to_string())?;
+            account(fs, &mut self.st, &[], &[], Some((ino, dir, true)));
+            let r = self.st.inode(ino).map_err(|e| e.to_string())?;
             field::i_dtime.set(r, now());
         } else {
             // A file that is still linked keeps its attributes (e2fsck
             // drops a truncated orphan's attribute block, with the ACLs
             // and labels in it; nothing requires that).
-            super::map::recount_i_blocks(&mut self.st, &mut self.io, ino)
-                .map_err(|e| e.to_string())?;
-            let r = self
-                .st
-                .inode(&mut self.io, ino)
-                .map_err(|e| e.to_string())?;
+            super::map::recount_i_blocks(&mut self.st, ino).map_err(|e| e.to_string())?;
+            let r = self.st.inode(ino).map_err(|e| e.to_string())?;
             field::i_dtime.set(r, 0);
         }
         self.released += 1;
@@ -268,7 +241,7 @@ impl<'f> Release<'f> {
             if !seen.insert(c) {
                 continue;
             }
-            if !block_in_use(self.fs, &mut self.st, &mut self.io, c) {
+            if !block_in_use(self.fs, &mut self.st, c) {
                 return Err(format!(
                     "inode {ino} holds block {b}, which is already free"
                 ));
@@ -290,7 +263,7 @@ impl<'f> Release<'f> {
         if blk >= fs.geo.first_data_block && blk < fs.geo.blocks_count {
             let mut buf = vec![0u8; fs.block_size()];
             self.st
-                .read(&mut self.io, blk, &mut buf)
+                .read(blk, &mut buf)
                 .map_err(|e| format!("attribute block {blk}: {e}"))?;
             let magic = xattr::field::h_magic.get(&buf);
             if (magic != xattr::EA_MAGIC && magic != xattr::EA_MAGIC_V1)
@@ -312,22 +285,16 @@ impl<'f> Release<'f> {
                 ));
             }
             let count = xattr::field::h_refcount.get(&buf).wrapping_sub(1);
-            let b = self
-                .st
-                .block(&mut self.io, blk, Kind::Xattr)
-                .map_err(|e| e.to_string())?;
+            let b = self.st.block(blk, Kind::Xattr).map_err(|e| e.to_string())?;
             xattr::field::h_refcount.set(b, count);
             if count == 0 {
                 let c = blk >> fs.geo.cluster_bits;
                 self.charge(inode, (fs.block_size() as u64) << fs.geo.cluster_bits, 0);
-                account(fs, &mut self.st, &mut self.io, &[c], &[], None);
+                account(fs, &mut self.st, &[c], &[], None);
             }
         }
         // A block number out of range is only forgotten.
-        let r = self
-            .st
-            .inode(&mut self.io, ino)
-            .map_err(|e| e.to_string())?;
+        let r = self.st.inode(ino).map_err(|e| e.to_string())?;
         ext4_layout::inode::FILE_ACL.set(r, 0);
         Ok(())
     }
@@ -369,7 +336,7 @@ impl<'f> Release<'f> {
                 .filter(|(&(t, _), _)| t == qtype)
                 .map(|(&(_, id), &d)| (id, d))
                 .collect();
-            super::quota::release_usage(&mut self.st, &mut self.io, qtype, qino, &released)
+            super::quota::release_usage(&mut self.st, qtype, qino, &released)
                 .map_err(|e| format!("the quota file (inode {qino}): {e}"))?;
         }
         Ok(())

@@ -4,7 +4,6 @@
 use ext4_layout::inode::field;
 
 use check_core::engine::CheckState;
-use check_core::io::Io;
 use check_core::problem::{Code, Finding, Pass, Severity};
 use check_core::report::Report;
 
@@ -47,7 +46,6 @@ pub(crate) fn plan_round<'a, 'f>(
     report: &Report,
     to_fix: &[&'a Finding],
     stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
     stopped: &mut Option<String>,
     made: &mut Vec<Finding>,
 ) -> Vec<&'a Finding> {
@@ -60,7 +58,6 @@ pub(crate) fn plan_round<'a, 'f>(
     let mut r = Round {
         st,
         stage,
-        io,
         fixed: Vec::new(),
         declined,
     };
@@ -121,19 +118,19 @@ pub(crate) fn plan_round<'a, 'f>(
                 // Quota files first: blocks they gain are then counted in
                 // use by the rebuild of the group summaries.
                 for f in &mine {
-                    if f.code == Code::QuotaMismatch && quota::fix(st, r.stage, r.io, f) {
+                    if f.code == Code::QuotaMismatch && quota::fix(st, r.stage, f) {
                         r.fixed.push(f);
                     }
                 }
                 orphan::fix(&mut r, &mine);
                 for f in mine.iter().filter(|f| f.code == Code::RecreateJournal) {
-                    if mkjournal::create(st, r.stage, r.io).is_ok() {
+                    if mkjournal::create(st, r.stage).is_ok() {
                         r.fixed.push(f);
                     }
                 }
                 // What this round allocated (quota file, lost+found or
                 // journal blocks, a new lost+found) counts as in use.
-                if rebuild::rebuild_with_allocations(st, r.stage, r.io).is_ok() {
+                if rebuild::rebuild_with_allocations(st, r.stage).is_ok() {
                     r.fixed.extend(
                         mine.iter()
                             .copied()
@@ -156,7 +153,7 @@ pub(crate) fn plan_round<'a, 'f>(
             );
         }
         let valid = if pass == Pass::P4 {
-            p4_settled_for_p5(&mine, &report.findings, r.stage, r.io)
+            p4_settled_for_p5(&mine, &report.findings, r.stage)
         } else {
             mine.iter().all(|f| leaves_check_valid(st, r.stage, f))
         };
@@ -186,7 +183,7 @@ pub(crate) fn plan_round<'a, 'f>(
     // pass 5 had nothing of its own to fix.
     if reached_end && after.is_some_and(|p| p < Pass::P5) {
         reindex_dropped(&mut r, made);
-        let _ = rebuild::rebuild_with_allocations(st, r.stage, r.io);
+        let _ = rebuild::rebuild_with_allocations(st, r.stage);
     }
     let mut seen = std::collections::BTreeSet::new();
     r.fixed.retain(|f| seen.insert(std::ptr::from_ref(*f)));
@@ -202,12 +199,7 @@ fn settles_for_p5(code: Code) -> bool {
 /// they only set link counts, reconnect files to lost+found (blocks and
 /// inodes that takes are marked in use before the rebuild) and clear
 /// unattached empty inodes, which are marked free here.
-fn p4_settled_for_p5<'f>(
-    mine: &[&Finding],
-    all: &[Finding],
-    stage: &mut Staging<'f>,
-    io: &mut Io<'f>,
-) -> bool {
+fn p4_settled_for_p5<'f>(mine: &[&Finding], all: &[Finding], stage: &mut Staging<'f>) -> bool {
     let simple = mine.iter().all(|f| settles_for_p5(f.code));
     if !simple {
         return false;
@@ -222,7 +214,7 @@ fn p4_settled_for_p5<'f>(
             continue;
         }
         // Cleared: free only if it held no block at all.
-        match stage.inode_copy(io, ino) {
+        match stage.inode_copy(ino) {
             Ok(r) if field::i_blocks_lo.get(&r) == 0 && field::i_file_acl_lo.get(&r) == 0 => {
                 freed.push(ino)
             }
@@ -257,16 +249,12 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
     if r.st.dx_dropped.is_empty() {
         return;
     }
-    let lost_found = connect::lookup(r.stage, r.io, 2, b"lost+found")
-        .ok()
-        .flatten();
+    let lost_found = connect::lookup(r.stage, 2, b"lost+found").ok().flatten();
     for &dir in &r.st.dx_dropped {
-        if !r.stage.is_dir(dir)
-            || !crate::steps::linear_to_index(fs, r.stage, r.io, dir, lost_found)
-        {
+        if !r.stage.is_dir(dir) || !crate::steps::linear_to_index(fs, r.stage, dir, lost_found) {
             continue;
         }
-        if let Ok(freed) = rehash::optimize(fs, r.stage, r.io, dir, false) {
+        if let Ok(freed) = rehash::optimize(fs, r.stage, dir, false) {
             for b in freed {
                 r.stage.free_block(b);
             }

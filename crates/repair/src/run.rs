@@ -11,7 +11,6 @@ use pipeline::{open_device, Device, Target};
 
 use check_core::ctx::CheckOptions;
 use check_core::engine::{check_fixing, check_with_state, Checked};
-use check_core::io::Io;
 use check_core::problem::{Code, Finding, Pass};
 use check_core::report::Report;
 use check_core::sink::FixSink;
@@ -621,9 +620,8 @@ impl<'a> Run<'a> {
         };
         self.lpf_checked = true;
         let mut found = Vec::new();
-        let mut io = Io::new(&st.fs);
         let mut trial = Staging::new(&st.fs, &st.maps, true);
-        match connect::lost_found_findings(st, &mut trial, &mut io) {
+        match connect::lost_found_findings(st, &mut trial) {
             Ok(f) => found.extend(f),
             Err(why) => self
                 .notes
@@ -757,7 +755,6 @@ impl<'a> Run<'a> {
         }
         self.rounds += 1;
         let rounds = self.rounds;
-        let mut io = Io::new(&st.fs);
         let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
         let mut stage = Staging::new(&st.fs, &st.maps, complete);
         let t_plan = std::time::Instant::now();
@@ -768,7 +765,6 @@ impl<'a> Run<'a> {
             &current.report,
             &to_fix,
             &mut stage,
-            &mut io,
             &mut stopped,
             &mut made,
         );
@@ -776,7 +772,7 @@ impl<'a> Run<'a> {
         if fixed.is_empty() || stage.is_empty() {
             return false;
         }
-        let writes = stage.into_writes(&mut io);
+        let writes = stage.into_writes();
         let nwrites = writes.len();
         let t_commit = std::time::Instant::now();
         let committed = self.fx.commit(writes);
@@ -844,7 +840,6 @@ impl<'a> Run<'a> {
             .collect();
         self.fixed_all.extend(fixed);
         self.fixed_all.extend(made);
-        drop(io);
         let took = self.check_again(current);
         self.round_times
             .push(format!("check after round {rounds}: {took:.3} s"));

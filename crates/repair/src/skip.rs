@@ -12,7 +12,6 @@ use pipeline::Device;
 use super::stage::Staging;
 use check_core::due::{self, Clock, Due, Reason, Skipped};
 use check_core::fs::{open_fs, Fs, OpenOptions};
-use check_core::io::Io;
 
 /// What the decision came to.
 pub(super) enum Decision {
@@ -78,7 +77,6 @@ pub(super) fn decide(
     }
     let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
-    let mut io = Io::new(&fs);
     let raw = stage.sb_mut();
     if old_inodes != free_inodes {
         ext4_layout::superblock::field::s_free_inodes_count.set(raw, free_inodes as u32);
@@ -97,7 +95,7 @@ pub(super) fn decide(
         }
         skipped.counts_set.push(("blocks", old_blocks, free_blocks));
     }
-    fx.commit(stage.into_writes(&mut io))?;
+    fx.commit(stage.into_writes())?;
     skipped.inodes_used = skipped.inodes_count.saturating_sub(free_inodes);
     skipped.blocks_used = skipped.blocks_count.saturating_sub(free_blocks);
     Ok(Decision::Skip(skipped))

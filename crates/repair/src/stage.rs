@@ -34,9 +34,15 @@ pub enum Kind {
     InodeTable,
 }
 
-/// Blocks and metadata changed by a round.
+/// A repair's edit session: the blocks and metadata it has changed, the
+/// reader for everything it has not, and its allocator (what it took and
+/// freed over what the last check found in use). Every planner edits the
+/// file system through one of these, and nothing reaches the device until
+/// [`Staging::into_writes`] hands the whole set to the fixer.
 pub struct Staging<'f> {
     fs: &'f Fs,
+    /// The reader for blocks not yet staged.
+    pub(crate) io: Io<'f>,
     alloc: super::alloc::Allocator<'f>,
     blocks: BTreeMap<u64, (Vec<u8>, Kind)>,
     inodes: BTreeSet<u32>,
@@ -58,6 +64,7 @@ impl<'f> Staging<'f> {
     pub fn new(fs: &'f Fs, maps: &'f check_core::ctx::Maps, complete: bool) -> Self {
         Staging {
             fs,
+            io: Io::new(fs),
             alloc: super::alloc::Allocator::new(fs, maps, complete),
             blocks: BTreeMap::new(),
             inodes: BTreeSet::new(),
@@ -231,7 +238,7 @@ impl<'f> Staging<'f> {
     }
 
     /// A block for editing (read from the device the first time).
-    pub fn block(&mut self, io: &mut Io<'_>, blk: u64, kind: Kind) -> io::Result<&mut Vec<u8>> {
+    pub fn block(&mut self, blk: u64, kind: Kind) -> io::Result<&mut Vec<u8>> {
         if !self.blocks.contains_key(&blk) {
             if blk >= self.fs.geo.blocks_count {
                 return Err(io::Error::new(
@@ -240,7 +247,7 @@ impl<'f> Staging<'f> {
                 ));
             }
             let mut b = vec![0u8; self.fs.block_size()];
-            io.read_blocks(blk, &mut b)?;
+            self.io.read_blocks(blk, &mut b)?;
             self.blocks.insert(blk, (b, kind));
         }
         let e = self
@@ -266,13 +273,13 @@ impl<'f> Staging<'f> {
     }
 
     /// Reads a block through the overlay.
-    pub fn read(&self, io: &mut Io<'_>, blk: u64, buf: &mut [u8]) -> io::Result<()> {
+    pub fn read(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
         match self.blocks.get(&blk) {
             Some((b, _)) => {
                 buf.copy_from_slice(&b[..buf.len()]);
                 Ok(())
             }
-            None => io.read_blocks(blk, buf),
+            None => self.io.read_blocks(blk, buf),
         }
     }
 
@@ -301,19 +308,19 @@ impl<'f> Staging<'f> {
     }
 
     /// Inode `ino`'s bytes for editing; its checksum is redone at commit.
-    pub fn inode(&mut self, io: &mut Io<'_>, ino: u32) -> io::Result<&mut [u8]> {
+    pub fn inode(&mut self, ino: u32) -> io::Result<&mut [u8]> {
         let (blk, off, isz) = self.inode_place(ino)?;
         self.inodes.insert(ino);
-        let b = self.block(io, blk, Kind::InodeTable)?;
+        let b = self.block(blk, Kind::InodeTable)?;
         b.get_mut(off..off + isz)
             .ok_or_else(|| io::Error::other("inode beyond its block"))
     }
 
     /// A copy of inode `ino` as it is now (through the overlay).
-    pub fn inode_copy(&self, io: &mut Io<'_>, ino: u32) -> io::Result<Vec<u8>> {
+    pub fn inode_copy(&mut self, ino: u32) -> io::Result<Vec<u8>> {
         let (blk, off, isz) = self.inode_place(ino)?;
         let mut b = vec![0u8; self.fs.block_size()];
-        self.read(io, blk, &mut b)?;
+        self.read(blk, &mut b)?;
         Ok(b[off..off + isz].to_vec())
     }
 
@@ -340,8 +347,8 @@ impl<'f> Staging<'f> {
 
     /// The generation of inode `ino` (through the overlay), for the
     /// checksums of the blocks it owns.
-    fn generation(&self, io: &mut Io<'_>, ino: u32) -> u32 {
-        self.inode_copy(io, ino)
+    fn generation(&mut self, ino: u32) -> u32 {
+        self.inode_copy(ino)
             .ok()
             .and_then(|raw| Inode::new(&raw).map(|i| i.i_generation()))
             .unwrap_or(0)
@@ -349,7 +356,7 @@ impl<'f> Staging<'f> {
 
     /// Turns the overlay into writes: checksums recomputed, data blocks
     /// first, then inode tables, descriptors and the superblock.
-    pub fn into_writes(mut self, io: &mut Io<'_>) -> Vec<fixer::Write> {
+    pub fn into_writes(mut self) -> Vec<fixer::Write> {
         let fs = self.fs;
         let geo = &fs.geo;
         let csum = fs.metadata_csum();
@@ -362,9 +369,7 @@ impl<'f> Staging<'f> {
                     Kind::DirLeaf(ino)
                     | Kind::DxRoot(ino)
                     | Kind::DxNode(ino)
-                    | Kind::Extent(ino) => {
-                        Some(inode_csum_seed(seed, ino, self.generation(io, ino)))
-                    }
+                    | Kind::Extent(ino) => Some(inode_csum_seed(seed, ino, self.generation(ino))),
                     _ => None,
                 };
                 let Some((b, _)) = self.blocks.get_mut(&blk) else {
@@ -408,7 +413,7 @@ impl<'f> Staging<'f> {
         }
         data.extend(tables);
         if self.gdt_dirty {
-            data.extend(self.gdt_writes(io));
+            data.extend(self.gdt_writes());
         }
         if self.sb_dirty || self.gdt_dirty {
             if csum {
@@ -423,7 +428,7 @@ impl<'f> Staging<'f> {
     }
 
     /// The primary descriptor table as writes, checksums redone.
-    fn gdt_writes(&mut self, io: &mut Io<'_>) -> Vec<fixer::Write> {
+    fn gdt_writes(&mut self) -> Vec<fixer::Write> {
         let fs = self.fs;
         let geo = &fs.geo;
         let ds = geo.desc_size as usize;
@@ -463,7 +468,7 @@ impl<'f> Staging<'f> {
             };
             let mut b = vec![0u8; bs];
             // Bytes past the last descriptor keep what the device has.
-            let _ = io.read_blocks(blk, &mut b);
+            let _ = self.io.read_blocks(blk, &mut b);
             let lo = i * bs;
             let hi = ((i + 1) * bs).min(self.gdt.len());
             if lo < hi {
@@ -486,8 +491,6 @@ pub struct Round<'r, 'a, 'f> {
     pub st: &'f check_core::engine::CheckState,
     /// The staged changes.
     pub stage: &'r mut Staging<'f>,
-    /// The reader.
-    pub io: &'r mut check_core::io::Io<'f>,
     /// What the round has fixed.
     pub fixed: Vec<&'a check_core::problem::Finding>,
     /// Problems the person at the terminal declined to fix: whatever else

@@ -10,7 +10,6 @@ use pipeline::Device;
 
 use check_core::ctx::CheckOptions;
 use check_core::engine::{check_with_state, Checked};
-use check_core::io::Io;
 use check_core::problem::{Code, Finding};
 
 use crate::error::Error;
@@ -27,10 +26,9 @@ pub(crate) fn discard_free_space(current: &Checked, fx: &fixer::Fixer) -> Result
     let (ranges, zeroed) = discard::ranges(st, tables);
     fx.discard(ranges)?;
     if !zeroed.is_empty() {
-        let mut io = Io::new(&st.fs);
         let mut stage = Staging::new(&st.fs, &st.maps, true);
         discard::mark_zeroed(&mut stage, &zeroed);
-        fx.commit(stage.into_writes(&mut io))?;
+        fx.commit(stage.into_writes())?;
     }
     Ok(())
 }
@@ -42,12 +40,10 @@ pub(crate) fn convert_to_extents(current: &Checked, fx: &fixer::Fixer) -> Result
     let Some(st) = current.state.as_ref().filter(|s| s.abort.is_none()) else {
         return Err(Error::CheckIncomplete);
     };
-    let mut io = Io::new(&st.fs);
     let mut stage = Staging::new(&st.fs, &st.maps, true);
-    let n = convert::to_extents(st, &mut stage, &mut io);
-    rebuild::rebuild_with_allocations(st, &mut stage, &mut io)?;
-    fx.commit(stage.into_writes(&mut io))
-        .map_err(Error::Stopped)?;
+    let n = convert::to_extents(st, &mut stage);
+    rebuild::rebuild_with_allocations(st, &mut stage)?;
+    fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
     Ok(n)
 }
 
@@ -64,15 +60,14 @@ pub(crate) enum Rehash {
 /// Whether e2fsck's pass 1 would queue directory `dir` for indexing.
 pub(crate) fn linear_to_index<'f>(
     fs: &'f check_core::fs::Fs,
-    stage: &Staging<'f>,
-    io: &mut Io<'f>,
+    stage: &mut Staging<'f>,
     dir: u32,
     lost_found: Option<u32>,
 ) -> bool {
     if !fs.geo.compat.contains(CompatFeatures::DIR_INDEX) || Some(dir) == lost_found {
         return false;
     }
-    let Ok(raw) = stage.inode_copy(io, dir) else {
+    let Ok(raw) = stage.inode_copy(dir) else {
         return false;
     };
     let Some(inode) = ext4_layout::inode::Inode::new(&raw) else {
@@ -95,11 +90,8 @@ pub(crate) fn optimize_directories(
         return Err(Error::CheckIncomplete);
     };
     let fs = &st.fs;
-    let mut io = Io::new(fs);
     let mut stage = Staging::new(fs, &st.maps, true);
-    let lost_found = connect::lookup(&stage, &mut io, 2, b"lost+found")
-        .ok()
-        .flatten();
+    let lost_found = connect::lookup(&mut stage, 2, b"lost+found").ok().flatten();
     let mut n = 0;
     // Linear: the directories the check's pass 1 found linear, three
     // blocks or more, on a file system with dir_index (what
@@ -118,7 +110,7 @@ pub(crate) fn optimize_directories(
         if !stage.is_dir(dir) {
             continue;
         }
-        if let Ok(freed) = rehash::optimize(fs, &mut stage, &mut io, dir, Some(dir) == lost_found) {
+        if let Ok(freed) = rehash::optimize(fs, &mut stage, dir, Some(dir) == lost_found) {
             for b in freed {
                 stage.mark_block(b, false);
             }
@@ -128,9 +120,8 @@ pub(crate) fn optimize_directories(
     if n == 0 {
         return Ok(0);
     }
-    rebuild::rebuild_with_allocations(st, &mut stage, &mut io)?;
-    fx.commit(stage.into_writes(&mut io))
-        .map_err(Error::Stopped)?;
+    rebuild::rebuild_with_allocations(st, &mut stage)?;
+    fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
     Ok(n)
 }
 
@@ -149,18 +140,15 @@ pub(crate) fn update_bad_blocks(
     let Some(st) = pre.state.as_ref().filter(|s| s.abort.is_none()) else {
         return Err(Error::BadBlocksNoCheck);
     };
-    let mut io = Io::new(&st.fs);
     let mut stage = Staging::new(&st.fs, &st.maps, true);
     let done = badblocks::stage_update(
         st,
         change,
         &mut stage,
-        &mut io,
         &path.display().to_string(),
         Some(fx),
     )?;
-    fx.commit(stage.into_writes(&mut io))
-        .map_err(Error::Stopped)?;
+    fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
     let fixed = pre
         .report
         .findings
@@ -194,11 +182,9 @@ pub(crate) fn fix_inode_count(
     }
     let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
-    let mut io = Io::new(&fs);
     // s_inodes_count
     ext4_layout::superblock::field::s_inodes_count.set(stage.sb_mut(), want as u32);
-    fx.commit(stage.into_writes(&mut io))
-        .map_err(Error::Stopped)?;
+    fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
     let mut f = Finding::new(Code::InodeCountWrong).num(have).num2(want);
     f.fixed = true;
     Ok(Some(f))
@@ -228,12 +214,10 @@ pub(crate) fn restore_primary(
     };
     let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
-    let mut io = Io::new(&fs);
     // s_block_group_nr: the primary belongs to group 0.
     ext4_layout::superblock::field::s_block_group_nr.set(stage.sb_mut(), 0);
     let _ = stage.gd_mut(0);
-    fx.commit(stage.into_writes(&mut io))
-        .map_err(Error::Stopped)?;
+    fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
     f.fixed = true;
     Ok(f)
 }

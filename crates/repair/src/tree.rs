@@ -2,7 +2,6 @@
 
 use std::io;
 
-use check_core::io::Io;
 use check_core::walk::LeafExtent;
 use ext4_layout::extent::{self, EXT_INIT_MAX_LEN, EXT_UNINIT_MAX_LEN};
 use ext4_layout::inode::{field, flags, I_BLOCK};
@@ -19,7 +18,6 @@ pub(crate) const MAX_UNINIT_LEN: u64 = EXT_UNINIT_MAX_LEN as u64;
 /// tree blocks are no longer referenced (pass 5 frees them).
 pub fn write_extent_tree(
     stage: &mut Staging<'_>,
-    io: &mut Io<'_>,
     ino: u32,
     leaves: &[LeafExtent],
 ) -> io::Result<()> {
@@ -72,7 +70,7 @@ pub fn write_extent_tree(
         level = up;
         depth += 1;
     }
-    let r = stage.inode(io, ino)?;
+    let r = stage.inode(ino)?;
     let root = &mut r[I_BLOCK];
     root.fill(0);
     extent::put_header(root, level.len() as u16, 4, depth);
