@@ -13,6 +13,7 @@ use check_core::engine::{check_with_state, Checked};
 use check_core::problem::{Code, Finding};
 
 use crate::error::Error;
+use crate::raw::sbf;
 use crate::stage::Staging;
 use crate::{badblocks, connect, convert, discard, rebuild, rehash};
 
@@ -188,6 +189,58 @@ pub(crate) fn fix_inode_count(
     let mut f = Finding::new(Code::InodeCountWrong).num(have).num2(want);
     f.fixed = true;
     Ok(Some(f))
+}
+
+/// Feature pairs that cannot stand together, fixed as e2fsck's superblock
+/// stage fixes them before its passes (the check reads every later thing
+/// through the features): uninit_bg comes off beside metadata_csum,
+/// metadata_csum_seed (and the seed) off without metadata_csum, and
+/// extents goes on beside 64bit.
+pub(crate) fn fix_feature_pairs(
+    dev: &Arc<Device>,
+    fx: &fixer::Fixer,
+) -> Result<Vec<Finding>, Error> {
+    use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
+    use ext4_layout::superblock::field as sb_field;
+    let Ok(opened) = check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default())
+    else {
+        return Ok(Vec::new());
+    };
+    let fs = opened.fs;
+    if fs.backup_in_use {
+        return Ok(Vec::new());
+    }
+    let (ro, incompat) = (fs.geo.ro_compat, fs.geo.incompat);
+    let maps = check_core::ctx::Maps::new(&fs);
+    let mut stage = Staging::new(&fs, &maps, false);
+    let mut fixed = Vec::new();
+    if ro.contains(RoCompatFeatures::METADATA_CSUM) && ro.contains(RoCompatFeatures::GDT_CSUM) {
+        crate::raw::clear_feature(&mut stage, sbf::RO_COMPAT, RoCompatFeatures::GDT_CSUM.0);
+        fixed.push(Code::MetaAndGdtCsum);
+    }
+    if incompat.contains(IncompatFeatures::CSUM_SEED)
+        && !ro.contains(RoCompatFeatures::METADATA_CSUM)
+    {
+        crate::raw::clear_feature(&mut stage, sbf::INCOMPAT, IncompatFeatures::CSUM_SEED.0);
+        sb_field::s_checksum_seed.set(stage.sb_mut(), 0);
+        fixed.push(Code::CsumSeedWithoutMetaCsum);
+    }
+    if incompat.contains(IncompatFeatures::BIT64) && !incompat.contains(IncompatFeatures::EXTENTS) {
+        crate::raw::set_feature(&mut stage, sbf::INCOMPAT, IncompatFeatures::EXTENTS.0);
+        fixed.push(Code::Bit64WithoutExtents);
+    }
+    if fixed.is_empty() {
+        return Ok(Vec::new());
+    }
+    fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
+    Ok(fixed
+        .into_iter()
+        .map(|c| {
+            let mut f = Finding::new(c);
+            f.fixed = true;
+            f
+        })
+        .collect())
 }
 
 /// Writes the superblock the user chose (`-b`) and its descriptor table
