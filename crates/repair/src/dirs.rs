@@ -48,6 +48,9 @@ struct DirFix<'a> {
     holes: BTreeSet<u64>,
     encrypted: bool,
     casefold_strict: bool,
+    /// An inline directory whose size the check found bad: set right
+    /// before its entries are walked.
+    inline_size_bad: bool,
 }
 
 /// Pass 2's repairs.
@@ -108,7 +111,9 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         let drop_index = codes.iter().any(|&c| drops_index(c));
         let dups = codes.contains(&Code::ReportDupDirent);
         if let Ok(true) = fix_directory(st, stage, &mut fx, drop_index, dups) {
-            fixed.extend(fs_.iter().copied());
+            // The walk mends what the check found in the directory, but
+            // for the codes the table says no repair fixes.
+            fixed.extend(fs_.iter().copied().filter(|f| !f.code.policy().no_fix));
         }
     }
 }
@@ -216,6 +221,7 @@ fn dir_fix<'d>(
         // A name the check found badly encoded (strict mode, or
         // `-E check_encoding`) is fixed by the encoding rule.
         casefold_strict: codes.contains(&Code::BadEncodedName),
+        inline_size_bad: codes.contains(&Code::BadInlineDirSize),
     };
     for f in fs_ {
         match f.code {
@@ -898,6 +904,9 @@ fn fix_inline_dir<'f>(
         inode[I_BLOCK_OFFSET + 4..I_BLOCK_OFFSET + 60].copy_from_slice(&region);
         modified = true;
     }
+    if fx.inline_size_bad {
+        modified |= fix_inline_size(&mut inode);
+    }
     // The rest of the directory, in the in-inode system.data value.
     if let Some((vstart, vlen, entry)) = system_data_in_inode(&inode) {
         let mut value = inode[vstart..vstart + vlen].to_vec();
@@ -914,6 +923,38 @@ fn fix_inline_dir<'f>(
         stage.inode(fx.ino)?.copy_from_slice(&inode);
     }
     Ok(true)
+}
+
+/// An inline directory's size (the 60 bytes of `i_block` and its
+/// system.data value) made what its entries can fill, as e2fsck makes it:
+/// too short for an entry past the first 60 bytes, the value is emptied;
+/// otherwise it grows, zero-filled, to the next multiple of four (room the
+/// value already has, as values are padded to four bytes) for the entry
+/// walk to salvage. The inode's size follows. Whether it changed.
+fn fix_inline_size(inode: &mut [u8]) -> bool {
+    let Some((vstart, vlen, entry)) = system_data_in_inode(inode) else {
+        return false;
+    };
+    let old = 60 + vlen;
+    let new_vlen = if old > 60 && old < 72 {
+        0
+    } else if old % 4 != 0 {
+        vlen + (4 - old % 4)
+    } else {
+        return false;
+    };
+    if vstart + vlen.max(new_vlen) > inode.len() || new_vlen > (vlen + 3) & !3 {
+        return false;
+    }
+    inode[vstart + new_vlen.min(vlen)..vstart + vlen.max(new_vlen)].fill(0);
+    inode[entry + 8..entry + 12].copy_from_slice(&(new_vlen as u32).to_le_bytes());
+    if ext4_layout::xattr::entry_at(inode, entry).e_hash != 0 {
+        let value = &inode[vstart..vstart + new_vlen];
+        let h = ext4_layout::xattr::entry_hash(b"data", Some(value), false);
+        ext4_layout::xattr::put_entry_hash(inode, entry, h);
+    }
+    crate::raw::set_size(inode, (60 + new_vlen) as u64);
+    true
 }
 
 /// Where the value of an inode's in-inode "system.data" attribute lies:
