@@ -158,6 +158,10 @@ pub struct FixPolicy {
     /// Where the problem comes in e2fsck's sequence of checks of one
     /// inode in pass 1 (lower first); 20 when the table says nothing.
     pub inode_order: u8,
+    /// A repair has no fix of its own for it (the table's `none`): the
+    /// check never raises it under a repair, or a fix of another code
+    /// found with it is what mends it, or e2fsck stops on it too.
+    pub no_fix: bool,
     local: Local,
     keeps: Keeps,
 }
@@ -179,6 +183,7 @@ impl FixPolicy {
         restarts: false,
         settles_for_pass5: false,
         inode_order: 20,
+        no_fix: false,
         local: Local::No,
         keeps: Keeps::No,
     };
@@ -186,6 +191,13 @@ impl FixPolicy {
     const fn preen(self) -> Self {
         FixPolicy {
             preen: true,
+            ..self
+        }
+    }
+
+    const fn none(self) -> Self {
+        FixPolicy {
+            no_fix: true,
             ..self
         }
     }
@@ -344,8 +356,7 @@ macro_rules! codes {
 
         impl Code {
             /// Every code, in table order.
-            #[cfg(test)]
-            pub(crate) const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
+            pub const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
 
             /// The stable kebab-case name.
             pub fn name(self) -> &'static str {
@@ -370,6 +381,12 @@ macro_rules! codes {
             /// The message template.
             pub(crate) fn template(self) -> &'static str {
                 match self { $( Code::$variant => $msg, )* }
+            }
+
+            /// Whether its findings name a directory (`{dir}` in the
+            /// message): pass 2's are mended by walking that directory.
+            pub fn names_directory(self) -> bool {
+                self.template().contains("{dir}")
             }
 
             /// How a repair treats it: the table's bracketed column.
@@ -711,7 +728,9 @@ codes! {
     BbinodeBadMetablock = 0x010016, "bad-block-in-metadata", P1, Error [],
         "a bad block lies in file system metadata";
     /// resize-inode-recreate-failed (e2fsck PR_1_RESIZE_INODE_CREATE).
-    ResizeInodeCreate = 0x01004e, "resize-inode-recreate-failed", P1, Error [],
+    /// `none`: raised when inode 7 fails its checksum; a repair fixes that
+    /// finding (inode-checksum) and the check no longer stops.
+    ResizeInodeCreate = 0x01004e, "resize-inode-recreate-failed", P1, Error [none],
         "the resize inode cannot be recreated on a read-only check";
     /// metadata-needs-relocation (e2fsck PR_1_RELOC_TO).
     RelocateMetadata = 0x010021, "metadata-needs-relocation", P1, Error [preen],
@@ -732,7 +751,8 @@ codes! {
     ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error [preen clear_blocks],
         "directory inode {ino} has no blocks";
     /// dir-block-unreadable (no e2fsck equivalent).
-    DirBlockCorrupt = 0x000000, "dir-block-unreadable", P1, Error [],
+    /// `none`: not raised; pass 2's dir-block-read-failed is the one fixed.
+    DirBlockCorrupt = 0x000000, "dir-block-unreadable", P1, Error [none],
         "directory inode {ino} block {blk} cannot be read";
     /// too-big (e2fsck PR_1_TOOBIG_DIR).
     TooBig = 0x010044, "too-big", P1, Error [blocks],
@@ -834,7 +854,8 @@ codes! {
     EaBlockEntry = 0x010041, "xattr-block-entry", P1, Error [],
         "extended attribute block {blk} of inode {ino} has a bad entry ({str})";
     /// xattr-without-feature (e2fsck PR_2_FILE_ACL_ZERO).
-    EaAclWithoutFeature = 0x02000e, "xattr-without-feature", P1, Error [],
+    /// `none`: not raised; pass 2's file-acl-without-feature is fixed.
+    EaAclWithoutFeature = 0x02000e, "xattr-without-feature", P1, Error [none],
         "inode {ino} has an extended attribute block but the file system lacks ext_attr";
     /// bad-blocks-inode-illegal (e2fsck PR_1_BB_ILLEGAL_BLOCK_NUM).
     BadBlockInBadBlockInode = 0x010012, "bad-blocks-inode-illegal", P1, Error [],
@@ -924,7 +945,8 @@ codes! {
     DupDotDot = 0x02001b, "duplicate-dot-dot", P2, Error [yes],
         "directory {dir} has a second '..' entry";
     /// final-rec-len (e2fsck PR_2_FINAL_RECLEN).
-    FinalRecLen = 0x02001d, "final-rec-len", P2, Error [],
+    /// `none`: not raised; the entry walk salvages such a block as corrupt.
+    FinalRecLen = 0x02001d, "final-rec-len", P2, Error [none],
         "the last entry of directory {dir} has a bad rec_len {num}";
     /// dir-block-read-failed (no e2fsck problem code: its read error
     /// handler's "Ignore error? yes", "Force rewrite? yes"). Repair only:
@@ -1056,7 +1078,8 @@ codes! {
     NonUniqueFileNoRename = 0x020054, "duplicate-encrypted-name", P3, Error [],
         "encrypted directory {dir} has a duplicate entry";
     /// inode-unreadable (no e2fsck equivalent).
-    InodeReadFailed = 0x000000, "inode-unreadable", P2, Error [],
+    /// `none`: not raised; inode-table-block-unreadable is salvaged.
+    InodeReadFailed = 0x000000, "inode-unreadable", P2, Error [none],
         "inode {ino} cannot be read reliably ({str})";
     /// root-missing (e2fsck PR_3_NO_ROOT_INODE).
     NoRootInode = 0x030001, "root-missing", P3, Error [],
@@ -1086,7 +1109,9 @@ codes! {
     RehashDir = 0x031004, "dir-reindexed", P3, Notice [preen fix],
         "directory {ino} lost its hash index and needs a new one";
     /// root-not-dir-fatal (e2fsck PR_3_ROOT_NOT_DIR_ABORT).
-    RootNotDirAbort = 0x030014, "root-not-dir-fatal", P3, Error [],
+    /// `none`: fatal, as in e2fsck; under a repair pass 1's root-not-dir
+    /// clears the root and pass 3 makes a new one.
+    RootNotDirAbort = 0x030014, "root-not-dir-fatal", P3, Error [none],
         "the root inode is not a directory; the check cannot continue";
     /// unattached-zero-length (e2fsck PR_4_ZERO_LEN_INODE).
     ZeroLenInode = 0x040001, "unattached-zero-length", P4, Notice [preen],
@@ -1401,6 +1426,13 @@ mod tests {
             }
             if p.clears_from_blocks {
                 assert!(p.clears_inode, "{name}: clear_blocks without clear");
+            }
+            if p.no_fix {
+                assert!(acts, "{name}: none on a code no repair acts on");
+                assert!(
+                    !kinds.iter().any(|&k| k) && !p.restarts && !p.rebuilt_by_pass5,
+                    "{name}: none and a kind of fix"
+                );
             }
             if p.clears_inode || p.block_map || p.rereads_blocks || p.inode_order != 20 {
                 assert_eq!(c.pass(), Pass::P1, "{name}: an inode fix outside pass 1");

@@ -40,6 +40,8 @@ pub mod badblocks;
 mod blocks;
 mod connect;
 mod convert;
+#[cfg(test)]
+mod coverage;
 mod descriptors;
 mod dirs;
 mod discard;
