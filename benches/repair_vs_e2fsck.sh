@@ -4,12 +4,8 @@
 # ext4chk -n each run on the same damaged image in the same round. Writes
 # the results into BENCHMARKS.md (between the repair markers).
 #
-#   benches/repair_vs_e2fsck.sh [-r ROUNDS] [-n "100 2000 10000"] [-i "medium dirs 10m 100m"] [-a AFTER] [-s]
+#   benches/repair_vs_e2fsck.sh [-r ROUNDS] [-n "100 2000 10000"] [-i "medium dirs 10m 100m"] [-a AFTER]
 #
-# -s: the damaged image and each run's image are device-mapper snapshots
-# (copy-on-write, made at once) instead of copies: a 100M-inode image is
-# 1.6 TB with its holes, and even a reflink of it takes a minute and a
-# half. Needs dmsetup and loop devices.
 # -a AFTER: judge the results with e2fsck -fn in the first AFTER rounds
 # only (default: every round). At 100M inodes each e2fsck -fn takes
 # about six minutes. Rows already in BENCHMARKS.md for an image and count
@@ -27,8 +23,9 @@
 # counts, directory blocks zeroed, and extents redirected onto other
 # files' blocks (blocks claimed twice). Each tool then runs on a copy of
 # that damaged image of its own, alternating which goes first; the result
-# is judged by e2fsck -fn. Copies are reflinks where the bench directory's
-# file system has them (XFS, btrfs: a 100M-inode image is not copied),
+# is judged by e2fsck -fn (-n and the second repair run on the damaged
+# image itself). Copies are reflinks where the bench directory's
+# file system has them (XFS, btrfs; 93 s for the 100M-inode image),
 # sparse copies elsewhere. Needs root (drop_caches), debugfs and
 # /usr/bin/time.
 set -euo pipefail
@@ -38,14 +35,12 @@ rounds=3
 counts="100 2000 10000"
 images="medium dirs 10m 100m"
 judged=1000000
-snap=0
-while getopts "r:n:i:a:s" opt; do
+while getopts "r:n:i:a:" opt; do
   case $opt in
     r) rounds=$OPTARG ;;
     n) counts=$OPTARG ;;
     i) images=$OPTARG ;;
     a) judged=$OPTARG ;;
-    s) snap=1 ;;
     *) sed -n 2,28p "$0"; exit 2 ;;
   esac
 done
@@ -59,40 +54,10 @@ synth="$root/target/release/ext4-synth"
 work="$dir/repair-work"
 rm -rf "$work"
 mkdir -p "$work"
-loops=()
-cleanup() {
-  for n in ext4chk-bench-run ext4chk-bench-dmg; do
-    dmsetup remove "$n" 2> /dev/null || true
-  done
-  for c in "$work"/*.cow; do
-    [ -e "$c" ] && losetup -j "$c" -O NAME -n | xargs -r -n1 losetup -d
-  done
-  for l in "${loops[@]}"; do losetup -d "$l" 2> /dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-snapshot() { # snapshot ORIGIN NAME: /dev/mapper/NAME, writes kept in a file
-  local cow="$work/$2.cow" cowdev sectors
-  truncate -s 16G "$cow"
-  cowdev=$(losetup -f --show "$cow")
-  loops+=("$cowdev")
-  sectors=$(blockdev --getsz "$1")
-  dmsetup create "$2" --table "0 $sectors snapshot $1 $cowdev N 8"
-  udevadm settle 2> /dev/null || true
-  echo "/dev/mapper/$2"
-}
-
-unsnapshot() { # unsnapshot NAME
-  dmsetup remove "$1"
-  local cowdev
-  cowdev=$(losetup -j "$work/$1.cow" -O NAME -n | head -1)
-  [ -n "$cowdev" ] && losetup -d "$cowdev"
-  rm -f "$work/$1.cow"
-}
+trap 'rm -rf "$work"' EXIT
 
 copy() { # copy SRC DST: a reflink where the file system has them
-  # (a sparse copy of a 100M-inode image scans 1.6 TB of holes: minutes)
+  # (with --sparse=always cp scans a 100M-inode image's 1.6 TB of holes)
   cp --reflink=always "$1" "$2" 2> /dev/null || cp --sparse=always "$1" "$2"
 }
 
@@ -178,27 +143,22 @@ raw="$work/raw.tsv"
 : > "$raw"
 for name in $images; do
   base=$(base_image "$name")
-  if [ "$snap" = 1 ]; then
-    baseloop=$(losetup --direct-io=on -f --show "$base")
-    loops+=("$baseloop")
-  fi
   ns=$counts
   case $name in 10m | 100m) ns=$(echo "$counts" | tr ' ' '\n' | sort -n | tail -1) ;; esac
   for n in $ns; do
     for ((r = 1; r <= rounds; r++)); do
-      if [ "$snap" = 1 ]; then
-        damaged=$(snapshot "$baseloop" ext4chk-bench-dmg)
-      else
-        damaged="$work/damaged.img"
-        copy "$base" "$damaged"
-      fi
+      damaged="$work/damaged.img"
+      copy "$base" "$damaged"
       inject "$damaged" "$n" "$r"
       order="e x"
       [ $((r % 2)) -eq 0 ] && order="x e"
       problems=0
       for who in n $order; do
-        if [ "$snap" = 1 ]; then
-          dev=$(snapshot "$damaged" ext4chk-bench-run)
+        # ext4chk -n never writes, and the last repair of the round may
+        # have the damaged image itself: one copy a round, not three (a
+        # reflink of the 100M-inode image takes a minute and a half).
+        if [ "$who" = n ] || [ "$who" = "${order##* }" ]; then
+          dev=$damaged
         else
           dev="$work/run.img"
           copy "$damaged" "$dev"
@@ -227,9 +187,9 @@ for name in $images; do
         row=$(python3 "$here/timev.py" "$work/t" wall,rss "$name" "$n" "$r" "$label")
         echo -e "$row\t$after\t$problems\t$extra" >> "$raw"
         tail -1 "$raw" >&2
-        if [ "$snap" = 1 ]; then unsnapshot ext4chk-bench-run; else rm -f "$dev"; fi
+        [ "$dev" = "$damaged" ] || rm -f "$dev"
       done
-      if [ "$snap" = 1 ]; then unsnapshot ext4chk-bench-dmg; else rm -f "$damaged"; fi
+      rm -f "$damaged"
     done
   done
 done
