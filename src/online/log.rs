@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use check_core::io::Io;
 use ext4_layout::features::CompatFeatures;
-use ext4_layout::inode::Inode;
 use ext4_layout::journal::descriptor::DescriptorBlock;
 use ext4_layout::journal::superblock::{self as jsbl, JournalFeatures, JournalSuperblock};
 use ext4_layout::journal::{blocktype, BlockHeader, JBD2_MAGIC};
@@ -62,24 +61,14 @@ impl Journal {
             return None;
         }
         let mut io = Io::new(&fs);
-        let (raw, _) = check_core::journal::journal_inode(&fs, &mut io)?;
-        let inode = Inode::new(&raw)?;
-        let mut v: Vec<(i64, u64)> = Vec::new();
-        if !check_core::blockiter::for_each_block(&mut io, &inode, &mut |b, l| {
-            if l >= 0 {
-                v.push((l, b));
-            }
-        }) {
-            return None;
-        }
-        v.sort_unstable();
-        // A hole in the map would shift every later log block.
-        if v.iter().enumerate().any(|(i, &(l, _))| l != i as i64) {
-            return None;
-        }
-        let blocks: Vec<u64> = v.into_iter().map(|(_, b)| b).collect();
-        let block_size = u64::from(fs.geo.block_size);
+        let map = check_core::journal::journal_map(&fs, &mut io)?;
         drop(io);
+        // A hole in the map would shift every later log block.
+        if !map.complete || map.holes {
+            return None;
+        }
+        let blocks = map.blocks;
+        let block_size = u64::from(fs.geo.block_size);
         let mut j = Journal {
             blocks,
             block_size,

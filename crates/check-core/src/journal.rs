@@ -186,6 +186,44 @@ pub fn journal_inode(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u8>, bool)> {
         .map(|(raw, backup, _)| (raw, backup))
 }
 
+/// The journal's map: the file system block of each log block, in log
+/// order, read from the journal inode as [`journal_inode`] finds it.
+#[derive(Debug, Clone)]
+pub struct JournalMap {
+    /// The file system block of log block `i`, for each mapped `i` in
+    /// order (a hole in the map leaves no gap here).
+    pub blocks: Vec<u64>,
+    /// Whether the walk read every map block (else the blocks before the
+    /// first unreadable or invalid one are listed).
+    pub complete: bool,
+    /// Whether the map has a hole before its last block: log block `i`
+    /// is then not `blocks[i]`.
+    pub holes: bool,
+    /// The journal inode's size in file system blocks.
+    pub size_blocks: u64,
+}
+
+/// Walks the journal inode's block map (see [`JournalMap`]); `None` when
+/// there is no usable journal inode.
+pub fn journal_map(fs: &Fs, io: &mut Io<'_>) -> Option<JournalMap> {
+    let (raw, _) = journal_inode(fs, io)?;
+    let inode = Inode::new(&raw)?;
+    let mut v: Vec<(i64, u64)> = Vec::new();
+    let complete = crate::blockiter::for_each_block(io, &inode, &mut |b, l| {
+        if l >= 0 {
+            v.push((l, b));
+        }
+    });
+    v.sort_unstable();
+    let holes = v.iter().enumerate().any(|(i, &(l, _))| l != i as i64);
+    Some(JournalMap {
+        blocks: v.into_iter().map(|(_, b)| b).collect(),
+        complete,
+        holes,
+        size_blocks: inode.size() / u64::from(fs.geo.block_size),
+    })
+}
+
 /// Finds a usable journal inode: its bytes, whether it is the backup, and
 /// the block of the journal superblock. Without `backup_on_read_error`,
 /// an inode that cannot be read is final: e2fsck reads the inode again

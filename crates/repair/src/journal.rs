@@ -38,17 +38,7 @@ fn clear_bits(sb: &mut [u8], word: ext4_layout::field::Field<u32>, bits: u32) {
 
 /// The physical blocks of the journal, by logical index.
 fn journal_blocks(fs: &Fs, io: &mut Io<'_>) -> Option<(Vec<u64>, u64)> {
-    let (ib, _) = check_core::journal::journal_inode(fs, io)?;
-    let inode = Inode::new(&ib)?;
-    let mut v: Vec<(i64, u64)> = Vec::new();
-    check_core::blockiter::for_each_block(io, &inode, &mut |b, l| {
-        if l >= 0 {
-            v.push((l, b));
-        }
-    });
-    v.sort_unstable();
-    let blocks: Vec<u64> = v.into_iter().map(|(_, b)| b).collect();
-    Some((blocks, inode.size() / u64::from(fs.geo.block_size)))
+    check_core::journal::journal_map(fs, io).map(|m| (m.blocks, m.size_blocks))
 }
 
 /// An external journal: its device, and the fixer that writes to it.
