@@ -423,7 +423,7 @@ impl<'a> Run<'a> {
             self.take_step(step);
         }
         if self.stop_reason.is_none() {
-            match fix_feature_pairs(&self.dev, &self.fx) {
+            match fix_feature_pairs(&self.dev, &self.fx, self.check_opts.answers.as_deref()) {
                 Ok(fixed) => {
                     self.modified |= !fixed.is_empty();
                     self.fixed_all.extend(fixed);

@@ -195,10 +195,12 @@ pub(crate) fn fix_inode_count(
 /// stage fixes them before its passes (the check reads every later thing
 /// through the features): uninit_bg comes off beside metadata_csum,
 /// metadata_csum_seed (and the seed) off without metadata_csum, and
-/// extents goes on beside 64bit.
+/// extents goes on beside 64bit. Someone answering the repair's
+/// questions is asked first, as e2fsck asks.
 pub(crate) fn fix_feature_pairs(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
+    answers: Option<&dyn check_core::answers::Answers>,
 ) -> Result<Vec<Finding>, Error> {
     use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
     use ext4_layout::superblock::field as sb_field;
@@ -214,18 +216,26 @@ pub(crate) fn fix_feature_pairs(
     let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
     let mut fixed = Vec::new();
-    if ro.contains(RoCompatFeatures::METADATA_CSUM) && ro.contains(RoCompatFeatures::GDT_CSUM) {
+    let yes = |c: Code| answers.is_none_or(|a| a.yes(&Finding::new(c)));
+    if ro.contains(RoCompatFeatures::METADATA_CSUM)
+        && ro.contains(RoCompatFeatures::GDT_CSUM)
+        && yes(Code::MetaAndGdtCsum)
+    {
         crate::raw::clear_feature(&mut stage, sbf::RO_COMPAT, RoCompatFeatures::GDT_CSUM.0);
         fixed.push(Code::MetaAndGdtCsum);
     }
     if incompat.contains(IncompatFeatures::CSUM_SEED)
         && !ro.contains(RoCompatFeatures::METADATA_CSUM)
+        && yes(Code::CsumSeedWithoutMetaCsum)
     {
         crate::raw::clear_feature(&mut stage, sbf::INCOMPAT, IncompatFeatures::CSUM_SEED.0);
         sb_field::s_checksum_seed.set(stage.sb_mut(), 0);
         fixed.push(Code::CsumSeedWithoutMetaCsum);
     }
-    if incompat.contains(IncompatFeatures::BIT64) && !incompat.contains(IncompatFeatures::EXTENTS) {
+    if incompat.contains(IncompatFeatures::BIT64)
+        && !incompat.contains(IncompatFeatures::EXTENTS)
+        && yes(Code::Bit64WithoutExtents)
+    {
         crate::raw::set_feature(&mut stage, sbf::INCOMPAT, IncompatFeatures::EXTENTS.0);
         fixed.push(Code::Bit64WithoutExtents);
     }
