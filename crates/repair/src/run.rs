@@ -19,8 +19,8 @@ use crate::error::Error;
 use crate::round::{entry_cleared, plan_round, wants_fix};
 use crate::stage::Staging;
 use crate::steps::{
-    convert_to_extents, discard_free_space, fix_feature_pairs, fix_inode_count,
-    optimize_directories, restore_primary, update_bad_blocks, Rehash,
+    convert_to_extents, discard_free_space, fix_superblock_fields, optimize_directories,
+    restore_primary, update_bad_blocks, Rehash,
 };
 use crate::{connect, finish, journal, mkjournal, rehash, skip, Streamed};
 use crate::{Mode, RepairOptions, Repaired};
@@ -419,11 +419,7 @@ impl<'a> Run<'a> {
         }
         self.jfx = self.open_external_journal();
         if self.stop_reason.is_none() {
-            let step = fix_inode_count(&self.dev, &self.fx);
-            self.take_step(step);
-        }
-        if self.stop_reason.is_none() {
-            match fix_feature_pairs(&self.dev, &self.fx, self.check_opts.answers.as_deref()) {
+            match fix_superblock_fields(&self.dev, &self.fx, self.check_opts.answers.as_deref()) {
                 Ok(fixed) => {
                     self.modified |= !fixed.is_empty();
                     self.fixed_all.extend(fixed);

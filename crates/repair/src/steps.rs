@@ -164,40 +164,15 @@ pub(crate) fn update_bad_blocks(
     Ok((done.notes, fixed))
 }
 
-/// A superblock whose inode count disagrees with its groups: e2fsck sets
-/// the count from the groups before anything else (the check stops on it
-/// until then).
-pub(crate) fn fix_inode_count(
-    dev: &Arc<Device>,
-    fx: &fixer::Fixer,
-) -> Result<Option<Finding>, Error> {
-    let Ok(opened) = check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default())
-    else {
-        return Ok(None);
-    };
-    let fs = opened.fs;
-    let want = u64::from(fs.geo.group_count) * u64::from(fs.geo.inodes_per_group);
-    let have = u64::from(fs.sb().s_inodes_count());
-    if have == want || fs.backup_in_use || want > u64::from(u32::MAX) {
-        return Ok(None);
-    }
-    let maps = check_core::ctx::Maps::new(&fs);
-    let mut stage = Staging::new(&fs, &maps, false);
-    // s_inodes_count
-    ext4_layout::superblock::field::s_inodes_count.set(stage.sb_mut(), want as u32);
-    fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
-    let mut f = Finding::new(Code::InodeCountWrong).num(have).num2(want);
-    f.fixed = true;
-    Ok(Some(f))
-}
-
-/// Feature pairs that cannot stand together, fixed as e2fsck's superblock
-/// stage fixes them before its passes (the check reads every later thing
-/// through the features): uninit_bg comes off beside metadata_csum,
-/// metadata_csum_seed (and the seed) off without metadata_csum, and
-/// extents goes on beside 64bit. Someone answering the repair's
-/// questions is asked first, as e2fsck asks.
-pub(crate) fn fix_feature_pairs(
+/// Superblock fields e2fsck's superblock stage sets right before its
+/// passes (the check reads everything after through them), in one
+/// commit: an inode count that disagrees with the groups (the check
+/// stops on it until then); and feature pairs that cannot stand together
+/// (uninit_bg comes off beside metadata_csum, metadata_csum_seed and the
+/// seed off without metadata_csum, extents goes on beside 64bit), for
+/// which someone answering the repair's questions is asked first, as
+/// e2fsck asks.
+pub(crate) fn fix_superblock_fields(
     dev: &Arc<Device>,
     fx: &fixer::Fixer,
     answers: Option<&dyn check_core::answers::Answers>,
@@ -215,6 +190,13 @@ pub(crate) fn fix_feature_pairs(
     let (ro, incompat) = (fs.geo.ro_compat, fs.geo.incompat);
     let maps = check_core::ctx::Maps::new(&fs);
     let mut stage = Staging::new(&fs, &maps, false);
+    let mut counted = None;
+    let want = u64::from(fs.geo.group_count) * u64::from(fs.geo.inodes_per_group);
+    let have = u64::from(fs.sb().s_inodes_count());
+    if have != want && want <= u64::from(u32::MAX) {
+        sb_field::s_inodes_count.set(stage.sb_mut(), want as u32);
+        counted = Some(Finding::new(Code::InodeCountWrong).num(have).num2(want));
+    }
     let mut fixed = Vec::new();
     let yes = |c: Code| answers.is_none_or(|a| a.yes(&Finding::new(c)));
     if ro.contains(RoCompatFeatures::METADATA_CSUM)
@@ -239,14 +221,14 @@ pub(crate) fn fix_feature_pairs(
         crate::raw::set_feature(&mut stage, sbf::INCOMPAT, IncompatFeatures::EXTENTS.0);
         fixed.push(Code::Bit64WithoutExtents);
     }
-    if fixed.is_empty() {
+    if fixed.is_empty() && counted.is_none() {
         return Ok(Vec::new());
     }
     fx.commit(stage.into_writes()).map_err(Error::Stopped)?;
-    Ok(fixed
+    Ok(counted
         .into_iter()
-        .map(|c| {
-            let mut f = Finding::new(c);
+        .chain(fixed.into_iter().map(Finding::new))
+        .map(|mut f| {
             f.fixed = true;
             f
         })
