@@ -174,6 +174,13 @@ pub fn entries_end_at(area: &[u8], pos: usize) -> bool {
     le_u32(area.get(pos..).unwrap_or_default(), 0) == 0
 }
 
+/// Writes `e_value_size` of the entry at byte `pos` of an attribute area.
+pub fn put_entry_value_size(area: &mut [u8], pos: usize, size: u32) {
+    if let Some(b) = area.get_mut(pos + 8..pos + 12) {
+        b.copy_from_slice(&size.to_le_bytes());
+    }
+}
+
 /// Writes `e_hash` of the entry at byte `pos` of an attribute area.
 pub fn put_entry_hash(area: &mut [u8], pos: usize, hash: u32) {
     if let Some(b) = area.get_mut(pos + ENTRY_HASH_OFFSET..pos + ENTRY_HASH_OFFSET + 4) {

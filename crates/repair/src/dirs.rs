@@ -947,7 +947,7 @@ fn fix_inline_size(inode: &mut [u8]) -> bool {
         return false;
     }
     inode[vstart + new_vlen.min(vlen)..vstart + vlen.max(new_vlen)].fill(0);
-    inode[entry + 8..entry + 12].copy_from_slice(&(new_vlen as u32).to_le_bytes());
+    ext4_layout::xattr::put_entry_value_size(inode, entry, new_vlen as u32);
     if ext4_layout::xattr::entry_at(inode, entry).e_hash != 0 {
         let value = &inode[vstart..vstart + new_vlen];
         let h = ext4_layout::xattr::entry_hash(b"data", Some(value), false);
