@@ -41,6 +41,8 @@ const OPERATIONAL: i32 = 8;
 
 /// How many freezes one check may take to gather a consistent copy.
 const MAX_FREEZES: usize = 8;
+/// Tries of the live check when one stops short.
+const LIVE_TRIES: usize = 3;
 
 /// `_IOWR('X', 119, int)` and `_IOWR('X', 120, int)`.
 const FIFREEZE: libc::c_ulong = 0xC004_5877;
@@ -563,11 +565,22 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         from_journal: false,
     };
 
-    // The live check.
+    // The live check. One that stops short (a superblock read half way
+    // through the kernel's update of it fails its checksum) is run again:
+    // a check that stopped reads too little for the copy to be gathered
+    // from. What each try read is kept.
     let rec = Arc::new(Recorder::default());
-    let (live, live_dev) = match check_with(inv, &target, rec.clone()) {
-        Ok(r) => r,
-        Err(why) => return refuse(why),
+    let mut tries = 0;
+    let (live, live_dev) = loop {
+        let (r, dev) = match check_with(inv, &target, rec.clone()) {
+            Ok(r) => r,
+            Err(why) => return refuse(why),
+        };
+        tries += 1;
+        if r.aborted.is_none() || r.cancelled || tries == LIVE_TRIES {
+            break (r, dev);
+        }
+        std::thread::sleep(Duration::from_millis(20 * tries as u64));
     };
     if live.cancelled {
         return finish(inv, &live, &[], &[], &freezes, started, 32);

@@ -271,7 +271,15 @@ fn online_checks_under_load_find_nothing_and_damage_is_found() {
         let o = online(&m.mnt, &[], &[]);
         let v = json(&o);
         if code(&o) != 0 {
-            alarms.push(format!("check {i}: exit {}: {}", code(&o), v["findings"]));
+            alarms.push(format!(
+                "check {i}: exit {}: {} {} {} {}\n{}",
+                code(&o),
+                v["findings"],
+                v["online"],
+                v["notes"],
+                v["aborted"],
+                String::from_utf8_lossy(&o.stderr)
+            ));
         }
         longest.push(v["online"]["freeze_longest_ms"].as_f64().unwrap_or(0.0));
         if v["online"]["freezes"].as_u64().unwrap_or(0) > 0 {
