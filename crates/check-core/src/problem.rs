@@ -1054,7 +1054,7 @@ codes! {
     HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error [preen unindex],
         "htree directory {dir} node block {num} fails its checksum";
     /// dir-block-checksum-missing (e2fsck PR_2_LEAF_NODE_MISSING_CSUM).
-    LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error [preen],
+    LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error [preen keeps],
         "directory {dir} block {num} has no checksum";
     /// dir-block-checksum (e2fsck PR_2_LEAF_NODE_ONLY_CSUM_INVALID).
     LeafOnlyCsumInvalid = 0x02004d, "dir-block-checksum", P2, Error [preen yes],

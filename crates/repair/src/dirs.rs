@@ -51,6 +51,9 @@ struct DirFix<'a> {
     /// An inline directory whose size the check found bad: set right
     /// before its entries are walked.
     inline_size_bad: bool,
+    /// Set by the walk: a leaf has no room for its checksum tail, so the
+    /// directory is rewritten by pass 3A (as e2fsck rehashes it).
+    full_leaf: bool,
 }
 
 /// Pass 2's repairs.
@@ -91,6 +94,7 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             dirs.entry(d).or_default().push(f);
         }
     }
+    let mut rehash = Vec::new();
     for (dir, fs_) in dirs {
         let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
         let mut fx = dir_fix(dir, &fs_, &codes, &dead);
@@ -112,10 +116,23 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         let dups = codes.contains(&Code::ReportDupDirent);
         if let Ok(true) = fix_directory(st, stage, &mut fx, drop_index, dups) {
             // The walk mends what the check found in the directory, but
-            // for the codes the table says no repair fixes.
-            fixed.extend(fs_.iter().copied().filter(|f| !f.code.policy().no_fix));
+            // for the codes the table says no repair fixes, and the
+            // checksums of leaves too full for a tail, which pass 3A's
+            // rewrite mends.
+            let waits = |f: &&Finding| {
+                fx.full_leaf && matches!(f.code, Code::LeafMissingCsum | Code::LeafOnlyCsumInvalid)
+            };
+            fixed.extend(
+                fs_.iter()
+                    .copied()
+                    .filter(|f| !f.code.policy().no_fix && !waits(f)),
+            );
+            if fx.full_leaf {
+                rehash.push((dir, fs_.iter().copied().filter(waits).collect()));
+            }
         }
     }
+    r.rehash.extend(rehash);
 }
 
 /// Inode-level problems found through an entry: fields cleared, or the
@@ -222,6 +239,7 @@ fn dir_fix<'d>(
         // `-E check_encoding`) is fixed by the encoding rule.
         casefold_strict: codes.contains(&Code::BadEncodedName),
         inline_size_bad: codes.contains(&Code::BadInlineDirSize),
+        full_leaf: false,
     };
     for f in fs_ {
         match f.code {
@@ -311,7 +329,11 @@ fn fix_directory<'f>(
             && csum
             && check_core::walk::tail_status(&b) != check_core::walk::TailStatus::Found
         {
-            modified |= insert_tail(&mut b);
+            if insert_tail(&mut b) {
+                modified = true;
+            } else {
+                fx.full_leaf = true;
+            }
         }
         let k = match kind {
             BlockKind::Leaf => Kind::DirLeaf(ino),

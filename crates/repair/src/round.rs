@@ -60,6 +60,7 @@ pub(crate) fn plan_round<'a, 'f>(
         stage,
         fixed: Vec::new(),
         declined,
+        rehash: Vec::new(),
     };
     // Entries that name inodes in a group's unused area or in a group
     // marked INODE_UNINIT: pass 1 never read those inodes, so what the
@@ -246,10 +247,26 @@ fn leaves_check_valid(st: &CheckState, stage: &Staging<'_>, f: &Finding) -> bool
 /// rewrite waits for a check after the round, and that needs another).
 fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
     let fs = &r.st.fs;
-    if r.st.dx_dropped.is_empty() {
+    if r.rehash.is_empty() && r.st.dx_dropped.is_empty() {
         return;
     }
     let lost_found = connect::lookup(r.stage, 2, b"lost+found").ok().flatten();
+    // Directories with a leaf too full for its checksum tail: rewritten
+    // whole, as e2fsck's pass 3A rehashes them.
+    for (dir, waiting) in std::mem::take(&mut r.rehash) {
+        if !r.stage.is_dir(dir) {
+            continue;
+        }
+        if let Ok(freed) = rehash::optimize(fs, r.stage, dir, Some(dir) == lost_found) {
+            for b in freed {
+                r.stage.free_block(b);
+            }
+            r.fixed.extend(waiting);
+        }
+    }
+    if r.st.dx_dropped.is_empty() {
+        return;
+    }
     for &dir in &r.st.dx_dropped {
         if !r.stage.is_dir(dir) || !crate::steps::linear_to_index(fs, r.stage, dir, lost_found) {
             continue;

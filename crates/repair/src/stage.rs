@@ -496,6 +496,10 @@ pub struct Round<'r, 'a, 'f> {
     /// Problems the person at the terminal declined to fix: whatever else
     /// the round changes leaves them as they are.
     pub declined: Vec<check_core::problem::Finding>,
+    /// Directories pass 2 left for pass 3A to rewrite (a leaf without room
+    /// for its checksum tail), with the findings counted fixed only once
+    /// the rewrite is staged.
+    pub rehash: Vec<(u32, Vec<&'a check_core::problem::Finding>)>,
 }
 
 impl<'a> Round<'_, 'a, '_> {

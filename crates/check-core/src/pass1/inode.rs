@@ -79,12 +79,13 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.answer_clear(ino);
             return;
         }
-        if let Some(d) = self.cur_dir.take() {
+        if let Some(mut d) = self.cur_dir.take() {
             if let Some(dx) = d.meta.dx {
                 self.out.dx_dirs.push((d.meta.ino, dx));
             }
             if self.queues_for_index(raw) {
                 self.out.linear_dirs.push(d.meta.ino);
+                d.meta.to_index = true;
             }
             for &(pblk, lblk) in &d.blocks {
                 self.out.dir_work.push(DirWork {
@@ -699,6 +700,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                         csum_ok: !cur.csum_bad,
                         encrypted: policy.is_some(),
                         dx: None,
+                        to_index: false,
                     },
                     blocks: Vec::new(),
                     inline: None,

@@ -25,6 +25,10 @@ pub(crate) struct DirMeta {
     pub encrypted: bool,
     /// For indexed directories: the htree facts pass 2 checks against.
     pub dx: Option<DxInfo>,
+    /// Whether pass 3A would index it (a linear directory of three blocks
+    /// or more, see [`P1Out::linear_dirs`]): under a repair, its leaves'
+    /// checksums are left to that rewrite, as e2fsck leaves them.
+    pub to_index: bool,
 }
 
 /// Htree facts about an indexed directory.
