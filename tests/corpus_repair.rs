@@ -167,6 +167,19 @@ fn corpus_repairs_leave_clean_file_systems() {
         .filter(|r| r.fn_after_fy == "0" && r.special_opts == "-")
         .count();
     eprintln!("corpus repair: first exit code as e2fsck -fy's on {same_exit}/{exit_counted}");
+    for o in &outcomes {
+        if let Some(r) = rows.iter().find(|r| {
+            r.test == o.test
+                && r.fn_after_fy == "0"
+                && r.special_opts == "-"
+                && r.fy_exit != o.first.to_string()
+        }) {
+            eprintln!(
+                "  {}: ext4chk -y exits {}, e2fsck -fy {}",
+                o.test, o.first, r.fy_exit
+            );
+        }
+    }
     assert!(
         same_exit >= 177,
         "exit codes agree with e2fsck -fy on only {same_exit}/{exit_counted} images (was 177)"

@@ -1154,3 +1154,49 @@ fn full_leaf_image(
     std::fs::write(&img, &data).expect("write");
     img
 }
+
+/// A resize inode the check finds invalid is made again, as e2fsck -fy
+/// makes it (same exit code, e2fsck -fn clean and silent about it
+/// after), and preen stops at it as e2fsck -p does. Built with the inode
+/// cleared, its link count zeroed, its double indirect block unmapped or
+/// zeroed, and a stray direct block, on file systems without checksums,
+/// with uninit_bg and with metadata_csum, at 1 KiB and 4 KiB blocks.
+#[test]
+fn an_invalid_resize_inode_is_recreated_as_e2fsck_recreates_it() {
+    if !have_all(&["debugfs", "e2fsck"]) {
+        return;
+    }
+    let scratch = Scratch::new("resize-inode");
+    for bs in ["1024", "4096"] {
+        for (set, features) in [
+            ("plain", "^metadata_csum,^uninit_bg"),
+            ("uninit", "^metadata_csum,uninit_bg"),
+            ("csum", "metadata_csum"),
+        ] {
+            for (kind, damage) in [
+                ("clri", "clri <7>"),
+                ("links", "sif <7> links_count 0"),
+                ("nodind", "sif <7> block[DIND] 0"),
+                ("stray", "sif <7> block[0] 1000"),
+            ] {
+                let name = format!("{kind}-{set}-{bs}");
+                compare_repair(&scratch, &name, features, bs, &[damage]);
+                let ours = scratch.path(&format!("{name}-ext4chk.img"));
+                let after = tool("e2fsck", &["-fn", ours.to_str().expect("path")]);
+                let text = String::from_utf8_lossy(&after.stdout);
+                assert!(
+                    !text.contains("Resize inode"),
+                    "{name}: the resize inode is still invalid\n{text}"
+                );
+                // Preen stops at it, as e2fsck -p does.
+                let img = scratch.path(&format!("{name}.img"));
+                let p = img.to_str().expect("path");
+                let theirs = scratch.path(&format!("{name}-preen.img"));
+                std::fs::copy(&img, &theirs).expect("copy");
+                let e2 = code(&tool("e2fsck", &["-fp", theirs.to_str().expect("path")]));
+                let preen = code(&run(&["-fp", p]));
+                assert_eq!(preen, e2, "{name}: -fp exits {preen}, e2fsck -fp {e2}");
+            }
+        }
+    }
+}

@@ -507,7 +507,7 @@ codes! {
     ClearResizeInode = 0x00002f, "resize-inode-not-clear", Super, Notice [],
         "the resize inode is not clear although resize_inode is off";
     /// resize-inode-invalid (e2fsck PR_0_RESIZE_INODE_INVALID).
-    ResizeInodeInvalid = 0x000030, "resize-inode-invalid", Super, Notice [],
+    ResizeInodeInvalid = 0x000030, "resize-inode-invalid", Super, Notice [fix],
         "the resize inode is invalid ({str})";
     /// hurd-filetype (e2fsck PR_0_HURD_CLEAR_FILETYPE).
     HurdFiletype = 0x00000e, "hurd-filetype", Super, Notice [],

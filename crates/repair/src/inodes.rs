@@ -229,6 +229,15 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
                 fixed.push(f);
                 continue;
             }
+            Code::ResizeInodeInvalid => {
+                // Made again, as e2fsck makes it: its blocks change hands,
+                // so the round stops here and the next check judges the
+                // rest (the table does not mark it `keeps`).
+                if crate::resize::recreate(st, stage).is_ok() {
+                    fixed.push(f);
+                }
+                continue;
+            }
             Code::FirstMetaBgTooBig => {
                 clear_feature(
                     stage,

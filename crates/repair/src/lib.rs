@@ -61,6 +61,7 @@ mod raw;
 mod rebuild;
 mod rehash;
 mod release;
+mod resize;
 mod round;
 mod run;
 mod skip;

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ext4_layout::features::CompatFeatures;
+use ext4_layout::features::{CompatFeatures, IncompatFeatures};
 use fixer::safety::MountPolicy;
 use pipeline::{open_device, Device, Target};
 
@@ -745,6 +745,12 @@ impl<'a> Run<'a> {
             .findings
             .iter()
             .filter(|f| self.fixable(f))
+            // With meta_bg, e2fsck drops resize_inode and clears the inode
+            // instead of making it again.
+            .filter(|f| {
+                f.code != Code::ResizeInodeInvalid
+                    || !st.fs.geo.incompat.contains(IncompatFeatures::META_BG)
+            })
             .collect();
         if to_fix.is_empty() || self.rounds >= self.opts.max_rounds {
             return false;
