@@ -329,3 +329,110 @@ fn multiple_mount_protection_as_e2fsck_runs_it() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// A protection block that is not one (bad magic, all zeros), fails its
+/// checksum, or lies outside the file system, as e2fsck meets it: a
+/// read-only check stops (exit 12); a repair or preen writes the block
+/// afresh and goes on (exit 0, and e2fsck -fn is clean after), or, for a
+/// block outside the file system, stops with exit 8, as e2fsck does.
+/// Every case runs on both tools at once (each waits on the block).
+#[test]
+fn a_damaged_protection_block_is_fixed_as_e2fsck_fixes_it() {
+    if !have_all(&["mke2fs", "e2fsck", "debugfs"]) {
+        return;
+    }
+    let scratch = Scratch::new("mmp-bad");
+    let mut cases = Vec::new();
+    for (i, mkfs) in FEATURES.iter().enumerate() {
+        let base = scratch.path(&format!("base{i}.img"));
+        let mut args = mkfs.to_vec();
+        args.extend_from_slice(&[
+            "-E",
+            "mmp_update_interval=5",
+            base.to_str().expect("path"),
+            "16M",
+        ]);
+        mke2fs(&args);
+        let csum = place(&base).1.is_some();
+        for damage in ["magic", "zero", "csum", "outside"] {
+            if damage == "csum" && !csum {
+                continue;
+            }
+            for args in [&["-fn"][..], &["-fy"], &["-fp"]] {
+                cases.push((i, base.clone(), damage, args));
+            }
+        }
+    }
+    let damage_it = |img: &Path, damage: &str| {
+        let (at, _) = place(img);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(img)
+            .expect("open");
+        match damage {
+            "magic" => f.write_all_at(&[0u8; 4], at).expect("write"),
+            "zero" => f.write_all_at(&[0u8; 1024], at).expect("write"),
+            // A byte of the node name: the checksum no longer matches.
+            "csum" => f.write_all_at(b"X", at + 0x10).expect("write"),
+            _ => {
+                let out = common::tool(
+                    "debugfs",
+                    &[
+                        "-w",
+                        "-R",
+                        "ssv mmp_block 99999999",
+                        img.to_str().expect("path"),
+                    ],
+                );
+                assert!(out.status.success(), "debugfs ssv mmp_block");
+            }
+        }
+    };
+    // `both` runs ours as fsck.ext4: the link is made once, before the
+    // threads.
+    std::os::unix::fs::symlink(common::bin(), scratch.path("fsck.ext4")).expect("symlink");
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for (n, (i, base, damage, args)) in cases.iter().enumerate() {
+            let failures = &failures;
+            let scratch = &scratch;
+            s.spawn(move || {
+                let tag = format!("{damage}{i}-{n}");
+                let [(o, _, a), (t, _, _)] = both(
+                    scratch,
+                    &tag,
+                    base,
+                    args,
+                    |img| damage_it(img, damage),
+                    false,
+                );
+                let ctx = format!("features {i}, {damage}, {args:?}");
+                let mut bad = Vec::new();
+                if code(&o) != code(&t) {
+                    bad.push(format!(
+                        "{ctx}: exit {} vs e2fsck's {}\n{}",
+                        code(&o),
+                        code(&t),
+                        text(&o)
+                    ));
+                }
+                if args[0] != "-fn" && *damage != "outside" {
+                    if seq(&a) != mmp::SEQ_CLEAN {
+                        bad.push(format!("{ctx}: left sequence {:#x}", seq(&a)));
+                    }
+                    let after = common::tool("e2fsck", &["-fn", a.to_str().expect("path")]);
+                    if code(&after) != 0 {
+                        bad.push(format!(
+                            "{ctx}: e2fsck -fn exits {} after\n{}",
+                            code(&after),
+                            String::from_utf8_lossy(&after.stdout)
+                        ));
+                    }
+                }
+                failures.lock().expect("lock").extend(bad);
+            });
+        }
+    });
+    let failures = failures.into_inner().expect("lock");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

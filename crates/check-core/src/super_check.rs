@@ -38,6 +38,13 @@ pub(crate) fn check_mmp(fs: &Fs, io: &mut Io<'_>, held: bool) -> Option<(Option<
             Ok(()) if !ext4_layout::superblock::is_mmp_block(&b) => {
                 Some(format!("block {blk} has a bad magic number"))
             }
+            Ok(())
+                if fs.metadata_csum()
+                    && !ext4_layout::mmp::Mmp::new(&b)
+                        .is_some_and(|m| m.checksum_ok(fs.geo.csum_seed)) =>
+            {
+                Some(format!("block {blk} fails its checksum"))
+            }
             Ok(()) => {
                 return (!held)
                     .then(|| mmp_refusal(fs.dev.path(), &b))

@@ -144,13 +144,19 @@ fn describe(block: &[u8]) -> String {
 }
 
 /// Runs the protocol on the file system at `path` before a repair writes
-/// anything. `Ok(None)`: there is no usable protection block (no `mmp`
-/// feature, or a block the check will report); a block marked by another
-/// checker is refused here, before anything is written.
+/// anything. `Ok(None)`: there is no `mmp` feature. A block marked by
+/// another checker is refused here, before anything is written. With
+/// `fix_bad`, a block with a bad magic number or checksum is first
+/// written afresh, clean (as e2fsck fixes it before it opens the file
+/// system; `notes` says so), and a block number outside the file system
+/// stops the repair (exit 8, as e2fsck's); without, the check reports
+/// both.
 pub(crate) fn start(
     dev: &std::sync::Arc<Device>,
     fx: &fixer::Fixer,
     path: &Path,
+    fix_bad: bool,
+    notes: &mut Vec<String>,
 ) -> Result<Option<Held>, Refused> {
     let Ok(opened) = check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default())
     else {
@@ -167,7 +173,16 @@ pub(crate) fn start(
     let sb = fs.sb();
     let blk = sb.s_mmp_block();
     if blk <= fs.geo.first_data_block || blk >= fs.geo.blocks_count {
-        return Ok(None);
+        if !fix_bad {
+            return Ok(None);
+        }
+        return Err(Refused {
+            why: format!(
+                "the superblock names multiple-mount protection block {blk}, outside the file system; if no node uses it, turn the protection off with 'tune2fs -f -O ^mmp {}' and check again",
+                path.display()
+            ),
+            uncorrected: false,
+        });
     }
     let mut place = Place {
         offset: blk * u64::from(fs.geo.block_size),
@@ -181,9 +196,40 @@ pub(crate) fn start(
         why: format!("the multiple-mount protection block cannot be read: {e}"),
         uncorrected: false,
     };
-    let first = place.read(path).map_err(unreadable)?;
-    if !ext4_layout::superblock::is_mmp_block(&first) {
-        return Ok(None);
+    let mut first = place.read(path).map_err(unreadable)?;
+    let bad = if !ext4_layout::superblock::is_mmp_block(&first) {
+        Some("magic number")
+    } else if place
+        .seed
+        .is_some_and(|s| !Mmp::new(&first).is_some_and(|m| m.checksum_ok(s)))
+    {
+        Some("checksum")
+    } else {
+        None
+    };
+    if let Some(what) = bad {
+        if !fix_bad {
+            return Ok(None);
+        }
+        // Written afresh, clean; the protocol below then claims it.
+        let mut fresh = vec![0u8; place.block_size];
+        let rec = mmp::fresh(
+            mmp::SEQ_CLEAN,
+            0,
+            &hostname(),
+            &bdev,
+            u16::try_from(place.interval).unwrap_or(u16::MAX),
+            place.seed,
+        );
+        fresh[..mmp::RECORD_SIZE].copy_from_slice(&rec);
+        place.write(fx, &fresh).map_err(|e| Refused {
+            why: format!("the multiple-mount protection block cannot be written: {e}"),
+            uncorrected: false,
+        })?;
+        notes.push(format!(
+            "The multiple-mount protection block (block {blk}) had a bad {what}: it was written afresh."
+        ));
+        first = fresh;
     }
     let seq = seq_of(&first).unwrap_or(mmp::SEQ_CLEAN);
     let rec = Mmp::new(&first).map(|m| m.seq());

@@ -290,14 +290,17 @@ impl<'a> Run<'a> {
             }
             return Err(r);
         }
-        let (fx, staged, notes) = start_fixer(opts, path, file, &dev, block_size)?;
+        let (fx, staged, mut notes) = start_fixer(opts, path, file, &dev, block_size)?;
         // Shared storage: nothing is written until the protection block
         // says no other node uses the file system (a dry run only reads;
         // the check refuses a block another checker marked).
         let mmp = if opts.dry_run {
             None
         } else {
-            match crate::mmp::start(&dev, &fx, path) {
+            // Someone answering the questions is not asked about the
+            // block: it is left, and the check refuses it.
+            let fix_bad = opts.check.answers.is_none();
+            match crate::mmp::start(&dev, &fx, path, fix_bad, &mut notes) {
                 Ok(h) => h,
                 Err(refused) => {
                     let _ = fx.finish();
