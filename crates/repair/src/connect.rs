@@ -154,6 +154,11 @@ fn make_dir<'f>(
             ext4_layout::dirent::write_tail(b, 0);
         }
     }
+    // In use from now on, also in the eyes of its group's descriptor (a
+    // group marked INODE_UNINIT, or the unused tail of its inode table,
+    // would hide it from the next check).
+    stage.mark_inode(ino, true, true);
+    stage.note_inode_used(ino);
     let isz = fs.geo.inode_size as usize;
     let t = now();
     let r = stage.inode(ino)?;

@@ -216,7 +216,12 @@ impl<'f> Release<'f> {
             // A file that is still linked keeps its attributes (e2fsck
             // drops a truncated orphan's attribute block, with the ACLs
             // and labels in it; nothing requires that).
-            super::map::recount_i_blocks(&mut self.st, ino).map_err(|e| e.to_string())?;
+            // An inode whose i_block holds no block map (a fast symlink,
+            // inline data) keeps its count: reading its bytes as block
+            // numbers would count blocks it does not have.
+            if check_core::walk::inode_has_valid_blocks(fs, &inode) {
+                super::map::recount_i_blocks(&mut self.st, ino).map_err(|e| e.to_string())?;
+            }
             let r = self.st.inode(ino).map_err(|e| e.to_string())?;
             field::i_dtime.set(r, 0);
         }
