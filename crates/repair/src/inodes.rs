@@ -490,6 +490,21 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> I
         out.blocks_changed = true;
         done.extend(block_probs);
     }
+    // Extent tree blocks whose checksum alone is wrong: rewritten where
+    // they are (the commit sets the checksum), as e2fsck rewrites them;
+    // a tree just rebuilt has fresh checksums already.
+    for f in list
+        .iter()
+        .filter(|f| f.code == Code::ExtentOnlyCsumInvalid)
+    {
+        if out.blocks_changed {
+            done.push(f);
+        } else if let Some(node) = f.blk2 {
+            if r.stage.block(node, Kind::Extent(ino)).is_ok() {
+                done.push(f);
+            }
+        }
+    }
     push_new(&mut r.fixed, done);
     out
 }

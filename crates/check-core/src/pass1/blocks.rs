@@ -1032,11 +1032,15 @@ impl ExtentVisitor for ExtentCheck<'_, '_, '_, '_, '_> {
 
     fn done(&mut self, at: NodePlace, blk: Option<u64>) -> Result<(), ExtentWalkError> {
         if at.failed_csum {
-            self.w.report(
-                Finding::new(Code::ExtentOnlyCsumInvalid)
-                    .ino(self.cur.ino)
-                    .blk(at.last_pblk),
-            );
+            // The extent e2fsck names (its last), and the tree block
+            // whose checksum fails, which a repair rewrites.
+            let mut f = Finding::new(Code::ExtentOnlyCsumInvalid)
+                .ino(self.cur.ino)
+                .blk(at.last_pblk);
+            if let Some(node) = blk {
+                f = f.blk2(node);
+            }
+            self.w.report(f);
         }
         if let Some(blk) = blk {
             self.w.mark_block_used(blk);
