@@ -134,6 +134,21 @@ const FEATURES: [&[&str]; 2] = [
     ],
 ];
 
+/// A 16 MiB image made with `mkfs` (mke2fs options) and the default
+/// 5 s update interval: the base every case of feature set `i` copies.
+fn base_image(scratch: &Scratch, i: usize, mkfs: &[&str]) -> PathBuf {
+    let base = scratch.path(&format!("base{i}.img"));
+    let mut args = mkfs.to_vec();
+    args.extend_from_slice(&[
+        "-E",
+        "mmp_update_interval=5",
+        base.to_str().expect("path"),
+        "16M",
+    ]);
+    mke2fs(&args);
+    base
+}
+
 /// One case on both tools at once (the waits are long): returns
 /// (ours, e2fsck's), each with its copy of the image.
 fn both(
@@ -187,15 +202,7 @@ fn multiple_mount_protection_as_e2fsck_runs_it() {
     let scratch = Scratch::new("mmp");
     let mut failures = Vec::new();
     for (i, mkfs) in FEATURES.iter().enumerate() {
-        let base = scratch.path(&format!("base{i}.img"));
-        let mut args = mkfs.to_vec();
-        args.extend_from_slice(&[
-            "-E",
-            "mmp_update_interval=5",
-            base.to_str().expect("path"),
-            "16M",
-        ]);
-        mke2fs(&args);
+        let base = base_image(&scratch, i, mkfs);
         assert_eq!(seq(&base), mmp::SEQ_CLEAN, "mke2fs leaves it clean");
         let ctx = format!("{mkfs:?}");
 
@@ -344,15 +351,7 @@ fn a_damaged_protection_block_is_fixed_as_e2fsck_fixes_it() {
     let scratch = Scratch::new("mmp-bad");
     let mut cases = Vec::new();
     for (i, mkfs) in FEATURES.iter().enumerate() {
-        let base = scratch.path(&format!("base{i}.img"));
-        let mut args = mkfs.to_vec();
-        args.extend_from_slice(&[
-            "-E",
-            "mmp_update_interval=5",
-            base.to_str().expect("path"),
-            "16M",
-        ]);
-        mke2fs(&args);
+        let base = base_image(&scratch, i, mkfs);
         let csum = place(&base).1.is_some();
         for damage in ["magic", "zero", "csum", "outside"] {
             if damage == "csum" && !csum {

@@ -939,6 +939,33 @@ fn shared_blocks_are_settled_in_one_round() {
     }
 }
 
+/// The checksum feature sets each class of damage is built on.
+const CSUM_SETS: [(&str, &str); 3] = [
+    ("plain", "^metadata_csum,^uninit_bg"),
+    ("uninit", "^metadata_csum,uninit_bg"),
+    ("csum", "metadata_csum"),
+];
+
+/// Makes image `img` of `size` from directory `tree`, with `bs`-byte
+/// blocks, 256-byte inodes and every feature named (the helper runs
+/// mke2fs without mke2fs.conf), `features` last; `extra` goes before the
+/// tree.
+fn mkfs_from(tree: &Path, img: &Path, bs: &str, features: &str, extra: &[&str], size: &str) {
+    let all = format!(
+        "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,\
+         sparse_super,large_file,huge_file,dir_nlink,extra_isize,{features}"
+    );
+    let mut args = vec!["-b", bs, "-I", "256", "-O", &all];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[
+        "-d",
+        tree.to_str().expect("path"),
+        img.to_str().expect("path"),
+        size,
+    ]);
+    mke2fs(&args);
+}
+
 /// Builds a small file system with `features` and block size `bs`, holds a
 /// few files and an inline directory where the features allow, damages it
 /// with `damage` (debugfs -w requests; a `@ea14` argument names a 14-byte
@@ -956,13 +983,7 @@ fn compare_repair(scratch: &Scratch, name: &str, features: &str, bs: &str, damag
     }
     let img = scratch.path(&format!("{name}.img"));
     let p = img.to_str().expect("path");
-    let t = tree.to_str().expect("path");
-    // With no mke2fs.conf (the helper's), every feature is named.
-    let all = format!(
-        "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,\
-         sparse_super,large_file,huge_file,dir_nlink,extra_isize,{features}"
-    );
-    mke2fs(&["-b", bs, "-I", "256", "-O", &all, "-d", t, p, "8M"]);
+    mkfs_from(&tree, &img, bs, features, &[], "8M");
     let ea14 = scratch.path("ea14");
     std::fs::write(&ea14, [0u8, 0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 0, 0]).expect("ea");
     for req in damage {
@@ -1107,24 +1128,15 @@ fn full_leaf_image(
     std::fs::write(tree.join("top"), b"top\n").expect("write");
     let img = scratch.path(&format!("{name}.img"));
     let p = img.to_str().expect("path");
-    let all = format!(
-        "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,\
-         sparse_super,large_file,huge_file,dir_nlink,extra_isize,metadata_csum,{features}"
-    );
-    mke2fs(&[
-        "-b",
+    let features = format!("metadata_csum,{features}");
+    mkfs_from(
+        &tree,
+        &img,
         &bs.to_string(),
-        "-I",
-        "256",
-        "-O",
-        &all,
-        "-N",
-        "2048",
-        "-d",
-        tree.to_str().expect("path"),
-        p,
+        &features,
+        &["-N", "2048"],
         "16M",
-    ]);
+    );
     let out = tool("debugfs", &["-R", &format!("bmap /d {damaged}"), p]);
     let blk: u64 = String::from_utf8_lossy(&out.stdout)
         .trim()
@@ -1168,11 +1180,7 @@ fn an_invalid_resize_inode_is_recreated_as_e2fsck_recreates_it() {
     }
     let scratch = Scratch::new("resize-inode");
     for bs in ["1024", "4096"] {
-        for (set, features) in [
-            ("plain", "^metadata_csum,^uninit_bg"),
-            ("uninit", "^metadata_csum,uninit_bg"),
-            ("csum", "metadata_csum"),
-        ] {
+        for (set, features) in CSUM_SETS {
             for (kind, damage) in [
                 ("clri", "clri <7>"),
                 ("links", "sif <7> links_count 0"),
@@ -1216,11 +1224,7 @@ fn an_uninit_root_group_and_an_orphaned_fast_symlink_are_repaired_as_e2fsck_repa
     }
     let scratch = Scratch::new("uninit-root");
     for bs in ["1024", "4096"] {
-        for (set, features) in [
-            ("plain", "^metadata_csum,^uninit_bg"),
-            ("uninit", "^metadata_csum,uninit_bg"),
-            ("csum", "metadata_csum"),
-        ] {
+        for (set, features) in CSUM_SETS {
             compare_repair(
                 &scratch,
                 &format!("uninit-root-{set}-{bs}"),
@@ -1236,22 +1240,7 @@ fn an_uninit_root_group_and_an_orphaned_fast_symlink_are_repaired_as_e2fsck_repa
             std::os::unix::fs::symlink("a", tree.join("lnk")).expect("symlink");
             let img = scratch.path(&format!("{name}.img"));
             let p = img.to_str().expect("path");
-            let all = format!(
-                "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,\
-                 sparse_super,large_file,huge_file,dir_nlink,extra_isize,{features}"
-            );
-            mke2fs(&[
-                "-b",
-                bs,
-                "-I",
-                "256",
-                "-O",
-                &all,
-                "-d",
-                tree.to_str().expect("path"),
-                p,
-                "8M",
-            ]);
+            mkfs_from(&tree, &img, bs, features, &[], "8M");
             let out = tool("debugfs", &["-R", "stat /lnk", p]);
             let stat = String::from_utf8_lossy(&out.stdout).into_owned();
             let ino: u32 = stat
@@ -1319,20 +1308,7 @@ fn an_extent_block_with_only_a_bad_checksum_is_rewritten_in_place() {
         std::fs::write(tree.join("plain"), b"plain\n").expect("write");
         let img = scratch.path(&format!("{name}.img"));
         let p = img.to_str().expect("path");
-        let all = "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,\
-                   sparse_super,large_file,huge_file,dir_nlink,extra_isize,metadata_csum";
-        mke2fs(&[
-            "-b",
-            &bs.to_string(),
-            "-I",
-            "256",
-            "-O",
-            all,
-            "-d",
-            tree.to_str().expect("path"),
-            p,
-            "8M",
-        ]);
+        mkfs_from(&tree, &img, &bs.to_string(), "metadata_csum", &[], "8M");
         // The leaf: the block the root's one index entry names.
         let out = tool("debugfs", &["-R", "ex /sparse", p]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
