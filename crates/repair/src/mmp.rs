@@ -212,16 +212,7 @@ pub(crate) fn start(
             return Ok(None);
         }
         // Written afresh, clean; the protocol below then claims it.
-        let mut fresh = vec![0u8; place.block_size];
-        let rec = mmp::fresh(
-            mmp::SEQ_CLEAN,
-            0,
-            &hostname(),
-            &bdev,
-            u16::try_from(place.interval).unwrap_or(u16::MAX),
-            place.seed,
-        );
-        fresh[..mmp::RECORD_SIZE].copy_from_slice(&rec);
+        let fresh = place.stamped(&vec![0u8; place.block_size], mmp::SEQ_CLEAN, &bdev);
         place.write(fx, &fresh).map_err(|e| Refused {
             why: format!("the multiple-mount protection block cannot be written: {e}"),
             uncorrected: false,
