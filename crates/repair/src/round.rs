@@ -262,27 +262,33 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
         if !r.stage.is_dir(dir) {
             continue;
         }
-        if let Ok(freed) = rehash::optimize(fs, r.stage, dir, Some(dir) == lost_found) {
-            for b in freed {
-                r.stage.free_block(b);
-            }
+        if rewrite(r.stage, dir, Some(dir) == lost_found) {
             r.fixed.extend(waiting);
         }
-    }
-    if r.st.dx_dropped.is_empty() {
-        return;
     }
     for &dir in &r.st.dx_dropped {
         if !r.stage.is_dir(dir) || !crate::steps::linear_to_index(fs, r.stage, dir, lost_found) {
             continue;
         }
-        if let Ok(freed) = rehash::optimize(fs, r.stage, dir, false) {
-            for b in freed {
-                r.stage.free_block(b);
-            }
+        if rewrite(r.stage, dir, false) {
             let mut f = Finding::new(Code::RehashDir).ino(dir);
             f.fixed = true;
             made.push(f);
         }
+    }
+}
+
+/// Pass 3A's rewrite of directory `dir`, the blocks it no longer needs
+/// freed; false if it could not be rewritten.
+fn rewrite(stage: &mut Staging<'_>, dir: u32, keep_size: bool) -> bool {
+    let fs = stage.fs();
+    match rehash::optimize(fs, stage, dir, keep_size) {
+        Ok(freed) => {
+            for b in freed {
+                stage.free_block(b);
+            }
+            true
+        }
+        Err(_) => false,
     }
 }
