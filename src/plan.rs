@@ -18,7 +18,7 @@ fn place(f: &Finding) -> Option<String> {
     if let Some(p) = &f.ino_path {
         return Some(p.clone());
     }
-    if let (Some(d), Some(name)) = (&f.dir_path, &f.str) {
+    if let (Some(d), Some(name)) = (&f.dir_path, &f.name) {
         return Some(format!("{}/{}", d.trim_end_matches('/'), name));
     }
     if let Some(p) = &f.dir_path {

@@ -7,7 +7,7 @@ use check_core::{Report, Summary};
 use serde::Serialize;
 
 /// The version of the document's shape (`docs/report.schema.json`).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The whole document.
 #[derive(Serialize)]
@@ -66,20 +66,29 @@ struct JsonRound<'a> {
     write_seconds: f64,
 }
 
-/// One finding; absent fields are left out.
+/// One finding; absent fields are left out. The numbers are named for
+/// what they hold, as the finding's shape names them.
 #[derive(Serialize)]
 struct JsonFinding<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bad_sectors: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     block: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     block2: Option<u64>,
     code: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     dir: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dir_path: Option<&'a str>,
     e2fsck_code: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected: Option<u64>,
     fixed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    found: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     group: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,15 +97,27 @@ struct JsonFinding<'a> {
     ino2: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ino_path: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    length: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    level: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logical: Option<u64>,
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    num: Option<u64>,
+    name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    num2: Option<u64>,
+    offset: Option<u64>,
     pass: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sectors: Option<u64>,
     severity: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    str: Option<&'a str>,
+    shared_blocks: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sharing_files: Option<u64>,
 }
 
 /// The counts of the summary line and of `-v`.
@@ -120,27 +141,38 @@ struct JsonSummary {
 
 impl<'a> JsonFinding<'a> {
     fn new(f: &'a Finding) -> Self {
+        let n = f.numbers;
         JsonFinding {
+            bad_sectors: n.bad_sectors(),
             block: f.blk,
             block2: f.blk2,
             code: f.code.name(),
+            detail: f.detail.as_deref(),
             dir: f.dir,
             dir_path: f.dir_path.as_deref(),
             e2fsck_code: format!("0x{:06x}", f.code.e2fsck_code()),
+            expected: n.expected(),
             fixed: f.fixed,
+            found: n.found(),
             group: f.group,
             ino: f.ino,
             ino2: f.ino2,
             ino_path: f.ino_path.as_deref(),
+            length: n.length(),
+            level: n.level(),
+            limit: n.limit(),
+            logical: n.logical(),
             message: f.message(),
-            num: f.num,
-            num2: f.num2,
+            name: f.name.as_deref(),
+            offset: n.offset(),
             pass: f.code.pass().name(),
+            sectors: n.sectors(),
             severity: match f.code.severity() {
                 Severity::Error => "error",
                 Severity::Notice => "notice",
             },
-            str: f.str.as_deref(),
+            shared_blocks: n.shared_blocks(),
+            sharing_files: n.sharing_files(),
         }
     }
 }
@@ -261,12 +293,15 @@ mod tests {
     fn findings_and_exit_code() {
         let mut r = Report::default();
         r.findings
-            .push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
+            .push(Finding::new(Code::BadISize).ino(12).mismatch(1, 2));
         let v: serde_json::Value = serde_json::from_str(&render(&r)).expect("json");
         assert_eq!(v["exit_code"], 4);
         assert_eq!(v["clean"], false);
         assert_eq!(v["findings"][0]["code"], "bad-i-size");
         assert_eq!(v["findings"][0]["ino"], 12);
+        assert_eq!(v["findings"][0]["found"], 1);
+        assert_eq!(v["findings"][0]["expected"], 2);
+        assert!(v["findings"][0].get("limit").is_none());
         assert!(
             v["findings"][0].get("block").is_none(),
             "absent fields are left out"

@@ -145,8 +145,8 @@ mod tests {
     fn a_finding_left_fails_its_pass_and_text_is_escaped() {
         let r = Report {
             device: "a<b>&.img".into(),
-            findings: vec![Finding::new(Code::BadISize).ino(12).num(10).num2(5), {
-                let mut f = Finding::new(Code::BadISize).ino(13).num(1).num2(2);
+            findings: vec![Finding::new(Code::BadISize).ino(12).mismatch(10, 5), {
+                let mut f = Finding::new(Code::BadISize).ino(13).mismatch(1, 2);
                 f.fixed = true;
                 f
             }],

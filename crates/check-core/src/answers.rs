@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::problem::{Code, Finding};
+use crate::problem::{Code, Finding, Numbers};
 
 /// Who answers: everything yes (`-y`), or a person at a terminal.
 pub trait Answers: Send + Sync + fmt::Debug {
@@ -42,8 +42,9 @@ pub struct ProblemKey {
     blk: Option<u64>,
     blk2: Option<u64>,
     group: Option<u32>,
-    num: Option<u64>,
-    str: Option<String>,
+    numbers: Numbers,
+    name: Option<String>,
+    detail: Option<String>,
 }
 
 impl ProblemKey {
@@ -57,8 +58,9 @@ impl ProblemKey {
             blk: f.blk,
             blk2: f.blk2,
             group: f.group,
-            num: f.num,
-            str: f.str.clone(),
+            numbers: f.numbers.without_expected(),
+            name: f.name.clone(),
+            detail: f.detail.clone(),
         }
     }
 }

@@ -272,7 +272,7 @@ fn pre_pass(fs: &Fs, io: &mut Io<'_>, opts: &CheckOptions, report: &mut Report) 
         for &g in groups {
             report
                 .findings
-                .push(Finding::new(Code::RelocateMetadata).group(g).str(what));
+                .push(Finding::new(Code::RelocateMetadata).group(g).detail(what));
         }
     }
     let (bad_blocks, bb_note) = pass1::read_bad_blocks_list(fs, io);

@@ -87,7 +87,7 @@ pub fn check_journal(
     let fix_bad_inode = |out: &mut JournalCheck, why: String| {
         if has_journal || sb.s_journal_inum() != 0 {
             out.findings
-                .push(Finding::new(Code::JournalBadInode).str(why.clone()));
+                .push(Finding::new(Code::JournalBadInode).detail(why.clone()));
             out.fatal = Some(format!("the journal is unusable: {why}"));
             out.problem = Some(JournalProblem::BadInode);
         } else if recover {
@@ -112,7 +112,7 @@ pub fn check_journal(
             Err((code, why)) => {
                 let mut f = Finding::new(code);
                 if code == Code::ExternalJournalBadSuper {
-                    f = f.str(why.clone());
+                    f = f.detail(why.clone());
                 }
                 out.findings.push(f);
                 out.fatal = Some(why);
@@ -135,7 +135,7 @@ pub fn check_journal(
                 }
                 if !recover && j.s_errno() != 0 {
                     out.findings
-                        .push(Finding::new(Code::JournalErrno).num(j.s_errno() as u64));
+                        .push(Finding::new(Code::JournalErrno).found(j.s_errno() as u64));
                 }
             }
             if recover {
@@ -153,10 +153,10 @@ pub fn check_journal(
         }
         Err(LoadErr::Unsupported(why)) => {
             out.findings
-                .push(Finding::new(Code::JournalUnsupported).str(why.clone()));
+                .push(Finding::new(Code::JournalUnsupported).detail(why.clone()));
             if has_journal {
                 out.findings
-                    .push(Finding::new(Code::JournalBadSuper).str(why.clone()));
+                    .push(Finding::new(Code::JournalBadSuper).detail(why.clone()));
                 out.fatal = Some(format!("the journal superblock is unusable: {why}"));
                 out.problem = Some(JournalProblem::Unsupported);
             } else {
@@ -166,7 +166,7 @@ pub fn check_journal(
         Err(LoadErr::Corrupt(why)) => {
             if has_journal {
                 out.findings
-                    .push(Finding::new(Code::JournalBadSuper).str(why.clone()));
+                    .push(Finding::new(Code::JournalBadSuper).detail(why.clone()));
                 out.fatal = Some(format!("the journal superblock is corrupt: {why}"));
                 out.problem = Some(JournalProblem::Corrupt);
             } else {

@@ -124,9 +124,11 @@ pub fn run(fs: &Fs, maps: &Maps) -> P1bOut {
         out.findings.push(
             Finding::new(Code::DupBlocks)
                 .ino(ino)
-                .num(clusters.len() as u64)
-                .num2(shared.len() as u64 + u64::from(shares_meta))
-                .str(text),
+                .shared(
+                    clusters.len() as u64,
+                    shared.len() as u64 + u64::from(shares_meta),
+                )
+                .detail(text),
         );
     }
     out.dup_inodes = per_inode;

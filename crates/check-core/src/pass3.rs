@@ -78,8 +78,8 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
                 out.findings.push(
                     Finding::new(Code::UnconnectedDir)
                         .ino(ino)
-                        .num(u64::from(shown))
-                        .str(shown.to_string()),
+                        .ino2(shown)
+                        .detail(shown.to_string()),
                 );
                 break;
             }
@@ -101,15 +101,15 @@ pub fn run(fs: &Fs, maps: &Maps, p2: &P2Out) -> P3Out {
             out.findings.push(
                 Finding::new(Code::BadDotDot)
                     .ino(dir)
-                    .num(u64::from(dotdot_of(dir)))
-                    .num2(u64::from(parent_of(dir))),
+                    .mismatch(u64::from(dotdot_of(dir)), u64::from(parent_of(dir))),
             );
         }
     }
     // Pass 3A: a directory with a duplicate name gets the rename question.
-    for &d in &p2.dup_dirs {
-        if maps.is_dir(d) {
-            out.findings.push(Finding::new(Code::NonUniqueFile).dir(d));
+    for (d, name) in &p2.dup_dirs {
+        if maps.is_dir(*d) {
+            out.findings
+                .push(Finding::new(Code::NonUniqueFile).dir(*d).name(name.clone()));
         }
     }
     out
@@ -196,7 +196,7 @@ pub(crate) fn answer_yes(
     out.findings
         .retain(|f| !(f.code == Code::BadDotDot && f.ino.is_some_and(|d| moved.contains(&d))));
     for f in &out.findings {
-        let (Code::BadDotDot, Some(d), Some(parent)) = (f.code, f.ino, f.num2) else {
+        let (Code::BadDotDot, Some(d), Some(parent)) = (f.code, f.ino, f.expected()) else {
             continue;
         };
         if !yes(f) {

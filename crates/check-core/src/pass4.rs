@@ -69,8 +69,7 @@ pub fn run(
                     out.findings.push(
                         Finding::new(Code::EaInodeRefCount)
                             .ino(i)
-                            .num(stored)
-                            .num2(refs),
+                            .mismatch(stored, refs),
                     );
                 }
             }
@@ -134,8 +133,7 @@ pub fn run(
                     out.findings.push(
                         Finding::new(Code::DirOverflowRefCount)
                             .ino(i)
-                            .num(1)
-                            .num2(u64::from(link_counted)),
+                            .mismatch(1, u64::from(link_counted)),
                     );
                 }
                 continue;
@@ -145,8 +143,7 @@ pub fn run(
             out.findings.push(
                 Finding::new(Code::BadRefCount)
                     .ino(i)
-                    .num(u64::from(link_count))
-                    .num2(u64::from(link_counted)),
+                    .mismatch(u64::from(link_count), u64::from(link_counted)),
             );
         }
     }

@@ -239,7 +239,7 @@ fn compare_blocks(
     // Without differences the two counts agree.
     let mut rewritten = true;
     if !plus.is_empty() || !minus.is_empty() {
-        let f = Finding::new(Code::BlockBitmapDiff).str(ranges_text(&plus, &minus));
+        let f = Finding::new(Code::BlockBitmapDiff).detail(ranges_text(&plus, &minus));
         rewritten = fixes(&f);
         out.push(f);
     }
@@ -253,8 +253,7 @@ fn compare_blocks(
             out.push(
                 Finding::new(Code::FreeBlocksGroup)
                     .group(g as u32)
-                    .num(u64::from(gd.free_blocks_count()))
-                    .num2(free),
+                    .mismatch(u64::from(gd.free_blocks_count()), free),
             );
         }
         total_free += free;
@@ -262,9 +261,7 @@ fn compare_blocks(
     let total_free_blocks = total_free << bits;
     if total_free_blocks != sb.free_blocks_count() {
         out.push(
-            Finding::new(Code::FreeBlocksTotal)
-                .num(sb.free_blocks_count())
-                .num2(total_free_blocks),
+            Finding::new(Code::FreeBlocksTotal).mismatch(sb.free_blocks_count(), total_free_blocks),
         );
     }
 }
@@ -347,7 +344,7 @@ fn compare_inodes(
     }
     let mut rewritten = true;
     if !plus.is_empty() || !minus.is_empty() {
-        let f = Finding::new(Code::InodeBitmapDiff).str(ranges_text(&plus, &minus));
+        let f = Finding::new(Code::InodeBitmapDiff).detail(ranges_text(&plus, &minus));
         rewritten = fixes(&f);
         out.push(f);
     }
@@ -361,24 +358,21 @@ fn compare_inodes(
             out.push(
                 Finding::new(Code::FreeInodesGroup)
                     .group(g as u32)
-                    .num(u64::from(gd.free_inodes_count()))
-                    .num2(free),
+                    .mismatch(u64::from(gd.free_inodes_count()), free),
             );
         }
         if u64::from(gd.used_dirs_count()) != dirs {
             out.push(
                 Finding::new(Code::DirsCountGroup)
                     .group(g as u32)
-                    .num(u64::from(gd.used_dirs_count()))
-                    .num2(dirs),
+                    .mismatch(u64::from(gd.used_dirs_count()), dirs),
             );
         }
     }
     if total_free != u64::from(sb.s_free_inodes_count()) {
         out.push(
             Finding::new(Code::FreeInodesTotal)
-                .num(u64::from(sb.s_free_inodes_count()))
-                .num2(total_free),
+                .mismatch(u64::from(sb.s_free_inodes_count()), total_free),
         );
     }
 }

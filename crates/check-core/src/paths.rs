@@ -190,16 +190,16 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
         };
         // Where an unconnected directory was: its '..', by path.
         if f.code == Code::UnconnectedDir {
-            if let Some(p) = f.num.and_then(|p| u32::try_from(p).ok()) {
+            if let Some(p) = f.ino2 {
                 if let Some(path) = (maps.is_dir(p) || p == 2).then(|| n.path(p)).flatten() {
-                    f.str = Some(format!("{path} ({p})"));
+                    f.detail = Some(format!("{path} ({p})"));
                 }
             }
         }
         if f.code.pass() == Pass::P3 && maps.is_dir(ino) {
             f.ino_path = n.path(ino);
         } else if f.code.deallocates_inode() {
-            if let (Some(dp), Some(name)) = (&f.dir_path, &f.str) {
+            if let (Some(dp), Some(name)) = (&f.dir_path, &f.name) {
                 f.ino_path = Some(if dp == "/" {
                     format!("/{name}")
                 } else {
@@ -219,7 +219,7 @@ fn name_shared(n: &mut Namer<'_, '_>, findings: &mut [Finding]) {
     for f in findings.iter().filter(|f| shares(f)) {
         want.extend(f.ino);
         if f.code == Code::DupBlocks {
-            want.extend(f.str.as_deref().map(listed).unwrap_or_default());
+            want.extend(f.detail.as_deref().map(listed).unwrap_or_default());
         }
     }
     if want.is_empty() {
@@ -233,7 +233,7 @@ fn name_shared(n: &mut Namer<'_, '_>, findings: &mut [Finding]) {
         if f.code != Code::DupBlocks {
             continue;
         }
-        if let Some(s) = &f.str {
+        if let Some(s) = &f.detail {
             let parts: Vec<String> = s
                 .split(", ")
                 .map(
@@ -243,7 +243,7 @@ fn name_shared(n: &mut Namer<'_, '_>, findings: &mut [Finding]) {
                     },
                 )
                 .collect();
-            f.str = Some(parts.join(", "));
+            f.detail = Some(parts.join(", "));
         }
     }
 }

@@ -67,7 +67,7 @@ pub(crate) fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
         out.push(
             Finding::new(Code::OrphanFileCorrupted)
                 .ino(ino)
-                .str("its inode cannot be read"),
+                .detail("its inode cannot be read"),
         );
         return out;
     }
@@ -133,7 +133,7 @@ pub(crate) fn check_orphan_file(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
     if result == 0 && present {
         out.push(Finding::new(Code::OrphanPresentCleanFile));
     } else if result == 1 {
-        out.push(Finding::new(Code::OrphanFileCorrupted).ino(ino).str(why));
+        out.push(Finding::new(Code::OrphanFileCorrupted).ino(ino).detail(why));
     }
     out
 }
@@ -202,7 +202,7 @@ pub(crate) fn check_quota(
             }
         };
         if !consistent {
-            out.push(Finding::new(Code::QuotaMismatch).str(names[t]).ino(inum));
+            out.push(Finding::new(Code::QuotaMismatch).detail(names[t]).ino(inum));
         }
     }
     out

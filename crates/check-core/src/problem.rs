@@ -4,7 +4,9 @@
 //! same problem (so reports can be compared with e2fsck's), the pass it
 //! belongs to, whether it counts as an error, and a message template.
 //! Templates name the finding's fields in braces: `{ino}`, `{ino2}`,
-//! `{dir}`, `{blk}`, `{blk2}`, `{num}`, `{num2}`, `{group}`, `{str}`.
+//! `{dir}`, `{blk}`, `{blk2}`, `{group}`, `{name}`, `{detail}`, and the
+//! numbers of the finding's shape ([`Numbers`]) by name, such as `{found}`
+//! and `{expected}`; `:x` and `:o` print a number in hex or octal.
 
 use std::fmt;
 
@@ -400,7 +402,7 @@ macro_rules! codes {
 codes! {
     /// superblock-primary-bad (no e2fsck equivalent).
     SuperblockUsedBackup = 0x000000, "superblock-primary-bad", Super, Notice [fix keeps],
-        "the primary superblock is unusable ({str}); the backup at block {blk} was used";
+        "the primary superblock is unusable ({detail}); the backup at block {blk} was used";
     /// superblock-from-backup (no e2fsck equivalent: its -b option).
     SuperblockFromBackup = 0x000000, "superblock-from-backup", Super, Notice [fix keeps],
         "the superblock at block {blk} was used, as asked; a repair writes it and its group descriptors to the primary place";
@@ -410,28 +412,28 @@ codes! {
         "the file system was not marked clean (not cleanly unmounted, or checked from a backup superblock)";
     /// descriptors-primary-bad (e2fsck PR_0_CHECK_DESC_FAILED).
     DescriptorsUsedBackup = 0x000045, "descriptors-primary-bad", Super, Notice [fix keeps],
-        "the primary group descriptors are unusable ({str}); the backup at block {blk} was used";
+        "the primary group descriptors are unusable ({detail}); the backup at block {blk} was used";
     /// descriptors-bad (e2fsck PR_0_CHECK_DESC_FAILED).
     DescriptorsBad = 0x000045, "descriptors-bad", Super, Notice [],
-        "the group descriptors look bad: {str}";
+        "the group descriptors look bad: {detail}";
     /// fs-size-wrong (e2fsck PR_0_FS_SIZE_WRONG).
     FsSizeWrong = 0x000005, "fs-size-wrong", Super, Notice [],
         "the file system is {blk} blocks long but the device holds only {blk2}";
     /// superblock-corrupt (e2fsck PR_0_MISC_CORRUPT_SUPER).
     SuperblockCorrupt = 0x00000b, "superblock-corrupt", Super, Notice [],
-        "superblock field {str} has an invalid value {num}";
+        "superblock field {detail} has an invalid value {found}";
     /// inode-count-wrong (e2fsck PR_0_INODE_COUNT_WRONG).
     InodeCountWrong = 0x00000d, "inode-count-wrong", Super, Notice [],
-        "the inode count is {num}, should be {num2}";
+        "the inode count is {found}, should be {expected}";
     /// first-data-block-wrong (e2fsck PR_0_FIRST_DATA_BLOCK).
     FirstDataBlockWrong = 0x000008, "first-data-block-wrong", Super, Notice [],
-        "the first data block is {num}, should be {num2}";
+        "the first data block is {found}, should be {expected}";
     /// bad-min-extra-isize (e2fsck PR_0_BAD_MIN_EXTRA_ISIZE).
     BadMinExtraIsize = 0x00004d, "bad-min-extra-isize", Super, Notice [fix],
-        "s_min_extra_isize {num} is invalid";
+        "s_min_extra_isize {found} is invalid";
     /// bad-want-extra-isize (e2fsck PR_0_BAD_WANT_EXTRA_ISIZE).
     BadWantExtraIsize = 0x00004e, "bad-want-extra-isize", Super, Notice [fix],
-        "s_want_extra_isize {num} is invalid";
+        "s_want_extra_isize {found} is invalid";
     /// meta-and-gdt-csum (e2fsck PR_0_META_AND_GDT_CSUM_SET).
     MetaAndGdtCsum = 0x000046, "meta-and-gdt-csum", Super, Notice [preen],
         "both metadata_csum and uninit_bg are set; uninit_bg should be cleared";
@@ -443,7 +445,7 @@ codes! {
         "64bit is set without extents";
     /// first-meta-bg-too-big (e2fsck PR_0_FIRST_META_BG_TOO_BIG).
     FirstMetaBgTooBig = 0x000049, "first-meta-bg-too-big", Super, Notice [fix],
-        "s_first_meta_bg {num} is larger than the descriptor table ({num2} blocks)";
+        "s_first_meta_bg {found} is larger than the descriptor table ({limit} blocks)";
     /// block-bitmap-not-in-group (e2fsck PR_0_BB_NOT_GROUP).
     BlockBitmapNotInGroup = 0x000001, "block-bitmap-not-in-group", Super, Notice [fix],
         "the block bitmap of group {group} is not in the group (block {blk})";
@@ -455,7 +457,7 @@ codes! {
         "the inode table of group {group} is not in the group (block {blk})";
     /// group-desc-checksum (e2fsck PR_0_GDT_CSUM).
     GroupDescChecksum = 0x000035, "group-desc-checksum", Super, Notice [preen fix quiet],
-        "the descriptor checksum of group {group} is {num:x}, should be {num2:x}";
+        "the descriptor checksum of group {group} is {found:x}, should be {expected:x}";
     /// group-uninit-without-csum (e2fsck PR_0_GDT_UNINIT).
     GroupUninitWithoutCsum = 0x000036, "group-uninit-without-csum", Super, Notice [preen fix quiet],
         "group {group} has uninit flags or unused inodes but descriptors have no checksums";
@@ -464,23 +466,23 @@ codes! {
         "the last group ({group}) is marked BLOCK_UNINIT";
     /// group-itable-unused-invalid (e2fsck PR_0_GDT_ITABLE_UNUSED).
     GroupItableUnusedInvalid = 0x000038, "group-itable-unused-invalid", Super, Notice [preen quiet],
-        "group {group} has {num} unused inodes, more than its free inodes";
+        "group {group} has {found} unused inodes, more than its free inodes";
     /// future-last-mount (e2fsck PR_0_FUTURE_SB_LAST_MOUNT). A repair sets
     /// it to the time now; leaving it is no error.
     FutureLastMount = 0x000031, "future-last-mount", Super, Notice [preen fix keeps quiet],
-        "the last mount time is {num} seconds in the future";
+        "the last mount time is {found} seconds in the future";
     /// future-last-write (e2fsck PR_0_FUTURE_SB_LAST_WRITE).
     FutureLastWrite = 0x000032, "future-last-write", Super, Notice [preen fix keeps quiet],
-        "the last write time is {num} seconds in the future";
+        "the last write time is {found} seconds in the future";
     /// future-last-mount-fudged (e2fsck PR_0_FUTURE_SB_LAST_MOUNT_FUDGED):
     /// less than the allowance ahead (a day, e2fsck.conf's
     /// accept_time_fudge), taken as a clock set wrong; set to now without
     /// asking.
     FutureLastMountFudged = 0x00003C, "future-last-mount-fudged", Super, Notice [preen fix keeps quiet],
-        "the last mount time is {num} seconds in the future (less than a day: the hardware clock is probably set wrong)";
+        "the last mount time is {found} seconds in the future (less than a day: the hardware clock is probably set wrong)";
     /// future-last-write-fudged (e2fsck PR_0_FUTURE_SB_LAST_WRITE_FUDGED).
     FutureLastWriteFudged = 0x00003D, "future-last-write-fudged", Super, Notice [preen fix keeps quiet],
-        "the last write time is {num} seconds in the future (less than a day: the hardware clock is probably set wrong)";
+        "the last write time is {found} seconds in the future (less than a day: the hardware clock is probably set wrong)";
     /// journal-backup-updated (e2fsck PR_0_BACKUP_JNL). Repair only: the
     /// superblock's copy of the journal inode's block map is written.
     JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice [],
@@ -493,22 +495,22 @@ codes! {
     /// checksum error found"). Repair only: recovery stopped at a damaged
     /// transaction; what came before it was replayed.
     JournalReplayStopped = 0x000000, "journal-replay-stopped", Super, Notice [],
-        "journal recovery stopped early: {str}";
+        "journal recovery stopped early: {detail}";
     /// invalid-quota-inode (e2fsck PR_0_INVALID_QUOTA_INO).
     InvalidQuotaInode = 0x00004f, "invalid-quota-inode", Super, Notice [fix],
-        "the {str} quota inode {ino} is invalid";
+        "the {detail} quota inode {ino} is invalid";
     /// resize-inode-with-meta-bg (e2fsck PR_0_DISABLE_RESIZE_INODE).
     DisableResizeInode = 0x000051, "resize-inode-with-meta-bg", Super, Notice [],
         "resize_inode and meta_bg are both set";
     /// reserved-gdt-without-resize-inode (e2fsck PR_0_NONZERO_RESERVED_GDT_BLOCKS).
     NonzeroReservedGdt = 0x00002e, "reserved-gdt-without-resize-inode", Super, Notice [],
-        "s_reserved_gdt_blocks is {num} without resize_inode";
+        "s_reserved_gdt_blocks is {found} without resize_inode";
     /// resize-inode-not-clear (e2fsck PR_0_CLEAR_RESIZE_INODE).
     ClearResizeInode = 0x00002f, "resize-inode-not-clear", Super, Notice [],
         "the resize inode is not clear although resize_inode is off";
     /// resize-inode-invalid (e2fsck PR_0_RESIZE_INODE_INVALID).
     ResizeInodeInvalid = 0x000030, "resize-inode-invalid", Super, Notice [fix],
-        "the resize inode is invalid ({str})";
+        "the resize inode is invalid ({detail})";
     /// hurd-filetype (e2fsck PR_0_HURD_CLEAR_FILETYPE).
     HurdFiletype = 0x00000e, "hurd-filetype", Super, Notice [],
         "a Hurd file system has the filetype feature";
@@ -517,16 +519,16 @@ codes! {
         "the journal needs recovery; a read-only check does not replay it, so what follows describes the file system without it";
     /// journal-inode-bad (e2fsck PR_0_JOURNAL_BAD_INODE).
     JournalBadInode = 0x00000f, "journal-inode-bad", Super, Notice [preen],
-        "the journal inode is invalid ({str})";
+        "the journal inode is invalid ({detail})";
     /// journal-superblock-bad (e2fsck PR_0_JOURNAL_BAD_SUPER).
     JournalBadSuper = 0x000015, "journal-superblock-bad", Super, Notice [preen],
-        "the journal superblock is corrupt ({str})";
+        "the journal superblock is corrupt ({detail})";
     /// journal-unsupported (e2fsck PR_0_JOURNAL_UNSUPP_INCOMPAT).
     JournalUnsupported = 0x000026, "journal-unsupported", Super, Notice [],
-        "the journal uses unsupported features or version ({str})";
+        "the journal uses unsupported features or version ({detail})";
     /// journal-multi-fs (e2fsck PR_0_JOURNAL_UNSUPP_MULTIFS).
     JournalMultiFs = 0x000010, "journal-multi-fs", Super, Notice [],
-        "the journal claims to be shared by {num} file systems";
+        "the journal claims to be shared by {found} file systems";
     /// recover-without-journal (e2fsck PR_0_JOURNAL_RECOVER_SET).
     JournalRecoverWithoutJournal = 0x000017, "recover-without-journal", Super, Notice [preen],
         "needs_recovery is set but the file system has no journal";
@@ -538,19 +540,19 @@ codes! {
         "the journal has data to replay but needs_recovery is not set";
     /// journal-errno (no e2fsck equivalent).
     JournalErrno = 0x000000, "journal-errno", Super, Notice [preen],
-        "the journal recorded error {num}; the file system will be marked as having errors";
+        "the journal recorded error {found}; the file system will be marked as having errors";
     /// external-journal (e2fsck PR_0_CANT_FIND_JOURNAL).
     ExternalJournal = 0x000011, "external-journal", Super, Notice [],
         "the file system's external journal cannot be found (name its device with -j)";
     /// external-journal-bad-super (e2fsck PR_0_EXT_JOURNAL_BAD_SUPER).
     ExternalJournalBadSuper = 0x000012, "external-journal-bad-super", Super, Notice [],
-        "the external journal has a bad superblock ({str})";
+        "the external journal has a bad superblock ({detail})";
     /// external-journal-wrong-fs (e2fsck PR_0_JOURNAL_BAD_UUID).
     ExternalJournalWrongFs = 0x000013, "external-journal-wrong-fs", Super, Notice [],
         "the external journal does not belong to this file system";
     /// mmp-invalid (e2fsck PR_0_MMP_INVALID_BLK).
     MmpInvalid = 0x000042, "mmp-invalid", Super, Notice [preen],
-        "the multiple-mount protection block is invalid ({str})";
+        "the multiple-mount protection block is invalid ({detail})";
     /// journal-recreated (e2fsck PR_6_RECREATE_JOURNAL). Repair only: a
     /// journal removed as unusable is replaced by a new, empty one.
     RecreateJournal = 0x060001, "journal-recreated", P5, Notice [preen fix],
@@ -569,17 +571,17 @@ codes! {
         "orphan_present is set but there is no orphan file";
     /// orphan-file-corrupted (e2fsck PR_6_ORPHAN_FILE_CORRUPTED).
     OrphanFileCorrupted = 0x060009, "orphan-file-corrupted", P5, Error [preen],
-        "the orphan file (inode {ino}) is corrupt ({str})";
+        "the orphan file (inode {ino}) is corrupt ({detail})";
     /// quota-mismatch (e2fsck PR_6_UPDATE_QUOTAS).
     QuotaMismatch = 0x060002, "quota-mismatch", P5, Error [preen],
-        "the {str} quota file does not match the usage found";
+        "the {detail} quota file does not match the usage found";
     /// inode-table-block-unreadable (no e2fsck problem code: its read
     /// error handler's "Ignore error? yes" and "Force rewrite? yes").
     /// Repair only (a read-only check stops there, as e2fsck -n does):
     /// the sectors that can be read are kept, the others become zeros,
     /// and the block is written back so that the disk can remap it.
     InodeTableBlockUnreadable = 0x000000, "inode-table-block-unreadable", P1, Error [yes keeps],
-        "block {blk} of the inode table of group {group} cannot be read ({num} of its {num2} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
+        "block {blk} of the inode table of group {group} cannot be read ({bad_sectors} of its {sectors} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
     /// root-not-dir (e2fsck PR_1_ROOT_NO_DIR).
     RootNotDir = 0x010001, "root-not-dir", P1, Error [clear order(9)],
         "the root inode is not a directory";
@@ -588,7 +590,7 @@ codes! {
         "the root inode has dtime set";
     /// reserved-inode-bad-mode (e2fsck PR_1_RESERVED_BAD_MODE).
     ReservedBadMode = 0x010003, "reserved-inode-bad-mode", P1, Error [preen order(9)],
-        "reserved inode {ino} has a bad mode ({num:o})";
+        "reserved inode {ino} has a bad mode ({found:o})";
     /// deleted-inode-zero-dtime (e2fsck PR_1_ZERO_DTIME).
     ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error [preen order(2)],
         "deleted inode {ino} has a zero dtime";
@@ -612,7 +614,7 @@ codes! {
         "special inode {ino} has the immutable or append-only flag";
     /// special-file-nonzero-size (e2fsck PR_1_SET_NONZSIZE).
     SetNonzeroSize = 0x010032, "special-file-nonzero-size", P1, Error [preen],
-        "special inode {ino} has a non-zero size {num}";
+        "special inode {ino} has a non-zero size {found}";
     /// journal-inode-not-clear (e2fsck PR_1_JOURNAL_INODE_NOT_CLEAR).
     JournalInodeNotClear = 0x010034, "journal-inode-not-clear", P1, Error [preen order(9)],
         "the journal inode is in use but the file system has no journal";
@@ -621,28 +623,28 @@ codes! {
         "the journal inode is not a regular file";
     /// low-dtime (e2fsck PR_1_LOW_DTIME).
     LowDtime = 0x010036, "low-dtime", P1, Error [order(1)],
-        "inode {ino} was part of the orphan list (dtime {num})";
+        "inode {ino} was part of the orphan list (dtime {found})";
     /// bad-extra-isize (e2fsck PR_1_EXTRA_ISIZE).
     ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error [preen order(12)],
-        "inode {ino} has i_extra_isize {num}, which is invalid";
+        "inode {ino} has i_extra_isize {found}, which is invalid";
     /// xattr-name-len (e2fsck PR_1_ATTR_NAME_LEN).
     AttrNameLen = 0x010050, "xattr-name-len", P1, Error [preen],
-        "inode {ino} has an extended attribute with a bad name length {num}";
+        "inode {ino} has an extended attribute with a bad name length {found}";
     /// xattr-value-size (e2fsck PR_1_ATTR_VALUE_SIZE).
     AttrValueSize = 0x010053, "xattr-value-size", P1, Error [preen],
-        "inode {ino} has an extended attribute with a bad value size {num}";
+        "inode {ino} has an extended attribute with a bad value size {found}";
     /// xattr-hash (e2fsck PR_1_ATTR_HASH).
     AttrHash = 0x010054, "xattr-hash", P1, Error [preen],
-        "inode {ino} has an extended attribute with a bad hash {num}";
+        "inode {ino} has an extended attribute with a bad hash {found}";
     /// xattr-value-inode-bad (e2fsck PR_1_ATTR_VALUE_EA_INODE).
     AttrValueEaInode = 0x010083, "xattr-value-inode-bad", P1, Error [preen],
-        "inode {ino} has an extended attribute whose value inode {num} is invalid";
+        "inode {ino} has an extended attribute whose value inode {ino2} is invalid";
     /// xattr-value-inode-flag (e2fsck PR_1_ATTR_NO_EA_INODE_FL).
     AttrNoEaInodeFlag = 0x010085, "xattr-value-inode-flag", P1, Error [preen],
-        "inode {ino} has an extended attribute whose value inode {num} lacks the EA_INODE flag";
+        "inode {ino} has an extended attribute whose value inode {ino2} lacks the EA_INODE flag";
     /// ea-inode-flag-missing (e2fsck PR_1_ATTR_SET_EA_INODE_FL).
     AttrSetEaInodeFlag = 0x010086, "ea-inode-flag-missing", P1, Error [preen],
-        "EA inode {num} used by inode {ino} lacks the EA_INODE flag";
+        "EA inode {ino2} used by inode {ino} lacks the EA_INODE flag";
     /// xattr-collision (e2fsck PR_1_INODE_EA_ALLOC_COLLISION).
     InodeEaAllocCollision = 0x010069, "xattr-collision", P1, Error [],
         "inode {ino} has extended attributes that overlap";
@@ -651,7 +653,7 @@ codes! {
         "inode {ino} has timestamps beyond the representable range";
     /// looks-like-directory (e2fsck PR_1_TREAT_AS_DIRECTORY).
     TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error [reread order(14)],
-        "inode {ino} has mode {num:o} but looks like a directory";
+        "inode {ino} has mode {found:o} but looks like a directory";
     /// extents-without-feature (e2fsck PR_1_EXTENTS_SET).
     ExtentsSet = 0x01005a, "extents-without-feature", P1, Error [clear order(7)],
         "inode {ino} has the extents flag but the file system has no extents feature";
@@ -734,19 +736,19 @@ codes! {
         "the resize inode cannot be recreated on a read-only check";
     /// metadata-needs-relocation (e2fsck PR_1_RELOC_TO).
     RelocateMetadata = 0x010021, "metadata-needs-relocation", P1, Error [preen],
-        "the {str} of group {group} is missing and would have to be relocated";
+        "the {detail} of group {group} is missing and would have to be relocated";
     /// illegal-block (e2fsck PR_1_ILLEGAL_BLOCK_NUM).
     IllegalBlock = 0x01000e, "illegal-block", P1, Error [blocks],
-        "inode {ino} has illegal block {blk} at {str}";
+        "inode {ino} has illegal block {blk} at {detail}";
     /// too-many-illegal-blocks (e2fsck PR_1_TOO_MANY_BAD_BLOCKS).
     TooManyBadBlocks = 0x010011, "too-many-illegal-blocks", P1, Error [clear_blocks],
         "inode {ino} has too many illegal blocks";
     /// bad-i-blocks (e2fsck PR_1_BAD_I_BLOCKS).
     BadIBlocks = 0x01000d, "bad-i-blocks", P1, Error [preen local keeps],
-        "inode {ino} has i_blocks {num}, should be {num2}";
+        "inode {ino} has i_blocks {found}, should be {expected}";
     /// bad-i-size (e2fsck PR_1_BAD_I_SIZE).
     BadISize = 0x01000c, "bad-i-size", P1, Error [preen local_regular keeps_nondir],
-        "inode {ino} has size {num}, should be {num2}";
+        "inode {ino} has size {found}, should be {expected}";
     /// zero-length-dir (e2fsck PR_1_ZERO_LENGTH_DIR).
     ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error [preen clear_blocks],
         "directory inode {ino} has no blocks";
@@ -756,34 +758,34 @@ codes! {
         "directory inode {ino} block {blk} cannot be read";
     /// too-big (e2fsck PR_1_TOOBIG_DIR).
     TooBig = 0x010044, "too-big", P1, Error [blocks],
-        "inode {ino} is too big at block {blk} (logical {num})";
+        "inode {ino} is too big at block {blk} (logical {logical})";
     /// extent-bad-start (e2fsck PR_1_EXTENT_BAD_START_BLK).
     ExtentBadStart = 0x010058, "extent-bad-start", P1, Error [blocks],
-        "inode {ino} has an extent with a bad physical start (logical {num}, physical {blk}, length {num2})";
+        "inode {ino} has an extent with a bad physical start (logical {logical}, physical {blk}, length {length})";
     /// extent-ends-beyond (e2fsck PR_1_EXTENT_ENDS_BEYOND).
     ExtentEndsBeyond = 0x010059, "extent-ends-beyond", P1, Error [blocks],
-        "inode {ino} has an extent that runs past the end of the file system (logical {num}, physical {blk}, length {num2})";
+        "inode {ino} has an extent that runs past the end of the file system (logical {logical}, physical {blk}, length {length})";
     /// extent-length-zero (e2fsck PR_1_EXTENT_LENGTH_ZERO).
     ExtentLengthZero = 0x010066, "extent-length-zero", P1, Error [blocks],
-        "inode {ino} has a zero-length extent (logical {num}, physical {blk})";
+        "inode {ino} has a zero-length extent (logical {logical}, physical {blk})";
     /// extents-out-of-order (e2fsck PR_1_OUT_OF_ORDER_EXTENTS).
     OutOfOrderExtents = 0x01005e, "extents-out-of-order", P1, Error [blocks],
-        "inode {ino} has out-of-order extents (logical {num}, physical {blk}, length {num2})";
+        "inode {ino} has out-of-order extents (logical {logical}, physical {blk}, length {length})";
     /// extent-end-out-of-bounds (e2fsck PR_1_EXTENT_END_OUT_OF_BOUNDS).
     ExtentEndOutOfBounds = 0x01006e, "extent-end-out-of-bounds", P1, Error [blocks],
-        "inode {ino}: extent tree (at level {num2}) could be shorter; logical block {num} is out of bounds";
+        "inode {ino}: extent tree (at level {level}) could be shorter; logical block {logical} is out of bounds";
     /// extent-root-invalid (e2fsck PR_1_MISSING_EXTENT_HEADER).
     ExtentHeaderInvalid = 0x010081, "extent-root-invalid", P1, Error [clear_blocks],
         "inode {ino} has the extents flag but no valid extent header";
     /// extent-walk-failed (e2fsck PR_1_EXTENT_ITERATE_FAILURE).
     ExtentIterateFailure = 0x010057, "extent-walk-failed", P1, Error [blocks],
-        "the extent tree of inode {ino} cannot be walked ({str})";
+        "the extent tree of inode {ino} cannot be walked ({detail})";
     /// extent-tree-too-deep (e2fsck PR_1_EXTENT_BAD_MAX_DEPTH).
     ExtentBadMaxDepth = 0x01007f, "extent-tree-too-deep", P1, Notice [preen fix blocks],
-        "inode {ino} has an extent tree of depth {num}, more than {num2}";
+        "inode {ino} has an extent tree of depth {found}, more than {limit}";
     /// extent-collision (e2fsck PR_1_EXTENT_COLLISION).
     ExtentCollision = 0x01007d, "extent-collision", P1, Error [blocks],
-        "inode {ino} has overlapping extents (logical {num}, physical {blk}, length {num2})";
+        "inode {ino} has overlapping extents (logical {logical}, physical {blk}, length {length})";
     /// cluster-misaligned (e2fsck PR_1_MISALIGNED_CLUSTER): on bigalloc, a
     /// block whose place in its logical cluster differs from its place in
     /// the physical one. The block counts as claimed twice, so pass 1B
@@ -792,7 +794,7 @@ codes! {
         "inode {ino} logical block {blk} (physical block {blk2}) breaks the cluster allocation rules; pass 1B deals with it";
     /// dir-extent-gap (e2fsck PR_1_COLLAPSE_DBLOCK).
     CollapseDblock = 0x010072, "dir-extent-gap", P1, Error [blocks],
-        "directory inode {ino} has a gap before logical block {num}";
+        "directory inode {ino} has a gap before logical block {logical}";
     /// htree-not-dir (e2fsck PR_1_HTREE_NODIR).
     HtreeNodir = 0x010048, "htree-not-dir", P1, Error [preen yes unindex],
         "inode {ino} has the htree flag but is not a directory";
@@ -804,7 +806,7 @@ codes! {
         "inode {ino} has a bad htree root node";
     /// htree-hash-version (e2fsck PR_1_HTREE_HASHV).
     HtreeHashv = 0x01004a, "htree-hash-version", P1, Error [preen yes unindex],
-        "inode {ino} has an unsupported htree hash version {num}";
+        "inode {ino} has an unsupported htree hash version {found}";
     /// htree-needs-siphash (e2fsck PR_1_HTREE_NEEDS_SIPHASH).
     HtreeNeedsSiphash = 0x01008d, "htree-needs-siphash", P1, Error [preen yes unindex],
         "inode {ino} is encrypted and case-folded but its htree does not use SipHash";
@@ -816,31 +818,31 @@ codes! {
         "inode {ino} has an htree with incompatible flags";
     /// htree-too-deep (e2fsck PR_1_HTREE_DEPTH).
     HtreeDepth = 0x01004c, "htree-too-deep", P1, Error [preen yes unindex],
-        "inode {ino} has an htree of depth {num}, which is too deep";
+        "inode {ino} has an htree of depth {found}, which is too deep";
     /// map-block-on-metadata (e2fsck PR_1_CRITICAL_METADATA_COLLISION).
     CriticalMetadataCollision = 0x010071, "map-block-on-metadata", P1, Notice [],
         "inode {ino} has a map block {blk} on top of critical metadata";
     /// extent-tree-could-be-smaller (e2fsck PR_1E_CAN_COLLAPSE_EXTENT_TREE).
     ExtentTreeOptimize = 0x014006, "extent-tree-could-be-smaller", P1, Notice [preen],
-        "the extent tree of inode {ino} could be {str}";
+        "the extent tree of inode {ino} could be {detail}";
     /// extent-index-start (e2fsck PR_1_EXTENT_INDEX_START_INVALID).
     ExtentIndexStartInvalid = 0x01006d, "extent-index-start", P1, Error [blocks],
-        "inode {ino}: an extent index starts at logical {num}, should be {num2}";
+        "inode {ino}: an extent index starts at logical {found}, should be {expected}";
     /// extent-only-checksum (e2fsck PR_1_EXTENT_ONLY_CSUM_INVALID).
     ExtentOnlyCsumInvalid = 0x01006a, "extent-only-checksum", P1, Error [keeps quiet],
         "inode {ino}: extent tree block {blk2} passes checks but fails its checksum (its last extent is at block {blk})";
     /// extent-node-invalid (e2fsck PR_1_EXTENT_HEADER_INVALID).
     ExtentNodeInvalid = 0x01005f, "extent-node-invalid", P1, Error [blocks],
-        "inode {ino} has a damaged extent tree node at block {blk} ({str})";
+        "inode {ino} has a damaged extent tree node at block {blk} ({detail})";
     /// uninit-dir-extent (e2fsck PR_1_UNINIT_DBLOCK).
     UninitExtentOnDir = 0x010073, "uninit-dir-extent", P1, Error [preen blocks],
-        "directory inode {ino} has an uninitialized extent (logical {num}, physical {blk})";
+        "directory inode {ino} has an uninitialized extent (logical {logical}, physical {blk})";
     /// xattr-block-bad (e2fsck PR_1_BAD_EA_BLOCK).
     EaBlockBad = 0x01003a, "xattr-block-bad", P1, Error [],
         "inode {ino} has a bad extended attribute block {blk}";
     /// xattr-block-refcount (e2fsck PR_1_EXTATTR_REFCOUNT).
     EaBlockRefcount = 0x01003c, "xattr-block-refcount", P1, Error [],
-        "extended attribute block {blk} has reference count {num}, should be {num2}";
+        "extended attribute block {blk} has reference count {found}, should be {expected}";
     /// xattr-block-checksum (e2fsck PR_1_EA_BLOCK_ONLY_CSUM_INVALID).
     EaBlockCsum = 0x01006c, "xattr-block-checksum", P1, Error [],
         "extended attribute block {blk} of inode {ino} fails its checksum";
@@ -852,7 +854,7 @@ codes! {
         "inode {ino} has an extended attribute block {blk} with a bad header";
     /// xattr-block-entry (e2fsck PR_1_EA_BAD_NAME).
     EaBlockEntry = 0x010041, "xattr-block-entry", P1, Error [],
-        "extended attribute block {blk} of inode {ino} has a bad entry ({str})";
+        "extended attribute block {blk} of inode {ino} has a bad entry ({detail})";
     /// xattr-without-feature (e2fsck PR_2_FILE_ACL_ZERO).
     /// `none`: not raised; pass 2's file-acl-without-feature is fixed.
     EaAclWithoutFeature = 0x02000e, "xattr-without-feature", P1, Error [none],
@@ -862,34 +864,34 @@ codes! {
         "the bad blocks inode has illegal block {blk}";
     /// multiply-claimed-blocks (e2fsck PR_1D_DUP_FILE).
     DupBlocks = 0x013001, "multiply-claimed-blocks", P1B, Error [yes],
-        "inode {ino} has {num} multiply-claimed block(s), shared with {num2} file(s): {str}";
+        "inode {ino} has {shared_blocks} multiply-claimed block(s), shared with {sharing_files} file(s): {detail}";
     /// multiply-claimed-metadata (e2fsck PR_1D_SHARE_METADATA).
     DupBlocksMetadata = 0x013003, "multiply-claimed-metadata", P1B, Error [yes],
-        "inode {ino} has block(s) shared with file system metadata: {str}";
+        "inode {ino} has block(s) shared with file system metadata: {detail}";
     /// dot-wrong-inode (e2fsck PR_2_BAD_INODE_DOT).
     BadInodeDot = 0x020001, "dot-wrong-inode", P2, Error [yes],
         "'.' in directory {dir} points to inode {ino}";
     /// entry-bad-inode (e2fsck PR_2_BAD_INO).
     BadIno = 0x020002, "entry-bad-inode", P2, Error [yes],
-        "entry '{str}' in directory {dir} has bad inode number {ino}";
+        "entry '{name}' in directory {dir} has bad inode number {ino}";
     /// entry-unused-inode (e2fsck PR_2_UNUSED_INODE).
     UnusedInode = 0x020003, "entry-unused-inode", P2, Error [preen yes],
-        "entry '{str}' in directory {dir} points to unused inode {ino}";
+        "entry '{name}' in directory {dir} points to unused inode {ino}";
     /// entry-link-to-dot (e2fsck PR_2_LINK_DOT).
     LinkDot = 0x020004, "entry-link-to-dot", P2, Error [yes],
-        "entry '{str}' in directory {dir} is a link to '.'";
+        "entry '{name}' in directory {dir} is a link to '.'";
     /// entry-bad-block-inode (e2fsck PR_2_BB_INODE).
     BbInode = 0x020005, "entry-bad-block-inode", P2, Error [yes],
-        "entry '{str}' in directory {dir} points to inode {ino} in a bad block";
+        "entry '{name}' in directory {dir} points to inode {ino} in a bad block";
     /// entry-link-to-dir (e2fsck PR_2_LINK_DIR).
     LinkDir = 0x020006, "entry-link-to-dir", P2, Error [yes],
-        "entry '{str}' in directory {dir} is a second link to directory {ino}";
+        "entry '{name}' in directory {dir} is a second link to directory {ino}";
     /// entry-link-to-root (e2fsck PR_2_LINK_ROOT).
     LinkRoot = 0x020007, "entry-link-to-root", P2, Error [yes],
-        "entry '{str}' in directory {dir} is a link to the root directory";
+        "entry '{name}' in directory {dir} is a link to the root directory";
     /// entry-bad-name (e2fsck PR_2_BAD_NAME).
     BadName = 0x020008, "entry-bad-name", P2, Error [yes],
-        "entry '{str}' in directory {dir} has an illegal character in its name";
+        "entry '{name}' in directory {dir} has an illegal character in its name";
     /// missing-dot (e2fsck PR_2_MISSING_DOT).
     MissingDot = 0x020009, "missing-dot", P2, Error [yes],
         "directory {dir} is missing '.'";
@@ -898,34 +900,34 @@ codes! {
         "directory {dir} is missing '..'";
     /// first-entry-not-dot (e2fsck PR_2_1ST_NOT_DOT).
     FirstNotDot = 0x02000b, "first-entry-not-dot", P2, Error [yes],
-        "the first entry '{str}' of directory {dir} should be '.'";
+        "the first entry '{name}' of directory {dir} should be '.'";
     /// second-entry-not-dot-dot (e2fsck PR_2_2ND_NOT_DOT_DOT).
     SecondNotDotDot = 0x02000c, "second-entry-not-dot-dot", P2, Error [yes],
-        "the second entry '{str}' of directory {dir} should be '..'";
+        "the second entry '{name}' of directory {dir} should be '..'";
     /// faddr-nonzero (e2fsck PR_2_FADDR_ZERO).
     FaddrZero = 0x02000d, "faddr-nonzero", P2, Error [yes],
-        "inode {ino} has a non-zero i_faddr {num}";
+        "inode {ino} has a non-zero i_faddr {found}";
     /// file-acl-without-feature (e2fsck PR_2_FILE_ACL_ZERO).
     FileAclZero = 0x02000e, "file-acl-without-feature", P2, Error [yes],
         "inode {ino} has an extended attribute block {blk} but the file system lacks ext_attr";
     /// dir-size-high (e2fsck PR_2_DIR_SIZE_HIGH_ZERO).
     DirSizeHighZero = 0x02000f, "dir-size-high", P2, Error [yes],
-        "directory inode {ino} has a non-zero i_size_high {num}";
+        "directory inode {ino} has a non-zero i_size_high {found}";
     /// frag-nonzero (e2fsck PR_2_FRAG_ZERO).
     FragZero = 0x020010, "frag-nonzero", P2, Error [yes],
-        "inode {ino} has a non-zero fragment number {num}";
+        "inode {ino} has a non-zero fragment number {found}";
     /// fsize-nonzero (e2fsck PR_2_FSIZE_ZERO).
     FsizeZero = 0x020011, "fsize-nonzero", P2, Error [yes],
-        "inode {ino} has a non-zero fragment size {num}";
+        "inode {ino} has a non-zero fragment size {found}";
     /// bad-mode (e2fsck PR_2_BAD_MODE).
     BadMode = 0x020012, "bad-mode", P2, Error [yes dealloc],
-        "inode {ino} has a bad mode {num:o}";
+        "inode {ino} has a bad mode {found:o}";
     /// dir-corrupted (e2fsck PR_2_DIR_CORRUPTED).
     DirCorrupted = 0x020013, "dir-corrupted", P2, Error [yes],
-        "directory {dir} block {num} is corrupt at offset {num2}";
+        "directory {dir} block {logical} is corrupt at offset {offset}";
     /// dir-hole (e2fsck PR_2_DIRECTORY_HOLE).
     DirectoryHole = 0x020015, "dir-hole", P2, Error [],
-        "directory {dir} has a hole at block {num}";
+        "directory {dir} has a hole at block {logical}";
     /// dot-not-terminated (e2fsck PR_2_DOT_NULL_TERM).
     DotNullTerm = 0x020016, "dot-not-terminated", P2, Error [yes],
         "'.' in directory {dir} is not NUL-terminated";
@@ -947,19 +949,19 @@ codes! {
     /// final-rec-len (e2fsck PR_2_FINAL_RECLEN).
     /// `none`: not raised; the entry walk salvages such a block as corrupt.
     FinalRecLen = 0x02001d, "final-rec-len", P2, Error [none],
-        "the last entry of directory {dir} has a bad rec_len {num}";
+        "the last entry of directory {dir} has a bad rec_len {found}";
     /// dir-block-read-failed (no e2fsck problem code: its read error
     /// handler's "Ignore error? yes", "Force rewrite? yes"). Repair only:
     /// the sectors that can be read are kept, the rest become zeros, and
     /// the block is written back; the directory is then judged as that.
     DirBlockUnreadable = 0x000000, "dir-block-read-failed", P2, Error [yes keeps],
-        "block {blk} of directory {dir} cannot be read ({num} of its {num2} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
+        "block {blk} of directory {dir} cannot be read ({bad_sectors} of its {sectors} sectors fail): the readable sectors are kept, the rest rewritten as zeros";
     /// dir-block-read-error (e2fsck PR_2_READ_DIRBLOCK).
     ReadDirBlock = 0x020020, "dir-block-read-error", P2, Error [],
         "directory {dir} block {blk} cannot be read";
     /// dot-rec-len-big (e2fsck PR_2_SPLIT_DOT).
     SplitDot = 0x020024, "dot-rec-len-big", P2, Notice [fix yes],
-        "'.' in directory {dir} has rec_len {num}; it could be split";
+        "'.' in directory {dir} has rec_len {found}; it could be split";
     /// bad-fifo (e2fsck PR_2_BAD_FIFO).
     BadFifo = 0x020025, "bad-fifo", P2, Error [yes dealloc],
         "inode {ino} is an invalid FIFO";
@@ -968,13 +970,13 @@ codes! {
         "inode {ino} is an invalid socket";
     /// filetype-unset (e2fsck PR_2_SET_FILETYPE).
     SetFiletype = 0x020027, "filetype-unset", P2, Notice [preen fix yes],
-        "entry '{str}' in directory {dir} has file type 0, should be {num2}";
+        "entry '{name}' in directory {dir} has file type 0, should be {expected}";
     /// filetype-wrong (e2fsck PR_2_BAD_FILETYPE).
     BadFiletype = 0x020028, "filetype-wrong", P2, Error [yes],
-        "entry '{str}' in directory {dir} has file type {num}, should be {num2}";
+        "entry '{name}' in directory {dir} has file type {found}, should be {expected}";
     /// filetype-without-feature (e2fsck PR_2_CLEAR_FILETYPE).
     ClearFiletype = 0x020029, "filetype-without-feature", P2, Error [preen yes],
-        "entry '{str}' in directory {dir} has a file type but the file system lacks the filetype feature";
+        "entry '{name}' in directory {dir} has a file type but the file system lacks the filetype feature";
     /// entry-empty-name (e2fsck PR_2_NULL_NAME).
     NullName = 0x020030, "entry-empty-name", P2, Error [yes],
         "an entry in directory {dir} has an empty name";
@@ -989,16 +991,16 @@ codes! {
         "the file system has large files but lacks the large_file feature";
     /// htree-block-not-referenced (e2fsck PR_2_HTREE_NOTREF).
     HtreeNotRef = 0x020034, "htree-block-not-referenced", P2, Notice [yes],
-        "htree directory {dir} block {num} is not referenced";
+        "htree directory {dir} block {logical} is not referenced";
     /// htree-block-referenced-twice (e2fsck PR_2_HTREE_DUPREF).
     HtreeDupRef = 0x020035, "htree-block-referenced-twice", P2, Notice [yes],
-        "htree directory {dir} block {num} is referenced twice";
+        "htree directory {dir} block {logical} is referenced twice";
     /// htree-min-hash (e2fsck PR_2_HTREE_MIN_HASH).
     HtreeMinHash = 0x020036, "htree-min-hash", P2, Notice [yes],
-        "htree directory {dir} block {num} has a hash below its range";
+        "htree directory {dir} block {logical} has a hash below its range";
     /// htree-max-hash (e2fsck PR_2_HTREE_MAX_HASH).
     HtreeMaxHash = 0x020037, "htree-max-hash", P2, Notice [yes],
-        "htree directory {dir} block {num} has a hash above its range";
+        "htree directory {dir} block {logical} has a hash above its range";
     /// htree-invalid (e2fsck PR_2_HTREE_CLEAR).
     HtreeClear = 0x020038, "htree-invalid", P2, Error [yes unindex],
         "htree directory {dir} has an invalid index";
@@ -1007,67 +1009,67 @@ codes! {
         "the file system has large directories but lacks the large_dir feature";
     /// htree-bad-block (e2fsck PR_2_HTREE_BADBLK).
     HtreeBadBlk = 0x02003a, "htree-bad-block", P2, Error [yes unindex],
-        "htree directory {dir} has a bad block number {num} in its index";
+        "htree directory {dir} has a bad block number {logical} in its index";
     /// htree-bad-root (e2fsck PR_2_HTREE_BAD_ROOT).
     HtreeBadRoot = 0x02003c, "htree-bad-root", P2, Error [preen yes unindex],
         "htree directory {dir} has a bad root node";
     /// htree-bad-limit (e2fsck PR_2_HTREE_BAD_LIMIT).
     HtreeBadLimit = 0x02003d, "htree-bad-limit", P2, Error [preen yes unindex],
-        "htree directory {dir} block {blk} has limit {num}, should be {num2}";
+        "htree directory {dir} block {blk} has limit {found}, should be {expected}";
     /// htree-bad-count (e2fsck PR_2_HTREE_BAD_COUNT).
     HtreeBadCount = 0x02003e, "htree-bad-count", P2, Error [preen yes unindex],
-        "htree directory {dir} block {blk} has count {num}, limit {num2}";
+        "htree directory {dir} block {blk} has count {found}, limit {limit}";
     /// htree-hash-order (e2fsck PR_2_HTREE_HASH_ORDER).
     HtreeHashOrder = 0x02003f, "htree-hash-order", P2, Error [preen yes unindex],
         "htree directory {dir} block {blk} has out-of-order hashes";
     /// htree-bad-depth (e2fsck PR_2_HTREE_BAD_DEPTH).
     HtreeBadDepth = 0x020040, "htree-bad-depth", P2, Notice [yes],
-        "htree directory {dir} leaf block {num} is at the wrong depth";
+        "htree directory {dir} leaf block {logical} is at the wrong depth";
     /// duplicate-entry (e2fsck PR_2_REPORT_DUP_DIRENT).
     ReportDupDirent = 0x020043, "duplicate-entry", P2, Notice [],
-        "directory {dir} has a duplicate entry '{str}'";
+        "directory {dir} has a duplicate entry '{name}'";
     /// duplicate-entry-same-inode (e2fsck PR_2_DUPLICATE_DIRENT).
     DuplicateDirent = 0x020041, "duplicate-entry-same-inode", P3, Error [],
-        "directory {dir} has entry '{str}' twice for the same inode";
+        "directory {dir} has entry '{name}' twice for the same inode";
     /// duplicate-name (e2fsck PR_2_NON_UNIQUE_FILE).
     NonUniqueFile = 0x020042, "duplicate-name", P3, Error [],
-        "directory {dir} has two files named '{str}'";
+        "directory {dir} has two files named '{name}'";
     /// blocks-hi-nonzero (e2fsck PR_2_BLOCKS_HI_ZERO).
     BlocksHiZero = 0x020044, "blocks-hi-nonzero", P2, Error [yes],
-        "inode {ino} has a non-zero i_blocks_hi {num}";
+        "inode {ino} has a non-zero i_blocks_hi {found}";
     /// htree-unexpected-block (e2fsck PR_2_UNEXPECTED_HTREE_BLOCK).
     UnexpectedHtreeBlock = 0x020045, "htree-unexpected-block", P2, Error [yes unindex],
-        "htree directory {dir} has an unexpected block {num}";
+        "htree directory {dir} has an unexpected block {logical}";
     /// entry-in-uninit-group (e2fsck PR_2_INOREF_BG_INO_UNINIT).
     InorefBgInoUninit = 0x020046, "entry-in-uninit-group", P2, Error [preen restart],
-        "entry '{str}' in directory {dir} points to inode {ino} in a group marked INODE_UNINIT";
+        "entry '{name}' in directory {dir} points to inode {ino} in a group marked INODE_UNINIT";
     /// entry-in-unused-area (e2fsck PR_2_INOREF_IN_UNUSED).
     InorefInUnused = 0x020047, "entry-in-unused-area", P2, Error [preen restart],
-        "entry '{str}' in directory {dir} points to inode {ino} past the group's used inode area";
+        "entry '{name}' in directory {dir} points to inode {ino} past the group's used inode area";
     /// file-acl-hi-nonzero (e2fsck PR_2_I_FILE_ACL_HI_ZERO).
     IFileAclHiZero = 0x020048, "file-acl-hi-nonzero", P2, Error [preen],
-        "inode {ino} has a non-zero i_file_acl_hi {num}";
+        "inode {ino} has a non-zero i_file_acl_hi {found}";
     /// htree-root-checksum (e2fsck PR_2_HTREE_ROOT_CSUM_INVALID).
     HtreeRootCsum = 0x020049, "htree-root-checksum", P2, Error [preen unindex],
         "htree directory {dir} root fails its checksum";
     /// htree-node-checksum (e2fsck PR_2_HTREE_NODE_CSUM_INVALID).
     HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error [preen unindex],
-        "htree directory {dir} node block {num} fails its checksum";
+        "htree directory {dir} node block {logical} fails its checksum";
     /// dir-block-checksum-missing (e2fsck PR_2_LEAF_NODE_MISSING_CSUM).
     LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error [preen keeps],
-        "directory {dir} block {num} has no checksum";
+        "directory {dir} block {logical} has no checksum";
     /// dir-block-checksum (e2fsck PR_2_LEAF_NODE_ONLY_CSUM_INVALID).
     LeafOnlyCsumInvalid = 0x02004d, "dir-block-checksum", P2, Error [preen yes],
-        "directory {dir} block {num} passes checks but fails its checksum";
+        "directory {dir} block {logical} passes checks but fails its checksum";
     /// inline-dir-bad-size (e2fsck PR_2_BAD_INLINE_DIR_SIZE).
     BadInlineDirSize = 0x02004e, "inline-dir-bad-size", P2, Error [],
-        "inline directory {dir} has a bad size {num}";
+        "inline directory {dir} has a bad size {found}";
     /// encrypted-name-bad (e2fsck PR_2_BAD_ENCRYPTED_NAME).
     BadEncryptedName = 0x020050, "encrypted-name-bad", P2, Error [yes],
-        "entry in encrypted directory {dir} has a too-short name ({num} bytes)";
+        "entry in encrypted directory {dir} has a too-short name ({found} bytes)";
     /// unencrypted-in-encrypted-dir (e2fsck PR_2_UNENCRYPTED_FILE).
     UnencryptedFile = 0x020051, "unencrypted-in-encrypted-dir", P2, Error [yes],
-        "entry '{str}' in encrypted directory {dir} points to unencrypted inode {ino}";
+        "entry '{name}' in encrypted directory {dir} points to unencrypted inode {ino}";
     /// encryption-policy-mismatch (e2fsck PR_2_INCONSISTENT_ENCRYPTION_POLICY).
     InconsistentEncryptionPolicy = 0x020052, "encryption-policy-mismatch", P2, Error [yes],
         "entry in encrypted directory {dir} points to inode {ino} with another policy";
@@ -1080,16 +1082,16 @@ codes! {
     /// inode-unreadable (no e2fsck equivalent).
     /// `none`: not raised; inode-table-block-unreadable is salvaged.
     InodeReadFailed = 0x000000, "inode-unreadable", P2, Error [none],
-        "inode {ino} cannot be read reliably ({str})";
+        "inode {ino} cannot be read reliably ({detail})";
     /// root-missing (e2fsck PR_3_NO_ROOT_INODE).
     NoRootInode = 0x030001, "root-missing", P3, Error [],
         "the root inode is not allocated";
     /// dir-unconnected (e2fsck PR_3_UNCONNECTED_DIR).
     UnconnectedDir = 0x030003, "dir-unconnected", P3, Error [yes],
-        "directory {ino} is not connected to the tree (was in {str})";
+        "directory {ino} is not connected to the tree (was in {detail})";
     /// dot-dot-wrong (e2fsck PR_3_BAD_DOT_DOT).
     BadDotDot = 0x030005, "dot-dot-wrong", P3, Error [yes],
-        "'..' in directory {ino} is {num}, should be {num2}";
+        "'..' in directory {ino} is {found}, should be {expected}";
     /// lost-found-missing (e2fsck PR_3_NO_LF_DIR). Looked for by a repair
     /// only, which creates it, as e2fsck does; a read-only check is silent.
     NoLostFound = 0x030004, "lost-found-missing", P3, Error [preen yes],
@@ -1121,23 +1123,23 @@ codes! {
         "inode {ino} is not referenced by any directory";
     /// link-count-wrong (e2fsck PR_4_BAD_REF_COUNT).
     BadRefCount = 0x040003, "link-count-wrong", P4, Error [preen keeps settles],
-        "inode {ino} has link count {num}, should be {num2}";
+        "inode {ino} has link count {found}, should be {expected}";
     /// ea-inode-ref-count (e2fsck PR_4_EA_INODE_REF_COUNT).
     EaInodeRefCount = 0x040005, "ea-inode-ref-count", P4, Error [preen keeps settles],
-        "EA inode {ino} has reference count {num}, should be {num2}";
+        "EA inode {ino} has reference count {found}, should be {expected}";
     /// dir-link-count-overflow (e2fsck PR_4_DIR_OVERFLOW_REF_COUNT):
     /// reported by a repair only, as e2fsck asks only when it may write.
     DirOverflowRefCount = 0x040007, "dir-link-count-overflow", P4, Notice [fix preen keeps settles],
-        "directory {ino} has its link count set to overflow (1) but could have the exact value {num2}";
+        "directory {ino} has its link count set to overflow (1) but could have the exact value {expected}";
     /// dir-nlink-feature-missing (e2fsck PR_4_DIR_NLINK_FEATURE).
     DirNlinkFeature = 0x040006, "dir-nlink-feature-missing", P4, Error [settles],
         "directory {ino} has more than 65000 links but the file system lacks dir_nlink";
     /// block-bitmap-differs (e2fsck PR_5_BLOCK_BITMAP_END).
     BlockBitmapDiff = 0x050006, "block-bitmap-differs", P5, Error [preen pass5],
-        "block bitmap differences: {str}";
+        "block bitmap differences: {detail}";
     /// inode-bitmap-differs (e2fsck PR_5_INODE_BITMAP_END).
     InodeBitmapDiff = 0x05000a, "inode-bitmap-differs", P5, Error [preen pass5],
-        "inode bitmap differences: {str}";
+        "inode bitmap differences: {detail}";
     /// block-in-uninit-group (e2fsck PR_5_BLOCK_UNINIT).
     BlockUninit = 0x050018, "block-in-uninit-group", P5, Error [preen pass5],
         "group {group} is marked BLOCK_UNINIT but block {blk} is in use";
@@ -1146,19 +1148,19 @@ codes! {
         "group {group} is marked INODE_UNINIT but inode {ino} is in use";
     /// group-free-blocks-wrong (e2fsck PR_5_FREE_BLOCK_COUNT_GROUP).
     FreeBlocksGroup = 0x05000e, "group-free-blocks-wrong", P5, Error [preen pass5],
-        "group {group} has {num} free blocks, should be {num2}";
+        "group {group} has {found} free blocks, should be {expected}";
     /// group-free-inodes-wrong (e2fsck PR_5_FREE_INODE_COUNT_GROUP).
     FreeInodesGroup = 0x05000b, "group-free-inodes-wrong", P5, Error [preen pass5],
-        "group {group} has {num} free inodes, should be {num2}";
+        "group {group} has {found} free inodes, should be {expected}";
     /// group-dirs-wrong (e2fsck PR_5_FREE_DIR_COUNT_GROUP).
     DirsCountGroup = 0x05000c, "group-dirs-wrong", P5, Error [preen pass5],
-        "group {group} has {num} directories, should be {num2}";
+        "group {group} has {found} directories, should be {expected}";
     /// free-blocks-wrong (e2fsck PR_5_FREE_BLOCK_COUNT).
     FreeBlocksTotal = 0x05000f, "free-blocks-wrong", P5, Notice [preen pass5 fix],
-        "the superblock says {num} free blocks, should be {num2}";
+        "the superblock says {found} free blocks, should be {expected}";
     /// free-inodes-wrong (e2fsck PR_5_FREE_INODE_COUNT).
     FreeInodesTotal = 0x05000d, "free-inodes-wrong", P5, Notice [preen pass5 fix],
-        "the superblock says {num} free inodes, should be {num2}";
+        "the superblock says {found} free inodes, should be {expected}";
     /// inode-bitmap-padding (e2fsck PR_5_INODE_BMAP_PADDING).
     InodeBmapPadding = 0x050001, "inode-bitmap-padding", P5, Error [preen pass5],
         "the padding at the end of the inode bitmap is not set";
@@ -1208,6 +1210,219 @@ impl Code {
     }
 }
 
+/// The numbers a finding carries beyond its inode, block and group, named
+/// for what they hold. Each kind of problem uses one shape, so a reader
+/// asking for a value the finding does not hold gets `None`, never a 0
+/// that was never found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Numbers {
+    /// No number.
+    #[default]
+    None,
+    /// A value read from disk that is wrong in itself (a mode, a field
+    /// that must be zero, a count past what the format allows).
+    Found {
+        /// The value on disk.
+        found: u64,
+    },
+    /// A value read from disk and the value the file system says it
+    /// should have.
+    Mismatch {
+        /// The value on disk.
+        found: u64,
+        /// The value it should have.
+        expected: u64,
+    },
+    /// A value read from disk and the bound it passes.
+    OverLimit {
+        /// The value on disk.
+        found: u64,
+        /// The most it may be.
+        limit: u64,
+    },
+    /// A logical block within a file or directory.
+    At {
+        /// The logical block.
+        logical: u64,
+    },
+    /// An extent's logical start and length (its physical start is the
+    /// finding's block).
+    Extent {
+        /// The first logical block.
+        logical: u64,
+        /// The number of blocks.
+        length: u64,
+    },
+    /// A logical block and the extent tree level it was met at.
+    TreeLevel {
+        /// The logical block.
+        logical: u64,
+        /// The level in the tree (0 is the leaves).
+        level: u64,
+    },
+    /// A byte offset in a logical block of a directory.
+    Offset {
+        /// The directory's logical block.
+        logical: u64,
+        /// The byte offset within it.
+        offset: u64,
+    },
+    /// How much of a block could not be read.
+    Sectors {
+        /// The sectors that failed.
+        bad: u64,
+        /// The block's sectors.
+        total: u64,
+    },
+    /// Blocks an inode shares with other files.
+    Shared {
+        /// The multiply-claimed blocks.
+        blocks: u64,
+        /// The other files claiming them.
+        files: u64,
+    },
+}
+
+impl Numbers {
+    /// The value on disk.
+    pub fn found(self) -> Option<u64> {
+        match self {
+            Numbers::Found { found }
+            | Numbers::Mismatch { found, .. }
+            | Numbers::OverLimit { found, .. } => Some(found),
+            _ => None,
+        }
+    }
+
+    /// The value the file system says it should have.
+    pub fn expected(self) -> Option<u64> {
+        match self {
+            Numbers::Mismatch { expected, .. } => Some(expected),
+            _ => None,
+        }
+    }
+
+    /// The bound the value passes.
+    pub fn limit(self) -> Option<u64> {
+        match self {
+            Numbers::OverLimit { limit, .. } => Some(limit),
+            _ => None,
+        }
+    }
+
+    /// A logical block within a file or directory.
+    pub fn logical(self) -> Option<u64> {
+        match self {
+            Numbers::At { logical }
+            | Numbers::Extent { logical, .. }
+            | Numbers::TreeLevel { logical, .. }
+            | Numbers::Offset { logical, .. } => Some(logical),
+            _ => None,
+        }
+    }
+
+    /// An extent's length in blocks.
+    pub fn length(self) -> Option<u64> {
+        match self {
+            Numbers::Extent { length, .. } => Some(length),
+            _ => None,
+        }
+    }
+
+    /// The extent tree level.
+    pub fn level(self) -> Option<u64> {
+        match self {
+            Numbers::TreeLevel { level, .. } => Some(level),
+            _ => None,
+        }
+    }
+
+    /// A byte offset within a directory block.
+    pub fn offset(self) -> Option<u64> {
+        match self {
+            Numbers::Offset { offset, .. } => Some(offset),
+            _ => None,
+        }
+    }
+
+    /// The sectors that could not be read.
+    pub fn bad_sectors(self) -> Option<u64> {
+        match self {
+            Numbers::Sectors { bad, .. } => Some(bad),
+            _ => None,
+        }
+    }
+
+    /// The sectors of the block.
+    pub fn sectors(self) -> Option<u64> {
+        match self {
+            Numbers::Sectors { total, .. } => Some(total),
+            _ => None,
+        }
+    }
+
+    /// The multiply-claimed blocks.
+    pub fn shared_blocks(self) -> Option<u64> {
+        match self {
+            Numbers::Shared { blocks, .. } => Some(blocks),
+            _ => None,
+        }
+    }
+
+    /// The other files sharing them.
+    pub fn sharing_files(self) -> Option<u64> {
+        match self {
+            Numbers::Shared { files, .. } => Some(files),
+            _ => None,
+        }
+    }
+
+    /// The numbers that say what was found, without what was expected (a
+    /// count that a fix of something else changes is still the same
+    /// problem).
+    pub fn without_expected(self) -> Numbers {
+        match self {
+            Numbers::Mismatch { found, .. } => Numbers::Found { found },
+            other => other,
+        }
+    }
+
+    /// The value a template names by `key`, if this shape holds it.
+    fn by_key(self, key: &str) -> Option<u64> {
+        match key {
+            "found" => self.found(),
+            "expected" => self.expected(),
+            "limit" => self.limit(),
+            "logical" => self.logical(),
+            "length" => self.length(),
+            "level" => self.level(),
+            "offset" => self.offset(),
+            "bad_sectors" => self.bad_sectors(),
+            "sectors" => self.sectors(),
+            "shared_blocks" => self.shared_blocks(),
+            "sharing_files" => self.sharing_files(),
+            _ => None,
+        }
+    }
+}
+
+/// A directory entry's name as a message shows it: control characters
+/// (which an encrypted or damaged name is full of) written as `^X`, as
+/// e2fsck writes them, so a report never sends them to a terminal.
+fn printable(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match u8::try_from(c) {
+            Ok(b) if b < 0x20 || b == 0x7f => {
+                out.push('^');
+                out.push(char::from(b ^ 0x40));
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// One problem found: the code and the numbers that locate it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
@@ -1225,12 +1440,13 @@ pub struct Finding {
     pub blk2: Option<u64>,
     /// The group concerned.
     pub group: Option<u32>,
-    /// A number (a size, a count, a found value).
-    pub num: Option<u64>,
-    /// A second number (usually the expected value).
-    pub num2: Option<u64>,
-    /// A string (a name, a field name).
-    pub str: Option<String>,
+    /// The other numbers, in the shape this kind of problem uses.
+    pub numbers: Numbers,
+    /// The name of the directory entry concerned.
+    pub name: Option<String>,
+    /// The words that complete the message: a reason, a field's name, a
+    /// quota type, a list of blocks.
+    pub detail: Option<String>,
     /// Whether a repair fixed it.
     pub fixed: bool,
     /// The path of `dir`, when the check could name it.
@@ -1250,9 +1466,9 @@ impl Finding {
             blk: None,
             blk2: None,
             group: None,
-            num: None,
-            num2: None,
-            str: None,
+            numbers: Numbers::None,
+            name: None,
+            detail: None,
             fixed: false,
             dir_path: None,
             ino_path: None,
@@ -1295,22 +1511,75 @@ impl Finding {
         self
     }
 
-    /// Sets the number.
-    pub fn num(mut self, v: u64) -> Self {
-        self.num = Some(v);
+    /// Sets the value found on disk, wrong in itself.
+    pub fn found(mut self, found: u64) -> Self {
+        self.numbers = Numbers::Found { found };
         self
     }
 
-    /// Sets the second number.
-    pub fn num2(mut self, v: u64) -> Self {
-        self.num2 = Some(v);
+    /// Sets the value found on disk and the value it should have.
+    pub fn mismatch(mut self, found: u64, expected: u64) -> Self {
+        self.numbers = Numbers::Mismatch { found, expected };
         self
     }
 
-    /// Sets the string.
-    pub fn str(mut self, v: impl Into<String>) -> Self {
-        self.str = Some(v.into());
+    /// Sets the value found on disk and the bound it passes.
+    pub fn over_limit(mut self, found: u64, limit: u64) -> Self {
+        self.numbers = Numbers::OverLimit { found, limit };
         self
+    }
+
+    /// Sets the logical block concerned.
+    pub fn logical(mut self, logical: u64) -> Self {
+        self.numbers = Numbers::At { logical };
+        self
+    }
+
+    /// Sets the extent concerned: its logical start and length.
+    pub fn extent(mut self, logical: u64, length: u64) -> Self {
+        self.numbers = Numbers::Extent { logical, length };
+        self
+    }
+
+    /// Sets the logical block and the extent tree level it was met at.
+    pub fn tree_level(mut self, logical: u64, level: u64) -> Self {
+        self.numbers = Numbers::TreeLevel { logical, level };
+        self
+    }
+
+    /// Sets the directory block and the byte offset within it.
+    pub fn offset(mut self, logical: u64, offset: u64) -> Self {
+        self.numbers = Numbers::Offset { logical, offset };
+        self
+    }
+
+    /// Sets how many of a block's sectors could not be read.
+    pub fn sectors(mut self, bad: u64, total: u64) -> Self {
+        self.numbers = Numbers::Sectors { bad, total };
+        self
+    }
+
+    /// Sets how many blocks are shared and with how many files.
+    pub fn shared(mut self, blocks: u64, files: u64) -> Self {
+        self.numbers = Numbers::Shared { blocks, files };
+        self
+    }
+
+    /// Sets the directory entry's name.
+    pub fn name(mut self, v: impl Into<String>) -> Self {
+        self.name = Some(v.into());
+        self
+    }
+
+    /// Sets the words that complete the message.
+    pub fn detail(mut self, v: impl Into<String>) -> Self {
+        self.detail = Some(v.into());
+        self
+    }
+
+    /// The value it should have, where this kind of problem carries one.
+    pub fn expected(&self) -> Option<u64> {
+        self.numbers.expected()
     }
 
     /// The message with the template's fields filled in.
@@ -1326,7 +1595,9 @@ impl Finding {
                 rest = "";
                 break;
             };
-            let key = &after[..close];
+            let (key, form) = after[..close]
+                .split_once(':')
+                .unwrap_or((&after[..close], ""));
             let val = match key {
                 "ino" => self.ino.map(|v| match &self.ino_path {
                     Some(p) => format!("{v} ({p})"),
@@ -1340,13 +1611,13 @@ impl Finding {
                 "blk" => self.blk.map(|v| v.to_string()),
                 "blk2" => self.blk2.map(|v| v.to_string()),
                 "group" => self.group.map(|v| v.to_string()),
-                "num" => self.num.map(|v| v.to_string()),
-                "num2" => self.num2.map(|v| v.to_string()),
-                "num:x" => self.num.map(|v| format!("{v:#x}")),
-                "num:o" => self.num.map(|v| format!("0{v:o}")),
-                "num2:x" => self.num2.map(|v| format!("{v:#x}")),
-                "str" => self.str.clone(),
-                _ => None,
+                "name" => self.name.as_deref().map(printable),
+                "detail" => self.detail.clone(),
+                _ => self.numbers.by_key(key).map(|v| match form {
+                    "x" => format!("{v:#x}"),
+                    "o" => format!("0{v:o}"),
+                    _ => v.to_string(),
+                }),
             };
             out.push_str(val.as_deref().unwrap_or("?"));
             rest = &after[close + 1..];
@@ -1367,9 +1638,9 @@ impl Finding {
             self.code,
             self.ino2.unwrap_or(0),
             self.blk2.unwrap_or(0),
-            self.num.unwrap_or(0),
-            self.num2.unwrap_or(0),
-            self.str.as_deref().unwrap_or(""),
+            self.numbers,
+            self.name.as_deref().unwrap_or(""),
+            self.detail.as_deref().unwrap_or(""),
         )
     }
 }
@@ -1387,18 +1658,105 @@ mod tests {
         }
     }
 
+    /// Every template names only fields a finding has, and the numbers it
+    /// names all fit one shape, so no message can ask for a value its
+    /// finding cannot carry.
+    #[test]
+    fn templates_name_fields_a_finding_can_hold() {
+        let shapes = [
+            Numbers::Found { found: 1 },
+            Numbers::Mismatch {
+                found: 1,
+                expected: 2,
+            },
+            Numbers::OverLimit { found: 1, limit: 2 },
+            Numbers::At { logical: 1 },
+            Numbers::Extent {
+                logical: 1,
+                length: 2,
+            },
+            Numbers::TreeLevel {
+                logical: 1,
+                level: 2,
+            },
+            Numbers::Offset {
+                logical: 1,
+                offset: 2,
+            },
+            Numbers::Sectors { bad: 1, total: 2 },
+            Numbers::Shared {
+                blocks: 1,
+                files: 2,
+            },
+        ];
+        let fields = [
+            "ino", "ino2", "dir", "blk", "blk2", "group", "name", "detail",
+        ];
+        for &c in Code::ALL {
+            let mut numbers = Vec::new();
+            let mut rest = c.template();
+            while let Some(open) = rest.find('{') {
+                let close = rest[open..].find('}').map(|i| open + i);
+                let Some(close) = close else {
+                    panic!("{}: an unclosed brace", c.name());
+                };
+                let key = rest[open + 1..close].split(':').next().unwrap_or("");
+                if !fields.contains(&key) {
+                    numbers.push(key);
+                }
+                rest = &rest[close + 1..];
+            }
+            if numbers.is_empty() {
+                continue;
+            }
+            assert!(
+                shapes
+                    .iter()
+                    .any(|s| numbers.iter().all(|k| s.by_key(k).is_some())),
+                "{}: {numbers:?} fit no one shape of numbers",
+                c.name()
+            );
+        }
+    }
+
     #[test]
     fn message_fills_fields() {
-        let f = Finding::new(Code::BadISize).ino(12).num(10).num2(5);
+        let f = Finding::new(Code::BadISize).ino(12).mismatch(10, 5);
         assert_eq!(f.message(), "inode 12 has size 10, should be 5");
+        assert_eq!(f.expected(), Some(5));
         let f = Finding::new(Code::GroupDescChecksum)
             .group(0)
-            .num(0x1234)
-            .num2(0x16da);
+            .mismatch(0x1234, 0x16da);
         assert_eq!(
             f.message(),
             "the descriptor checksum of group 0 is 0x1234, should be 0x16da"
         );
+        let f = Finding::new(Code::ReservedBadMode).ino(7).found(0o100644);
+        assert_eq!(f.message(), "reserved inode 7 has a bad mode (0100644)");
+        let f = Finding::new(Code::ExtentEndOutOfBounds)
+            .ino(12)
+            .blk(900)
+            .tree_level(40, 1);
+        assert_eq!(
+            f.message(),
+            "inode 12: extent tree (at level 1) could be shorter; logical block 40 is out of bounds"
+        );
+    }
+
+    /// A value the finding's shape does not hold reads as absent, never
+    /// as a number: a size finding without its expected size cannot set a
+    /// size of 0, and a message shows "?" for it.
+    #[test]
+    fn a_value_a_finding_does_not_hold_is_absent() {
+        let f = Finding::new(Code::BadISize).ino(12).found(10);
+        assert_eq!(f.expected(), None);
+        assert_eq!(f.message(), "inode 12 has size 10, should be ?");
+        let f = Finding::new(Code::NonUniqueFile).dir(2).name("a\0b\x7f");
+        assert_eq!(f.message(), "directory 2 has two files named 'a^@b^?'");
+        let f = Finding::new(Code::DirCorrupted).dir(2).offset(3, 24);
+        assert_eq!(f.numbers.found(), None);
+        assert_eq!(f.numbers.logical(), Some(3));
+        assert_eq!(f.numbers.offset(), Some(24));
     }
 
     /// The repair columns hold together for every code: each kind of fix

@@ -283,7 +283,7 @@ mod tests {
         r.findings.push(Finding::new(Code::JournalNeedsRecovery));
         assert_eq!(r.exit_code(), 0, "a notice is not an error");
         r.findings
-            .push(Finding::new(Code::BadISize).ino(12).num(1).num2(2));
+            .push(Finding::new(Code::BadISize).ino(12).mismatch(1, 2));
         assert_eq!(r.exit_code(), 4);
         r.aborted = Some("x".into());
         assert_eq!(r.exit_code(), 12);
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn a_preen_halt_exits_4_whatever_was_fixed() {
         let mut r = Report::default();
-        let mut f = Finding::new(Code::BadISize).ino(12).num(1).num2(2);
+        let mut f = Finding::new(Code::BadISize).ino(12).mismatch(1, 2);
         f.fixed = true;
         r.findings.push(f);
         r.preen_halt = Some("UNEXPECTED INCONSISTENCY".into());
@@ -306,7 +306,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(r.exit_code(), 0, "nothing changed, nothing to reboot for");
-        let mut f = Finding::new(Code::BadISize).ino(12).num(1).num2(2);
+        let mut f = Finding::new(Code::BadISize).ino(12).mismatch(1, 2);
         f.fixed = true;
         r.findings.push(f);
         r.modified = true;

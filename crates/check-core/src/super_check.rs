@@ -62,7 +62,7 @@ pub(crate) fn check_mmp(fs: &Fs, io: &mut Io<'_>, held: bool) -> Option<(Option<
         }
     }?;
     Some((
-        Some(Finding::new(Code::MmpInvalid).str(why.clone())),
+        Some(Finding::new(Code::MmpInvalid).detail(why.clone())),
         Fatal {
             reason: format!("the multiple-mount protection block is invalid: {why}"),
             uncorrected: true,
@@ -136,7 +136,7 @@ pub(crate) fn future_times(fs: &Fs, t: crate::ctx::TimeCheck) -> Vec<Finding> {
             } else {
                 far
             };
-            out.push(Finding::new(code).num(at - t.now));
+            out.push(Finding::new(code).found(at - t.now));
         }
     }
     out
@@ -183,7 +183,7 @@ pub(crate) fn check_super_block(fs: &Fs) -> Result<SuperCheck, Fatal> {
         if ino != 0 && (matches!(ino, 1 | 2 | 5 | 6 | 7 | 8 | 9 | 10) || ino > sb.s_inodes_count())
         {
             out.findings
-                .push(Finding::new(Code::InvalidQuotaInode).ino(ino).str(what));
+                .push(Finding::new(Code::InvalidQuotaInode).ino(ino).detail(what));
         }
     }
     Ok(out)
@@ -293,7 +293,7 @@ fn feature_findings(fs: &Fs, findings: &mut Vec<Finding>) {
         ] {
             let v = u64::from(v);
             if v != 0 && (v < 4 || v > max || v % 4 != 0) {
-                findings.push(Finding::new(code).num(v));
+                findings.push(Finding::new(code).found(v));
             }
         }
     }
@@ -314,8 +314,7 @@ fn feature_findings(fs: &Fs, findings: &mut Vec<Finding>) {
     if geo.incompat.contains(IncompatFeatures::META_BG) && geo.first_meta_bg > geo.desc_blocks {
         findings.push(
             Finding::new(Code::FirstMetaBgTooBig)
-                .num(u64::from(geo.first_meta_bg))
-                .num2(u64::from(geo.desc_blocks)),
+                .over_limit(u64::from(geo.first_meta_bg), u64::from(geo.desc_blocks)),
         );
     }
 }
@@ -362,8 +361,7 @@ fn check_descriptor(fs: &Fs, g: ext4_layout::Group, out: &mut SuperCheck) {
         out.findings.push(
             Finding::new(Code::GroupDescChecksum)
                 .group(g.0)
-                .num(u64::from(gd.bg_checksum()))
-                .num2(u64::from(want)),
+                .mismatch(u64::from(gd.bg_checksum()), u64::from(want)),
         );
     }
     if !csum_flag
@@ -383,7 +381,7 @@ fn check_descriptor(fs: &Fs, g: ext4_layout::Group, out: &mut SuperCheck) {
         out.findings.push(
             Finding::new(Code::GroupItableUnusedInvalid)
                 .group(g.0)
-                .num(u64::from(gd.itable_unused())),
+                .found(u64::from(gd.itable_unused())),
         );
     }
 }
@@ -398,7 +396,9 @@ pub(crate) fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
         out.push(Finding::new(Code::DisableResizeInode));
     }
     if !resize && sb.s_reserved_gdt_blocks() != 0 {
-        out.push(Finding::new(Code::NonzeroReservedGdt).num(u64::from(sb.s_reserved_gdt_blocks())));
+        out.push(
+            Finding::new(Code::NonzeroReservedGdt).found(u64::from(sb.s_reserved_gdt_blocks())),
+        );
     }
     let mut buf = vec![0u8; geo.inode_size as usize];
     if io.read_inode(7, &mut buf).is_err() {
@@ -472,7 +472,7 @@ pub(crate) fn check_resize_inode(fs: &Fs, io: &mut Io<'_>) -> Vec<Finding> {
         }
     }
     if let Some(w) = why {
-        out.push(Finding::new(Code::ResizeInodeInvalid).str(w));
+        out.push(Finding::new(Code::ResizeInodeInvalid).detail(w));
     }
     out
 }

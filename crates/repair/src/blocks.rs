@@ -52,7 +52,7 @@ pub fn fix_inode_blocks<'f>(
     let toobig: BTreeSet<(u64, i64)> = probs
         .iter()
         .filter(|f| f.code == Code::TooBig)
-        .filter_map(|f| Some((f.blk?, f.num? as i64)))
+        .filter_map(|f| Some((f.blk?, f.numbers.logical()? as i64)))
         .collect();
     let geo = &fs.geo;
     walk_block_map(stage, ino, &mut |blk, cnt| {

@@ -436,7 +436,7 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
                     fix_dotdot(st, stage, d, l).unwrap_or(false)
                 })
             }),
-            Code::BadDotDot => match (f.ino, f.num2) {
+            Code::BadDotDot => match (f.ino, f.expected()) {
                 (Some(d), Some(p)) if p != 0 => fix_dotdot(st, stage, d, p as u32).unwrap_or(false),
                 _ => false,
             },
@@ -473,7 +473,7 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
     let mut lf = LostFound::new();
     for f in mine {
         let ok = match f.code {
-            Code::BadRefCount | Code::DirOverflowRefCount => match (f.ino, f.num2) {
+            Code::BadRefCount | Code::DirOverflowRefCount => match (f.ino, f.expected()) {
                 (Some(ino), Some(n)) => stage
                     .inode(ino)
                     .map(|raw| field::i_links_count.set(raw, n.min(u64::from(u16::MAX)) as u16))
@@ -511,7 +511,7 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
                 set_feature(stage, sbf::RO_COMPAT, RoCompatFeatures::DIR_NLINK.0);
                 true
             }
-            Code::EaInodeRefCount => match (f.ino, f.num2) {
+            Code::EaInodeRefCount => match (f.ino, f.expected()) {
                 (Some(ino), Some(n)) => stage
                     .inode(ino)
                     .map(|raw| {

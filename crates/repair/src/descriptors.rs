@@ -51,8 +51,7 @@ pub(crate) fn fix(
             found.push(
                 Finding::new(Code::GroupDescChecksum)
                     .group(g)
-                    .num(u64::from(view.bg_checksum()))
-                    .num2(u64::from(want)),
+                    .mismatch(u64::from(view.bg_checksum()), u64::from(want)),
             );
             flags &= !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
             unused = 0;
@@ -70,7 +69,7 @@ pub(crate) fn fix(
             found.push(
                 Finding::new(Code::GroupItableUnusedInvalid)
                     .group(g)
-                    .num(u64::from(unused)),
+                    .found(u64::from(unused)),
             );
             unused = 0;
         }

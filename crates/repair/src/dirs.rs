@@ -99,7 +99,7 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
         let mut fx = dir_fix(dir, &fs_, &codes, &dead);
         for f in declined.iter().filter(|f| f.dir == Some(dir)) {
-            let (Some(t), Some(n)) = (f.ino, &f.str) else {
+            let (Some(t), Some(n)) = (f.ino, &f.name) else {
                 continue;
             };
             let entry = (t, n.as_bytes().to_vec());
@@ -244,12 +244,12 @@ fn dir_fix<'d>(
     for f in fs_ {
         match f.code {
             Code::LinkDir => {
-                if let (Some(t), Some(n)) = (f.ino, &f.str) {
+                if let (Some(t), Some(n)) = (f.ino, &f.name) {
                     fx.link_dir.insert((t, n.as_bytes().to_vec()));
                 }
             }
             Code::DirectoryHole => {
-                if let Some(l) = f.num {
+                if let Some(l) = f.numbers.logical() {
                     fx.holes.insert(l);
                 }
             }

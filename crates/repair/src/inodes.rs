@@ -84,7 +84,7 @@ impl BlockMapEditor for BadBlockList<'_, '_, '_> {
 /// [`FixPolicy::inode_local`](check_core::problem::FixPolicy::inode_local))
 /// to the raw inode; the caller recomputes its checksum.
 pub fn inode_local_fix(raw: &mut [u8], f: &Finding) -> bool {
-    match (f.code, f.num2) {
+    match (f.code, f.expected()) {
         (Code::SetDtime, _) => field::i_dtime.set(raw, 0),
         (Code::BadIBlocks, Some(v)) => set_i_blocks(raw, v),
         (Code::BadISize, Some(v)) => set_size(raw, v),
@@ -196,7 +196,7 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             | Code::FutureLastWriteFudged => {
                 // As e2fsck: the time becomes now (the check's clock).
                 use ext4_layout::superblock::field as sb_field;
-                let now = f.num.and_then(|ahead| {
+                let now = f.numbers.found().and_then(|ahead| {
                     let sb = st.fs.sb();
                     let (lo, hi) =
                         if matches!(f.code, Code::FutureLastMount | Code::FutureLastMountFudged) {
@@ -253,7 +253,7 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         if f.code == Code::InvalidQuotaInode {
             // As e2fsck: the superblock stops naming it.
             use ext4_layout::superblock::field as sb_field;
-            let at = match f.str.as_deref() {
+            let at = match f.detail.as_deref() {
                 Some("user") => sb_field::s_usr_quota_inum,
                 Some("group") => sb_field::s_grp_quota_inum,
                 Some("project") => sb_field::s_prj_quota_inum,
@@ -364,7 +364,7 @@ fn relocate_metadata<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> boo
             Code::BlockBitmapConflict => Meta::BlockBitmap,
             Code::InodeBitmapConflict => Meta::InodeBitmap,
             Code::InodeTableConflict => Meta::InodeTable,
-            Code::RelocateMetadata => match f.str.as_deref() {
+            Code::RelocateMetadata => match f.detail.as_deref() {
                 Some("block bitmap") => Meta::BlockBitmap,
                 Some("inode bitmap") => Meta::InodeBitmap,
                 _ => Meta::InodeTable,
@@ -420,8 +420,8 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> I
     let mut out = InodeDone::default();
     // The EA-inode flag is set on the EA inode, not this one.
     for f in list.iter().filter(|f| f.code == Code::AttrSetEaInodeFlag) {
-        if let Some(target) = f.num {
-            if let Ok(raw) = r.stage.inode(target as u32) {
+        if let Some(target) = f.ino2 {
+            if let Ok(raw) = r.stage.inode(target) {
                 set_flags(raw, flags::EA_INODE, 0);
                 r.fixed.push(f);
             }
@@ -442,7 +442,7 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> I
         .filter(|f| {
             f.code == Code::BbinodeBadMetablock
                 && matches!(
-                    f.str.as_deref(),
+                    f.detail.as_deref(),
                     Some("primary superblock" | "primary group descriptors")
                 )
         })
@@ -830,7 +830,7 @@ fn fix_ea_blocks<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], stopped_at
                 }
             }
             Code::EaBlockRefcount => {
-                if let (Some(b), Some(n)) = (f.blk, f.num2) {
+                if let (Some(b), Some(n)) = (f.blk, f.expected()) {
                     if let Ok(buf) = r.stage.block(b, Kind::Xattr) {
                         ext4_layout::xattr::field::h_refcount.set(buf, n as u32);
                         r.fixed.push(f);
@@ -868,7 +868,7 @@ fn fix_sizes<'a>(
         }
         // The value the check worked out; a finding without one is left
         // (never a size or count of 0 made up for it).
-        let Some(v) = f.num2 else {
+        let Some(v) = f.expected() else {
             continue;
         };
         let Ok(raw) = r.stage.inode(ino) else {

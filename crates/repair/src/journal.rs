@@ -163,7 +163,7 @@ impl JournalStep<'_, '_> {
                 jc.problem = Some(JournalProblem::BadInode);
                 jc.findings.push(
                     Finding::new(Code::JournalBadInode)
-                        .str("its block map no longer describes a usable journal".to_string()),
+                        .detail("its block map no longer describes a usable journal".to_string()),
                 );
             }
         }
@@ -236,7 +236,7 @@ impl JournalStep<'_, '_> {
         if let Some(e) = error {
             // As e2fsck, which counts a journal it could not fully replay
             // as a problem dealt with.
-            let mut f = Finding::new(Code::JournalReplayStopped).str(e.to_string());
+            let mut f = Finding::new(Code::JournalReplayStopped).detail(e.to_string());
             f.fixed = true;
             pre.fixed.push(f);
         }

@@ -139,7 +139,7 @@ pub fn release_usage<'f>(
 /// Fixes a quota-mismatch finding: the file named by its inode, of the
 /// type its text names, is rewritten.
 pub fn fix<'f>(st: &'f CheckState, stage: &mut Staging<'f>, f: &Finding) -> bool {
-    let qtype = match f.str.as_deref() {
+    let qtype = match f.detail.as_deref() {
         Some("user") => 0,
         Some("group") => 1,
         Some("project") => 2,

@@ -23,9 +23,9 @@ pub(crate) fn entry_cleared(f: &Finding, all: &[&Finding]) -> bool {
     matches!(
         f.code,
         Code::BadFiletype | Code::SetFiletype | Code::ClearFiletype
-    ) && all
-        .iter()
-        .any(|g| g.code == Code::UnusedInode && g.dir == f.dir && g.ino == f.ino && g.str == f.str)
+    ) && all.iter().any(|g| {
+        g.code == Code::UnusedInode && g.dir == f.dir && g.ino == f.ino && g.name == f.name
+    })
 }
 
 /// The pass a finding's fix belongs to (1B goes with 1).

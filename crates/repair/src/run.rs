@@ -11,7 +11,7 @@ use pipeline::{open_device, Device, Target};
 
 use check_core::ctx::CheckOptions;
 use check_core::engine::{check_fixing, check_with_state, Checked};
-use check_core::problem::{Code, Finding, Pass};
+use check_core::problem::{Code, Finding, Numbers, Pass};
 use check_core::report::Report;
 use check_core::sink::FixSink;
 
@@ -1044,7 +1044,9 @@ fn values_as_written(fixed: &mut [Finding], fs: &check_core::fs::Fs) {
             (Code::FreeInodesTotal, _) => u64::from(sb.s_free_inodes_count()),
             _ => continue,
         };
-        f.num2 = Some(on_disk);
+        if let Numbers::Mismatch { expected, .. } = &mut f.numbers {
+            *expected = on_disk;
+        }
     }
 }
 

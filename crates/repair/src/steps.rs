@@ -195,7 +195,7 @@ pub(crate) fn fix_superblock_fields(
     let have = u64::from(fs.sb().s_inodes_count());
     if have != want && want <= u64::from(u32::MAX) {
         sb_field::s_inodes_count.set(stage.sb_mut(), want as u32);
-        counted = Some(Finding::new(Code::InodeCountWrong).num(have).num2(want));
+        counted = Some(Finding::new(Code::InodeCountWrong).mismatch(have, want));
     }
     let mut fixed = Vec::new();
     let yes = |c: Code| answers.is_none_or(|a| a.yes(&Finding::new(c)));

@@ -485,7 +485,7 @@ fn open_with(dev: Arc<Device>, opts: OpenOptions, backups: bool) -> Result<Opene
                                 Some(Ok(b)) => {
                                     findings.push(
                                         Finding::new(Code::DescriptorsUsedBackup)
-                                            .str(e.describe())
+                                            .detail(e.describe())
                                             .blk(b.sb_block),
                                     );
                                     Ok((b, true))
@@ -500,7 +500,7 @@ fn open_with(dev: Arc<Device>, opts: OpenOptions, backups: bool) -> Result<Opene
                                 None => Ok((primary, false)),
                             }
                         } else {
-                            findings.push(Finding::new(Code::DescriptorsBad).str(e.describe()));
+                            findings.push(Finding::new(Code::DescriptorsBad).detail(e.describe()));
                             Ok((primary, false))
                         }
                     }
@@ -515,7 +515,7 @@ fn open_with(dev: Arc<Device>, opts: OpenOptions, backups: bool) -> Result<Opene
                     Some(Ok(b)) => {
                         findings.push(
                             Finding::new(Code::SuperblockUsedBackup)
-                                .str(e.describe())
+                                .detail(e.describe())
                                 .blk(b.sb_block),
                         );
                         Ok((b, true))

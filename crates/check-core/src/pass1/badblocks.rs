@@ -172,7 +172,7 @@ impl Worker<'_, '_, '_> {
                         Finding::new(Code::BbinodeBadMetablock)
                             .ino(1)
                             .blk(blk)
-                            .str("primary superblock"),
+                            .detail("primary superblock"),
                     );
                     return;
                 }
@@ -181,7 +181,7 @@ impl Worker<'_, '_, '_> {
                         Finding::new(Code::BbinodeBadMetablock)
                             .ino(1)
                             .blk(blk)
-                            .str("primary group descriptors"),
+                            .detail("primary group descriptors"),
                     );
                     return;
                 }

@@ -225,8 +225,7 @@ impl Worker<'_, '_, '_> {
             self.report(
                 Finding::new(Code::BadIBlocks)
                     .ino(ino)
-                    .num(actual)
-                    .num2(expect),
+                    .mismatch(actual, expect),
             );
         }
     }
@@ -280,8 +279,7 @@ impl Worker<'_, '_, '_> {
             self.report(
                 Finding::new(Code::BadISize)
                     .ino(cur.ino)
-                    .num(size)
-                    .num2(expect),
+                    .mismatch(size, expect),
             );
         }
     }
@@ -396,9 +394,9 @@ impl Worker<'_, '_, '_> {
             }
             let f = Finding::new(code).ino(w.ino).blk(blk);
             let f = if code == Code::IllegalBlock {
-                f.str(describe_blockcnt(blockcnt))
+                f.detail(describe_blockcnt(blockcnt))
             } else {
-                f.num(blockcnt.max(0) as u64)
+                f.logical(blockcnt.max(0) as u64)
             };
             self.report(f);
             return false;
@@ -509,8 +507,7 @@ impl Worker<'_, '_, '_> {
             self.report(
                 Finding::new(Code::ExtentBadMaxDepth)
                     .ino(cur.ino)
-                    .num(u64::from(root.eh_depth()))
-                    .num2(u64::from(max_depth)),
+                    .over_limit(u64::from(root.eh_depth()), u64::from(max_depth)),
             );
         }
         let bs = u64::from(geo.block_size);
@@ -550,7 +547,7 @@ impl Worker<'_, '_, '_> {
             self.report(
                 Finding::new(Code::ExtentIterateFailure)
                     .ino(cur.ino)
-                    .str(why.to_string()),
+                    .detail(why.to_string()),
             );
             w.error = Some(why.to_string());
         }
@@ -613,11 +610,11 @@ impl Worker<'_, '_, '_> {
         let Some(code) = problem.filter(|_| at.try_repairs) else {
             return false;
         };
-        let f = Finding::new(code).ino(ino).blk(e.pblk).num(e.lblk);
+        let f = Finding::new(code).ino(ino).blk(e.pblk);
         let f = if code == Code::ExtentEndOutOfBounds {
-            f.num2(u64::from(at.level))
+            f.tree_level(e.lblk, u64::from(at.level))
         } else {
-            f.num2(e.len)
+            f.extent(e.lblk, e.len)
         };
         self.report(f);
         true
@@ -643,7 +640,7 @@ impl Worker<'_, '_, '_> {
                 Finding::new(Code::ExtentNodeInvalid)
                     .ino(ino)
                     .blk(pblk)
-                    .str(format!("bad header, logical block {lblk}")),
+                    .detail(format!("bad header, logical block {lblk}")),
             );
             return Ok(false);
         };
@@ -660,8 +657,7 @@ impl Worker<'_, '_, '_> {
             self.report(
                 Finding::new(Code::ExtentIndexStartInvalid)
                     .ino(ino)
-                    .num(lblk)
-                    .num2(child_first)
+                    .mismatch(lblk, child_first)
                     .blk(pblk),
             );
             at.failed_csum = false;
@@ -699,7 +695,7 @@ impl Worker<'_, '_, '_> {
         }
         if w.is_dir {
             if try_repairs && w.last_block.wrapping_add(1) < lblk {
-                self.report(Finding::new(Code::CollapseDblock).ino(ino).num(lblk));
+                self.report(Finding::new(Code::CollapseDblock).ino(ino).logical(lblk));
                 if self.collect.is_some() {
                     // The repair moves the extent down to close the gap.
                     lblk = w.last_block.wrapping_add(1);
@@ -814,7 +810,7 @@ impl Worker<'_, '_, '_> {
         }
         let hv = r.hash_version();
         if !matches!(hv, 0 | 1 | 2 | 6)
-            && self.index_cleared(Finding::new(Code::HtreeHashv).ino(ino).num(u64::from(hv)))
+            && self.index_cleared(Finding::new(Code::HtreeHashv).ino(ino).found(u64::from(hv)))
         {
             return;
         }
@@ -835,7 +831,7 @@ impl Worker<'_, '_, '_> {
             && self.index_cleared(
                 Finding::new(Code::HtreeDepth)
                     .ino(ino)
-                    .num(u64::from(levels)),
+                    .found(u64::from(levels)),
             )
         {
             return;
@@ -855,7 +851,7 @@ impl Worker<'_, '_, '_> {
                 && self.index_cleared(
                     Finding::new(Code::HtreeDepth)
                         .ino(ino)
-                        .num(u64::from(levels)),
+                        .found(u64::from(levels)),
                 )
             {
                 return;
@@ -967,7 +963,7 @@ impl ExtentVisitor for ExtentCheck<'_, '_, '_, '_, '_> {
             self.w.report(
                 Finding::new(Code::UninitExtentOnDir)
                     .ino(ino)
-                    .num(e.lblk)
+                    .logical(e.lblk)
                     .blk(e.pblk),
             );
         }

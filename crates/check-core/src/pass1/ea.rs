@@ -88,7 +88,7 @@ impl Worker<'_, '_, '_> {
                 problem = Some(
                     Finding::new(Code::AttrNameLen)
                         .ino(ino)
-                        .num(name_len as u64),
+                        .found(name_len as u64),
                 );
                 break;
             }
@@ -100,7 +100,11 @@ impl Worker<'_, '_, '_> {
             let name = entry.name;
             if inum == 0 {
                 if vsize > remain {
-                    problem = Some(Finding::new(Code::AttrValueSize).ino(ino).num(vsize as u64));
+                    problem = Some(
+                        Finding::new(Code::AttrValueSize)
+                            .ino(ino)
+                            .found(vsize as u64),
+                    );
                     break;
                 }
                 // Values count from the first entry, which follows the magic.
@@ -115,7 +119,7 @@ impl Worker<'_, '_, '_> {
                     && hash != entry_hash(name, value, false)
                     && hash != entry_hash(name, value, true)
                 {
-                    problem = Some(Finding::new(Code::AttrHash).ino(ino).num(u64::from(hash)));
+                    problem = Some(Finding::new(Code::AttrHash).ino(ino).found(u64::from(hash)));
                     break;
                 }
                 remain -= vsize;
@@ -165,9 +169,7 @@ impl Worker<'_, '_, '_> {
     ) -> Result<u64, Finding> {
         let fs = self.p.fs;
         if inum < fs.geo.first_ino || inum > fs.sb().s_inodes_count() {
-            return Err(Finding::new(Code::AttrValueEaInode)
-                .ino(ino)
-                .num(u64::from(inum)));
+            return Err(Finding::new(Code::AttrValueEaInode).ino(ino).ino2(inum));
         }
         let mut ib = vec![0u8; fs.geo.inode_size as usize];
         if self.io.read_inode(inum, &mut ib).is_err() {
@@ -186,22 +188,14 @@ impl Worker<'_, '_, '_> {
             quota = vsize.div_ceil(cs) << fs.geo.cluster_bits;
         } else if !(ea.i_mtime() == ino && ea.i_generation() == parent_gen) {
             return Err(if ea.has_flag(flags::EA_INODE) {
-                Finding::new(Code::AttrHash).ino(ino).num(u64::from(hash))
+                Finding::new(Code::AttrHash).ino(ino).found(u64::from(hash))
             } else {
-                Finding::new(Code::AttrValueEaInode)
-                    .ino(ino)
-                    .num(u64::from(inum))
+                Finding::new(Code::AttrValueEaInode).ino(ino).ino2(inum)
             });
         }
         if !ea.has_flag(flags::EA_INODE) {
-            self.report(
-                Finding::new(Code::AttrSetEaInodeFlag)
-                    .ino(ino)
-                    .num(u64::from(inum)),
-            );
-            return Err(Finding::new(Code::AttrNoEaInodeFlag)
-                .ino(ino)
-                .num(u64::from(inum)));
+            self.report(Finding::new(Code::AttrSetEaInodeFlag).ino(ino).ino2(inum));
+            return Err(Finding::new(Code::AttrNoEaInodeFlag).ino(ino).ino2(inum));
         }
         Ok(quota)
     }
@@ -299,7 +293,7 @@ impl Worker<'_, '_, '_> {
                     Finding::new(Code::EaBlockEntry)
                         .ino(ino)
                         .blk(blk)
-                        .str("entries overlap"),
+                        .detail("entries overlap"),
                 );
                 break;
             }
@@ -309,7 +303,7 @@ impl Worker<'_, '_, '_> {
                     Finding::new(Code::EaBlockEntry)
                         .ino(ino)
                         .blk(blk)
-                        .str("bad name"),
+                        .detail("bad name"),
                 );
                 break;
             }
@@ -324,7 +318,7 @@ impl Worker<'_, '_, '_> {
                 Finding::new(Code::EaBlockEntry)
                     .ino(ino)
                     .blk(blk)
-                    .str("entries overlap"),
+                    .detail("entries overlap"),
             );
         }
         if failed_csum {
@@ -359,8 +353,12 @@ impl Worker<'_, '_, '_> {
             }
             return true;
         }
-        let entry_problem =
-            |what: &str| Finding::new(Code::EaBlockEntry).ino(ino).blk(blk).str(what);
+        let entry_problem = |what: &str| {
+            Finding::new(Code::EaBlockEntry)
+                .ino(ino)
+                .blk(blk)
+                .detail(what)
+        };
         if vsize > 1 << 24 || offs + vsize > bs {
             self.report(entry_problem("bad value"));
             return false;
@@ -378,7 +376,7 @@ impl Worker<'_, '_, '_> {
                 Finding::new(Code::AttrHash)
                     .ino(ino)
                     .blk(blk)
-                    .num(u64::from(hash)),
+                    .found(u64::from(hash)),
             );
         }
         true

@@ -148,7 +148,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         // while open.
         let live_orphan = self.p.live_orphans.binary_search(&ino).is_ok();
         if dtime != 0 && self.p.low_dtime_check && dtime < sb.s_inodes_count() && !live_orphan {
-            self.report(Finding::new(Code::LowDtime).ino(ino).num(u64::from(dtime)));
+            self.report(
+                Finding::new(Code::LowDtime)
+                    .ino(ino)
+                    .found(u64::from(dtime)),
+            );
         }
         if links != 0 {
             maps.set_links(ino, links);
@@ -471,7 +475,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 self.report(
                     Finding::new(Code::ReservedBadMode)
                         .ino(ino)
-                        .num(u64::from(mode)),
+                        .found(u64::from(mode)),
                 );
             }
             self.check_blocks(cur);
@@ -524,7 +528,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.report(
                 Finding::new(Code::ExtraIsize)
                     .ino(cur.ino)
-                    .num(extra as u64),
+                    .found(extra as u64),
             );
             return;
         }
@@ -581,7 +585,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.report(
                 Finding::new(Code::TreatAsDirectory)
                     .ino(cur.ino)
-                    .num(u64::from(inode.i_mode())),
+                    .found(u64::from(inode.i_mode())),
             );
             return;
         }
@@ -644,7 +648,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             self.report(
                 Finding::new(Code::TreatAsDirectory)
                     .ino(cur.ino)
-                    .num(u64::from(inode.i_mode())),
+                    .found(u64::from(inode.i_mode())),
             );
         }
     }
@@ -729,7 +733,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                     self.report(
                         Finding::new(Code::SetNonzeroSize)
                             .ino(ino)
-                            .num(inode.size()),
+                            .found(inode.size()),
                     );
                 }
                 counted = Some(t);

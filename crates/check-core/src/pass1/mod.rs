@@ -199,8 +199,7 @@ fn ea_refcounts(fs: &Fs, io: &mut Io<'_>, out: &mut P1Out) {
         out.findings.push(
             Finding::new(Code::EaBlockRefcount)
                 .blk(blk)
-                .num(u64::from(h))
-                .num2(u64::from(users)),
+                .mismatch(u64::from(h), u64::from(users)),
         );
     }
 }

@@ -65,8 +65,7 @@ fn salvage_run(
             Finding::new(Code::InodeTableBlockUnreadable)
                 .blk(blk)
                 .group(group)
-                .num(failed as u64)
-                .num2(bs.div_ceil(crate::io::SECTOR) as u64),
+                .sectors(failed as u64, bs.div_ceil(crate::io::SECTOR) as u64),
         );
     }
 }

@@ -56,14 +56,14 @@ pub(crate) fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> Ba
         _ => None,
     };
     if let Some(c) = type_problem {
-        out.push(Finding::new(c).ino(ino).num(u64::from(inode.i_mode())));
+        out.push(Finding::new(c).ino(ino).found(u64::from(inode.i_mode())));
         not_fixed += 1;
     }
     if inode.i_faddr() != 0 {
         out.push(
             Finding::new(Code::FaddrZero)
                 .ino(ino)
-                .num(u64::from(inode.i_faddr())),
+                .found(u64::from(inode.i_faddr())),
         );
         not_fixed += 1;
     }
@@ -73,7 +73,7 @@ pub(crate) fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> Ba
             out.push(
                 Finding::new(Code::FragZero)
                     .ino(ino)
-                    .num(u64::from(inode.h_i_frag())),
+                    .found(u64::from(inode.h_i_frag())),
             );
             not_fixed += 1;
         }
@@ -81,7 +81,7 @@ pub(crate) fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> Ba
             out.push(
                 Finding::new(Code::FsizeZero)
                     .ino(ino)
-                    .num(u64::from(inode.h_i_fsize())),
+                    .found(u64::from(inode.h_i_fsize())),
             );
             not_fixed += 1;
         }
@@ -94,14 +94,14 @@ pub(crate) fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> Ba
         out.push(
             Finding::new(Code::BlocksHiZero)
                 .ino(ino)
-                .num(u64::from(inode.l_i_blocks_high())),
+                .found(u64::from(inode.l_i_blocks_high())),
         );
     }
     if os == 0 && !is64 && inode.l_i_file_acl_high() != 0 {
         out.push(
             Finding::new(Code::IFileAclHiZero)
                 .ino(ino)
-                .num(u64::from(inode.l_i_file_acl_high())),
+                .found(u64::from(inode.l_i_file_acl_high())),
         );
         not_fixed += 1;
     }
@@ -118,7 +118,7 @@ pub(crate) fn process_bad_inode(cx: &P2Ctx<'_>, io: &mut Io<'_>, ino: u32) -> Ba
         out.push(
             Finding::new(Code::DirSizeHighZero)
                 .ino(ino)
-                .num(u64::from(inode.i_size_high())),
+                .found(u64::from(inode.i_size_high())),
         );
         not_fixed += 1;
     }

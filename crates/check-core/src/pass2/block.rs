@@ -275,8 +275,7 @@ pub(crate) fn check_block(
                 Finding::new(Code::DirBlockUnreadable)
                     .dir(work.meta.ino)
                     .blk(work.pblk)
-                    .num(failed as u64)
-                    .num2(b.len().div_ceil(crate::io::SECTOR) as u64),
+                    .sectors(failed as u64, b.len().div_ceil(crate::io::SECTOR) as u64),
             );
             b
         });
@@ -438,7 +437,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
         Finding::new(code)
             .dir(self.ino())
             .ino(e.ino)
-            .str(name_of(e.name))
+            .name(name_of(e.name))
     }
 
     fn run(mut self, data: Option<&[u8]>) {
@@ -479,7 +478,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
         if lay.is_leaf && lay.failed_csum {
             let f = Finding::new(Code::LeafOnlyCsumInvalid)
                 .dir(self.ino())
-                .num(self.work.lblk);
+                .logical(self.work.lblk);
             self.push(f);
         }
         self.out.dx = dx;
@@ -512,8 +511,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
         // Salvaging is the answer to the first damage found.
         let first = Finding::new(Code::DirCorrupted)
             .dir(ino)
-            .num(lblk)
-            .num2(at as u64);
+            .offset(lblk, at as u64);
         if !self.cx.says_yes(&first) {
             return None;
         }
@@ -529,8 +527,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             if !ok(&b, offset) {
                 let f = Finding::new(Code::DirCorrupted)
                     .dir(ino)
-                    .num(lblk)
-                    .num2(offset as u64);
+                    .offset(lblk, offset as u64);
                 self.push(f);
                 dirent::salvage(&mut b, &mut offset, prev, max, icount);
                 continue;
@@ -564,7 +561,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             && geo.incompat.contains(IncompatFeatures::INLINE_DATA);
         if work.pblk == 0 && !inline {
             if !geo.incompat.contains(IncompatFeatures::LARGEDIR) {
-                self.push(Finding::new(Code::DirectoryHole).dir(ino).num(lblk));
+                self.push(Finding::new(Code::DirectoryHole).dir(ino).logical(lblk));
             }
             return Err(Stop);
         }
@@ -574,7 +571,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             if inline_size % 4 != 0 || (inline_size > 60 && inline_size < 72) {
                 let f = Finding::new(Code::BadInlineDirSize)
                     .dir(ino)
-                    .num(inline_size as u64);
+                    .found(inline_size as u64);
                 self.push(f);
             }
             work.inline.as_deref().unwrap_or(&[])
@@ -605,7 +602,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             if self.cx.yes && work.meta.to_index {
                 failed_csum = false;
             } else {
-                let f = Finding::new(Code::LeafMissingCsum).dir(ino).num(lblk);
+                let f = Finding::new(Code::LeafMissingCsum).dir(ino).logical(lblk);
                 failed_csum = !self.cx.says_yes(&f);
                 self.push(f);
             }
@@ -664,7 +661,11 @@ impl<'c> BlockCheck<'c, '_, '_> {
         let fs = self.cx.fs;
         let (ino, lblk) = (work.meta.ino, work.lblk);
         if lblk >= info.numblocks {
-            self.push(Finding::new(Code::UnexpectedHtreeBlock).dir(ino).num(lblk));
+            self.push(
+                Finding::new(Code::UnexpectedHtreeBlock)
+                    .dir(ino)
+                    .logical(lblk),
+            );
             return Err(self.stop(format!(
                 "directory {ino} has an unexpected htree block {lblk}"
             )));
@@ -791,8 +792,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
         {
             let f = Finding::new(Code::DirCorrupted)
                 .dir(ino)
-                .num(lblk)
-                .num2((base + lay.region_start) as u64);
+                .offset(lblk, (base + lay.region_start) as u64);
             self.push(f);
             return Err(self.stop(format!("directory {ino} block {lblk} is corrupt")));
         }
@@ -865,13 +865,17 @@ impl<'c> BlockCheck<'c, '_, '_> {
                     None
                 };
                 if let Some(c) = problem {
-                    self.push(Finding::new(c).dir(ino).str(name));
+                    self.push(Finding::new(c).dir(ino).name(name));
                 }
                 if e.ino != ino {
                     self.push(Finding::new(Code::BadInodeDot).dir(ino).ino(e.ino));
                 }
                 if e.rec_len > 24 {
-                    self.push(Finding::new(Code::SplitDot).dir(ino).num(e.rec_len as u64));
+                    self.push(
+                        Finding::new(Code::SplitDot)
+                            .dir(ino)
+                            .found(e.rec_len as u64),
+                    );
                 }
             }
             1 => {
@@ -886,14 +890,14 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 };
                 match problem {
                     Some(c) => {
-                        self.push(Finding::new(c).dir(ino).str(name));
+                        self.push(Finding::new(c).dir(ino).name(name));
                         return Dots::Rewritten;
                     }
                     None => self.acc.dotdots.push((ino, e.ino)),
                 }
             }
             _ if e.ino == ino => {
-                self.push(Finding::new(Code::LinkDot).dir(ino).str(name));
+                self.push(Finding::new(Code::LinkDot).dir(ino).name(name));
                 return Dots::Cleared;
             }
             _ => {}
@@ -977,7 +981,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
                     let dir = self.ino();
                     self.out.findings.extend(findings.into_iter().map(|f| {
                         if dealloc && f.code.deallocates_inode() {
-                            f.dir(dir).str(name_of(e.name))
+                            f.dir(dir).name(name_of(e.name))
                         } else {
                             f
                         }
@@ -1051,8 +1055,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             };
             let f = self
                 .about(code, e)
-                .num(u64::from(e.ftype))
-                .num2(u64::from(should));
+                .mismatch(u64::from(e.ftype), u64::from(should));
             self.push(f);
         }
         Ok(())
@@ -1073,7 +1076,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 if e.name_len < 16 {
                     let f = Finding::new(Code::BadEncryptedName)
                         .dir(ino)
-                        .num(e.name_len as u64);
+                        .found(e.name_len as u64);
                     let clear = self.cx.says_yes(&f);
                     self.push(f);
                     if clear {
@@ -1101,11 +1104,11 @@ impl<'c> BlockCheck<'c, '_, '_> {
             self.push(
                 Finding::new(Code::BadEncodedName)
                     .dir(ino)
-                    .str(name_of(e.name)),
+                    .name(name_of(e.name)),
             );
         }
         if e.name.iter().any(|&b| b == b'/' || b == 0) {
-            self.push(Finding::new(Code::BadName).dir(ino).str(name_of(e.name)));
+            self.push(Finding::new(Code::BadName).dir(ino).name(name_of(e.name)));
         }
         Ok(true)
     }

@@ -256,8 +256,9 @@ pub(crate) struct P2Out {
     pub counted: RefCounts,
     /// Each directory's '..' and parent (e2fsck's `dir_info`).
     pub dirs: DirTable,
-    /// Directories with duplicate names, for pass 3A.
-    pub dup_dirs: Vec<u32>,
+    /// Directories with duplicate names, each with the first name found
+    /// twice, for pass 3A.
+    pub dup_dirs: Vec<(u32, String)>,
     /// Where a fatal problem stopped the check.
     pub abort: Option<AbortAt>,
     /// Under a repair: inodes deallocated through their entries.

@@ -91,7 +91,7 @@ impl DxState {
             } else {
                 Code::HtreeNodeCsum
             };
-            findings.push(Finding::new(c).dir(ino).num(lblk));
+            findings.push(Finding::new(c).dir(ino).logical(lblk));
         }
         let expect = (bs.saturating_sub(csum).saturating_sub(d.entries_start) / 8) as u16;
         if d.limit != expect {
@@ -99,8 +99,7 @@ impl DxState {
                 Finding::new(Code::HtreeBadLimit)
                     .dir(ino)
                     .blk(lblk)
-                    .num(u64::from(d.limit))
-                    .num2(u64::from(expect)),
+                    .mismatch(u64::from(d.limit), u64::from(expect)),
             );
         }
         let mut count = d.count;
@@ -109,8 +108,7 @@ impl DxState {
                 Finding::new(Code::HtreeBadCount)
                     .dir(ino)
                     .blk(lblk)
-                    .num(u64::from(count))
-                    .num2(u64::from(expect)),
+                    .over_limit(u64::from(count), u64::from(expect)),
             );
             count = expect;
         }
@@ -124,7 +122,7 @@ impl DxState {
             hash = if i == 0 { 0 } else { d.entries[i].0 & !1 };
             let blk = ext4_layout::htree::entry_block(d.entries[i].1);
             if blk >= dir.numblocks {
-                findings.push(Finding::new(Code::HtreeBadBlk).dir(ino).num(blk));
+                findings.push(Finding::new(Code::HtreeBadBlk).dir(ino).logical(blk));
                 continue;
             }
             if hash < prev_hash {
@@ -206,7 +204,7 @@ impl DxState {
                 let r = recs[b];
                 let blk = b as u64;
                 if r.flags & FIRST == 0 && r.min_hash < r.node_min {
-                    findings.push(Finding::new(Code::HtreeMinHash).dir(ino).num(blk));
+                    findings.push(Finding::new(Code::HtreeMinHash).dir(ino).logical(blk));
                     bad = true;
                 }
                 if r.kind == Some(DxKind::Leaf) {
@@ -220,19 +218,19 @@ impl DxState {
                         depth += 1;
                     }
                     if depth != dir.depth {
-                        findings.push(Finding::new(Code::HtreeBadDepth).dir(ino).num(blk));
+                        findings.push(Finding::new(Code::HtreeBadDepth).dir(ino).logical(blk));
                         bad = true;
                     }
                 }
                 if b != 0 && r.max_hash > r.node_max {
-                    findings.push(Finding::new(Code::HtreeMaxHash).dir(ino).num(blk));
+                    findings.push(Finding::new(Code::HtreeMaxHash).dir(ino).logical(blk));
                     bad = true;
                 }
                 if r.flags & REFERENCED == 0 {
-                    findings.push(Finding::new(Code::HtreeNotRef).dir(ino).num(blk));
+                    findings.push(Finding::new(Code::HtreeNotRef).dir(ino).logical(blk));
                     bad = true;
                 } else if r.flags & DUP_REF != 0 {
-                    findings.push(Finding::new(Code::HtreeDupRef).dir(ino).num(blk));
+                    findings.push(Finding::new(Code::HtreeDupRef).dir(ino).logical(blk));
                     bad = true;
                 }
             }

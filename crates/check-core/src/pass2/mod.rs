@@ -11,7 +11,8 @@ mod ctx;
 mod dirtable;
 mod htree;
 
-use std::collections::BTreeSet;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ext4_layout::inode::Inode;
 
@@ -140,16 +141,20 @@ pub(crate) fn merge(
     specials.sort_unstable_by_key(|s| s.0);
     let stop: Option<BlockKey> = specials.iter().find(|s| s.1.abort.is_some()).map(|s| s.0);
     let mut dx = htree::DxState::new(dx_dirs, fs.block_size(), fs.metadata_csum());
-    let mut dup_set = BTreeSet::new();
+    let mut dup_set = BTreeMap::new();
     for (key, sp) in specials {
         if stop.is_some_and(|k| key > k) {
             break;
         }
         out.findings.extend(sp.findings);
         if let Some(name) = sp.dup {
-            if dup_set.insert(key.ino) {
-                out.findings
-                    .push(Finding::new(Code::ReportDupDirent).dir(key.ino).str(name));
+            if let Entry::Vacant(v) = dup_set.entry(key.ino) {
+                out.findings.push(
+                    Finding::new(Code::ReportDupDirent)
+                        .dir(key.ino)
+                        .name(name.clone()),
+                );
+                v.insert(name);
             }
         }
         if let Some(d) = sp.dx {
@@ -178,7 +183,7 @@ pub(crate) fn merge(
             let f = Finding::new(Code::LinkDir)
                 .dir(l.dir)
                 .ino(l.target)
-                .str(name);
+                .name(name);
             if cx.says_yes(&f) {
                 cx.counted.sub_one(l.target - 1);
             }
@@ -187,7 +192,8 @@ pub(crate) fn merge(
     }
     drop(links);
     if out.abort.is_none() {
-        dx.verify(&mut out.findings, &dup_set);
+        let rehashed: BTreeSet<u32> = dup_set.keys().copied().collect();
+        dx.verify(&mut out.findings, &rehashed);
     }
     out.dirs = dirs;
     out.counted = RefCounts {
