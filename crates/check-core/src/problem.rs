@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use ext4_layout::types::Ino;
+
 /// How a finding affects the verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
@@ -1575,6 +1577,21 @@ impl Finding {
     pub fn detail(mut self, v: impl Into<String>) -> Self {
         self.detail = Some(v.into());
         self
+    }
+
+    /// The inode concerned, as an inode number (never 0).
+    pub fn inode(&self) -> Option<Ino> {
+        self.ino.and_then(Ino::new)
+    }
+
+    /// The second inode, as an inode number (never 0).
+    pub fn inode2(&self) -> Option<Ino> {
+        self.ino2.and_then(Ino::new)
+    }
+
+    /// The directory concerned, as an inode number (never 0).
+    pub fn directory(&self) -> Option<Ino> {
+        self.dir.and_then(Ino::new)
     }
 
     /// The value it should have, where this kind of problem carries one.

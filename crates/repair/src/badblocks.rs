@@ -3,6 +3,7 @@
 //! writes it, before the passes.
 
 use crate::error::Error;
+use ext4_layout::types::Ino;
 use std::path::PathBuf;
 
 use ext4_layout::inode::Inode;
@@ -78,7 +79,7 @@ pub(super) fn stage_update<'f>(
     let mut notes = Vec::new();
     let in_range = |b: u64| b >= geo.first_data_block && b < geo.blocks_count;
     // The current list and its mapping blocks.
-    let raw = stage.inode_copy(1).map_err(Error::BadBlocksInode)?;
+    let raw = stage.inode_copy(Ino::BAD).map_err(Error::BadBlocksInode)?;
     let mut old_data = Vec::new();
     let mut old_all = Vec::new();
     if let Some(inode) = Inode::new(&raw) {
@@ -133,16 +134,16 @@ pub(super) fn stage_update<'f>(
         stage.mark_block(b, true);
     }
     {
-        let r = stage.inode(1)?;
+        let r = stage.inode(Ino::BAD)?;
         r[I_BLOCK].fill(0);
     }
     for (i, &b) in list.iter().enumerate() {
-        super::map::map_block(stage, 1, i as u64, b)
+        super::map::map_block(stage, Ino::BAD, i as u64, b)
             .map_err(|source| Error::MapBadBlock { block: b, source })?;
     }
     let bs = u64::from(geo.block_size);
     let t = now();
-    let r = stage.inode(1)?;
+    let r = stage.inode(Ino::BAD)?;
     let size = list.len() as u64 * bs;
     // As the library: i_blocks counts the bad blocks, not the mapping.
     super::raw::set_size(r, size);

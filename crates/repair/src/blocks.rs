@@ -2,6 +2,7 @@
 //! extents, rebuilding extent trees, and cloning blocks claimed more than
 //! once (e2fsck's passes 1B to 1D).
 
+use ext4_layout::types::Ino;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
@@ -35,7 +36,7 @@ fn invalid() -> io::Error {
 pub fn fix_inode_blocks<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     probs: &[&Finding],
 ) -> io::Result<()> {
     let fs = &st.fs;
@@ -44,7 +45,7 @@ pub fn fix_inode_blocks<'f>(
     let extent_fs = fs.geo.incompat.contains(IncompatFeatures::EXTENTS);
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
-        let (leaves, _) = collect_extents(&p1, &mut stage.io, ino, &raw);
+        let (leaves, _) = collect_extents(&p1, &mut stage.io, ino.get(), &raw);
         return write_extent_tree(stage, ino, &leaves);
     }
     // Block map: pointers out of range, and those the check found too
@@ -70,7 +71,7 @@ pub fn fix_inode_blocks<'f>(
 /// block takes its subtree with it.
 fn walk_block_map<'f>(
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     decide: &mut dyn FnMut(u64, i64) -> Decision,
 ) -> io::Result<()> {
     let raw = stage.inode_copy(ino)?;
@@ -143,9 +144,9 @@ pub fn clone_duplicates<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::
     }
     let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
     for (&ino, clusters) in dup_inodes {
-        if ino == 1 || ino == 7 {
+        let Some(ino) = Ino::new(ino).filter(|&i| i != Ino::BAD && i != Ino::RESIZE) else {
             continue;
-        }
+        };
         let before = count.clone();
         if clone_inode(st, stage, ino, clusters, &mut count, extent_fs).is_err() {
             // No room for the copies: as e2fsck does, the file is deleted
@@ -157,7 +158,7 @@ pub fn clone_duplicates<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::
                 }
             }
             let raw = stage.inode(ino)?;
-            super::raw::clear_inode(raw, ino, geo.first_ino, super::raw::now());
+            super::raw::clear_inode(raw, ino.get(), geo.first_ino, super::raw::now());
         }
     }
     // As e2fsck unmarks a block once one claim is left: freeing the
@@ -174,7 +175,7 @@ pub fn clone_duplicates<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::
 fn clone_inode<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     clusters: &[u64],
     count: &mut BTreeMap<u64, u32>,
     extent_fs: bool,
@@ -189,7 +190,7 @@ fn clone_inode<'f>(
     };
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, maps, &st.bad_blocks);
-        let (leaves, _) = collect_extents(&p1, &mut stage.io, ino, &raw);
+        let (leaves, _) = collect_extents(&p1, &mut stage.io, ino.get(), &raw);
         // A shared tree node is not copied: the tree is written anew, in
         // the inode or in fresh blocks.
         let mut tree_shared = false;
@@ -299,7 +300,7 @@ fn clone_inode<'f>(
 /// while someone else still holds it.
 fn clone_extents_by_block<'f>(
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     leaves: Vec<LeafExtent>,
     count: &mut BTreeMap<u64, u32>,
     tree_shared: bool,

@@ -8,6 +8,7 @@ use ext4_layout::dirent::{self, rec_len_for, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, FileType, Inode};
+use ext4_layout::types::Ino;
 
 use super::raw::{clear_inode, now, sbf, set_feature};
 use super::stage::{Kind, Round, Staging};
@@ -16,7 +17,7 @@ use check_core::fs::Fs;
 use check_core::problem::{Code, Finding};
 
 /// The blocks of a directory, in logical order, as this round leaves it.
-fn dir_blocks<'f>(stage: &mut Staging<'f>, dir: u32) -> io::Result<Vec<(u64, u64)>> {
+fn dir_blocks<'f>(stage: &mut Staging<'f>, dir: Ino) -> io::Result<Vec<(u64, u64)>> {
     super::map::blocks_of(stage, dir)
 }
 
@@ -27,13 +28,13 @@ struct Found {
     /// The entry's offset in it.
     at: usize,
     /// The inode it names.
-    ino: u32,
+    ino: Ino,
     /// The block's bytes.
     block: Vec<u8>,
 }
 
 /// Finds `name` in directory `dir`.
-fn find_entry<'f>(stage: &mut Staging<'f>, dir: u32, name: &[u8]) -> io::Result<Option<Found>> {
+fn find_entry<'f>(stage: &mut Staging<'f>, dir: Ino, name: &[u8]) -> io::Result<Option<Found>> {
     let fs = stage.fs();
     let bs = fs.block_size();
     let filetype = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
@@ -42,7 +43,7 @@ fn find_entry<'f>(stage: &mut Staging<'f>, dir: u32, name: &[u8]) -> io::Result<
         stage.read(pblk, &mut buf)?;
         let hit = DirWalk::new(&buf, bs, filetype)
             .find(|w| w.entry.inode() != 0 && w.entry.name() == name)
-            .map(|w| (w.offset, w.entry.inode()));
+            .and_then(|w| Some((w.offset, Ino::new(w.entry.inode())?)));
         if let Some((at, ino)) = hit {
             return Ok(Some(Found {
                 pblk,
@@ -58,9 +59,9 @@ fn find_entry<'f>(stage: &mut Staging<'f>, dir: u32, name: &[u8]) -> io::Result<
 /// Looks a name up in a directory: the inode it names.
 pub(super) fn lookup<'f>(
     stage: &mut Staging<'f>,
-    dir: u32,
+    dir: Ino,
     name: &[u8],
-) -> io::Result<Option<u32>> {
+) -> io::Result<Option<Ino>> {
     Ok(find_entry(stage, dir, name)?.map(|f| f.ino))
 }
 
@@ -69,8 +70,8 @@ pub(super) fn lookup<'f>(
 pub fn add_entry<'f>(
     fs: &'f Fs,
     stage: &mut Staging<'f>,
-    dir: u32,
-    target: u32,
+    dir: Ino,
+    target: Ino,
     name: &[u8],
     ft: u8,
 ) -> io::Result<()> {
@@ -98,7 +99,7 @@ pub fn add_entry<'f>(
                     dirent::set_rec_len(&mut b, at, bs, used);
                     (at + used, rl - used)
                 };
-                dirent::put_entry(&mut b, slot, bs, target, slot_len, name, ft);
+                dirent::put_entry(&mut b, slot, bs, target.get(), slot_len, name, ft);
                 for x in &mut b[slot + 8 + name.len()..slot + need] {
                     *x = 0;
                 }
@@ -116,7 +117,7 @@ pub fn add_entry<'f>(
         .ok_or_else(|| io::Error::other("no free block to expand the directory"))?;
     {
         let b = stage.fresh_block(blk, Kind::DirLeaf(dir));
-        dirent::put_entry(b, 0, bs, target, end, name, ft);
+        dirent::put_entry(b, 0, bs, target.get(), end, name, ft);
         if csum {
             ext4_layout::dirent::write_tail(b, 0);
         }
@@ -131,8 +132,8 @@ pub fn add_entry<'f>(
 fn make_dir<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    ino: u32,
-    parent: u32,
+    ino: Ino,
+    parent: Ino,
     mode: u16,
 ) -> io::Result<()> {
     let fs = &st.fs;
@@ -149,7 +150,7 @@ fn make_dir<'f>(
         .ok_or_else(|| io::Error::other("no free block for a directory"))?;
     {
         let b = stage.fresh_block(blk, Kind::DirLeaf(ino));
-        dirent::put_dots(b, bs, ino, parent, end, ft);
+        dirent::put_dots(b, bs, ino.get(), parent.get(), end, ft);
         if csum {
             ext4_layout::dirent::write_tail(b, 0);
         }
@@ -192,7 +193,7 @@ fn make_dir<'f>(
 
 /// The round's view of lost+found.
 pub struct LostFound {
-    ino: Option<u32>,
+    ino: Option<Ino>,
     tried: bool,
 }
 
@@ -207,15 +208,15 @@ impl LostFound {
 
     /// /lost+found, created if it is missing (a non-directory of that name
     /// is unlinked first).
-    pub fn get<'f>(&mut self, st: &'f CheckState, stage: &mut Staging<'f>) -> Option<u32> {
+    pub fn get<'f>(&mut self, st: &'f CheckState, stage: &mut Staging<'f>) -> Option<Ino> {
         if self.tried {
             return self.ino;
         }
         self.tried = true;
-        if !stage.is_dir(2) {
+        if !stage.is_dir(Ino::ROOT) {
             return None;
         }
-        if let Ok(Some(i)) = lookup(stage, 2, b"lost+found") {
+        if let Ok(Some(i)) = lookup(stage, Ino::ROOT, b"lost+found") {
             let ok = stage.is_dir(i)
                 && stage
                     .inode_copy(i)
@@ -230,18 +231,18 @@ impl LostFound {
                 return self.ino;
             }
             // Not usable: unlink it from the root.
-            if remove_entry(stage, 2, b"lost+found").is_ok() {
-                adjust_links(stage, i, -1);
+            if remove_entry(stage, Ino::ROOT, b"lost+found").is_ok() {
+                adjust_links(stage, i.get(), -1);
             }
         }
-        let ino = stage.alloc_inode(2)?;
-        make_dir(st, stage, ino, 2, 0o40700).ok()?;
+        let ino = stage.alloc_inode(Ino::ROOT)?;
+        make_dir(st, stage, ino, Ino::ROOT, 0o40700).ok()?;
         let ft = if st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
             2
         } else {
             0
         };
-        add_entry(&st.fs, stage, 2, ino, b"lost+found", ft).ok()?;
+        add_entry(&st.fs, stage, Ino::ROOT, ino, b"lost+found", ft).ok()?;
         self.ino = Some(ino);
         self.ino
     }
@@ -256,14 +257,14 @@ pub fn lost_found_findings<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
 ) -> Result<Vec<Finding>, Error> {
-    if !stage.is_dir(2) {
+    if !stage.is_dir(Ino::ROOT) {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    match lookup(stage, 2, b"lost+found") {
+    match lookup(stage, Ino::ROOT, b"lost+found") {
         Ok(Some(i)) => {
             let raw = stage.inode_copy(i)?;
-            let inode = Inode::new(&raw).ok_or(Error::BadInode(i))?;
+            let inode = Inode::new(&raw).ok_or(Error::BadInode(i.get()))?;
             let code = if inode.has_flag(flags::INLINE_DATA) {
                 Code::LostFoundInline
             } else if inode.has_flag(flags::ENCRYPT) {
@@ -273,7 +274,7 @@ pub fn lost_found_findings<'f>(
             } else {
                 return Ok(Vec::new());
             };
-            out.push(Finding::new(code).ino(i));
+            out.push(Finding::new(code).ino(i.get()));
         }
         Ok(None) => {}
         Err(e) => return Err(Error::from(e)),
@@ -292,7 +293,7 @@ pub fn lost_found_findings<'f>(
 /// being fixed: the rewrite of the group summaries starts from what the
 /// check found in use.)
 fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>) {
-    if let Ok(raw) = stage.inode(2) {
+    if let Ok(raw) = stage.inode(Ino::ROOT) {
         let links = field::i_links_count.get(raw);
         // A count of 1 means "too many to count" (dir_nlink).
         if links > 1 && links < u16::MAX {
@@ -303,7 +304,7 @@ fn settle_new_lost_found<'f>(st: &'f CheckState, stage: &mut Staging<'f>) {
 }
 
 /// Clears the entry `name` of a directory.
-pub fn remove_entry<'f>(stage: &mut Staging<'f>, dir: u32, name: &[u8]) -> io::Result<()> {
+pub fn remove_entry<'f>(stage: &mut Staging<'f>, dir: Ino, name: &[u8]) -> io::Result<()> {
     if let Some(mut f) = find_entry(stage, dir, name)? {
         dirent::set_inode(&mut f.block, f.at, 0);
         stage
@@ -317,8 +318,8 @@ pub fn remove_entry<'f>(stage: &mut Staging<'f>, dir: u32, name: &[u8]) -> io::R
 fn fix_dotdot<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    dir: u32,
-    parent: u32,
+    dir: Ino,
+    parent: Ino,
 ) -> io::Result<bool> {
     let raw = stage.inode_copy(dir)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
@@ -327,11 +328,9 @@ fn fix_dotdot<'f>(
         // An inline directory's '..' is i_block's first word.
         let word = ext4_layout::inode::i_block_word(0);
         let old = word.get(r);
-        word.set(r, parent);
-        if old != 0 {
-            adjust_links(stage, old, -1);
-        }
-        adjust_links(stage, parent, 1);
+        word.set(r, parent.get());
+        adjust_links(stage, old, -1);
+        adjust_links(stage, parent.get(), 1);
         return Ok(true);
     }
     let bs = st.fs.block_size();
@@ -351,7 +350,7 @@ fn fix_dotdot<'f>(
             }
             if dirent::name_len_at(&b, at) == 2 && &b[at + 8..at + 10] == b".." {
                 let old = dirent::inode_at(&b, at);
-                dirent::set_inode(&mut b, at, parent);
+                dirent::set_inode(&mut b, at, parent.get());
                 dirent::field::FILE_TYPE.set(&mut b[at..], ft);
                 let kind = if inode.has_flag(flags::INDEX) {
                     Kind::DxRoot(dir)
@@ -359,10 +358,8 @@ fn fix_dotdot<'f>(
                     Kind::DirLeaf(dir)
                 };
                 stage.block(pblk, kind)?.copy_from_slice(&b);
-                if old != 0 {
-                    adjust_links(stage, old, -1);
-                }
-                adjust_links(stage, parent, 1);
+                adjust_links(stage, old, -1);
+                adjust_links(stage, parent.get(), 1);
                 return Ok(true);
             }
             at += rl;
@@ -373,11 +370,12 @@ fn fix_dotdot<'f>(
 
 /// Moves inode `ino`'s link count by one as a link to it is made or
 /// removed, as e2fsck does while it reconnects and fixes '..' entries (a
-/// count of 65535 is not raised, 0 not lowered).
+/// count of 65535 is not raised, 0 not lowered). `ino` is the raw number
+/// an entry held: 0 (no inode) and numbers past the inode count are left.
 fn adjust_links<'f>(stage: &mut Staging<'f>, ino: u32, by: i32) {
-    if ino == 0 || ino > stage.fs().geo.inodes_count {
+    let Some(ino) = Ino::new(ino).filter(|i| i.get() <= stage.fs().geo.inodes_count) else {
         return;
-    }
+    };
     if let Ok(raw) = stage.inode(ino) {
         let n = field::i_links_count.get(raw);
         match by {
@@ -389,7 +387,7 @@ fn adjust_links<'f>(stage: &mut Staging<'f>, ino: u32, by: i32) {
 }
 
 /// The file type code of an inode's mode.
-fn type_of<'f>(stage: &mut Staging<'f>, ino: u32, filetype: bool) -> u8 {
+fn type_of<'f>(stage: &mut Staging<'f>, ino: Ino, filetype: bool) -> u8 {
     if !filetype {
         return 0;
     }
@@ -405,8 +403,8 @@ fn reconnect<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     lf: &mut LostFound,
-    ino: u32,
-) -> Option<u32> {
+    ino: Ino,
+) -> Option<Ino> {
     let l = lf.get(st, stage)?;
     let filetype = st.fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
     let ft = type_of(stage, ino, filetype);
@@ -421,7 +419,7 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     let mut lf = LostFound::new();
     for f in mine {
         if f.code == Code::NoRootInode {
-            if make_dir(st, stage, 2, 2, 0o40755).is_ok() {
+            if make_dir(st, stage, Ino::ROOT, Ino::ROOT, 0o40755).is_ok() {
                 fixed.push(f);
             }
             // Everything else waits for the next check.
@@ -430,18 +428,21 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     }
     for f in mine {
         let ok = match f.code {
-            Code::UnconnectedDir => f.ino.is_some_and(|d| {
+            Code::UnconnectedDir => f.inode().is_some_and(|d| {
                 reconnect(st, stage, &mut lf, d).is_some_and(|l| {
-                    adjust_links(stage, d, 1);
+                    adjust_links(stage, d.get(), 1);
                     fix_dotdot(st, stage, d, l).unwrap_or(false)
                 })
             }),
-            Code::BadDotDot => match (f.ino, f.expected()) {
-                (Some(d), Some(p)) if p != 0 => fix_dotdot(st, stage, d, p as u32).unwrap_or(false),
+            Code::BadDotDot => match (
+                f.inode(),
+                f.expected().and_then(|p| Ino::new(u32::try_from(p).ok()?)),
+            ) {
+                (Some(d), Some(p)) => fix_dotdot(st, stage, d, p).unwrap_or(false),
                 _ => false,
             },
             Code::RehashDir => f
-                .ino
+                .inode()
                 .is_some_and(|d| super::rehash::rebuild(&st.fs, stage, d).is_ok()),
             Code::NoLostFound
             | Code::LostFoundNotDir
@@ -455,8 +456,8 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
                 }
             }
             Code::NonUniqueFile | Code::DuplicateDirent | Code::NonUniqueFileNoRename => f
-                .dir
-                .or(f.ino)
+                .directory()
+                .or(f.inode())
                 .is_some_and(|d| super::dirs::dedup(st, stage, d).is_ok()),
             _ => false,
         };
@@ -473,21 +474,21 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
     let mut lf = LostFound::new();
     for f in mine {
         let ok = match f.code {
-            Code::BadRefCount | Code::DirOverflowRefCount => match (f.ino, f.expected()) {
+            Code::BadRefCount | Code::DirOverflowRefCount => match (f.inode(), f.expected()) {
                 (Some(ino), Some(n)) => stage
                     .inode(ino)
                     .map(|raw| field::i_links_count.set(raw, n.min(u64::from(u16::MAX)) as u16))
                     .is_ok(),
                 _ => false,
             },
-            Code::UnattachedInode => f.ino.is_some_and(|ino| {
+            Code::UnattachedInode => f.inode().is_some_and(|ino| {
                 let zero_len = all
                     .iter()
-                    .any(|z| z.code == Code::ZeroLenInode && z.ino == Some(ino));
+                    .any(|z| z.code == Code::ZeroLenInode && z.inode() == Some(ino));
                 if zero_len {
                     stage
                         .inode(ino)
-                        .map(|raw| clear_inode(raw, ino, fs.geo.first_ino, now()))
+                        .map(|raw| clear_inode(raw, ino.get(), fs.geo.first_ino, now()))
                         .is_ok()
                 } else {
                     // Once reconnected, a file other than a directory has
@@ -511,7 +512,7 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
                 set_feature(stage, sbf::RO_COMPAT, RoCompatFeatures::DIR_NLINK.0);
                 true
             }
-            Code::EaInodeRefCount => match (f.ino, f.expected()) {
+            Code::EaInodeRefCount => match (f.inode(), f.expected()) {
                 (Some(ino), Some(n)) => stage
                     .inode(ino)
                     .map(|raw| {

@@ -4,6 +4,7 @@
 
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::{flags, Inode};
+use ext4_layout::types::Ino;
 
 use super::raw::{sbf, set_feature};
 use super::stage::Staging;
@@ -50,7 +51,9 @@ pub(super) fn to_extents<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> usi
     }
     let mut n = 0;
     for idx in 0..u64::from(fs.geo.inodes_count) {
-        let ino = idx as u32 + 1;
+        let Some(ino) = Ino::new(idx as u32 + 1) else {
+            continue;
+        };
         if !stage.inode_used(ino) {
             continue;
         }
@@ -60,7 +63,7 @@ pub(super) fn to_extents<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> usi
         let Some(inode) = Inode::new(&raw) else {
             continue;
         };
-        if !convertible(st, ino, &inode) {
+        if !convertible(st, ino.get(), &inode) {
             continue;
         }
         let (Ok(blocks), Ok(tree)) = (

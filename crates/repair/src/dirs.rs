@@ -4,6 +4,7 @@
 //! be trusted dropped (the directory stays complete, unindexed);
 //! duplicate names dropped or renamed; holes filled.
 
+use ext4_layout::types::Ino;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
@@ -33,7 +34,7 @@ fn drops_index(code: Code) -> bool {
 
 /// What the walk of one directory needs to know.
 struct DirFix<'a> {
-    ino: u32,
+    ino: Ino,
     /// (target, name) entries to clear: extra links to a directory.
     link_dir: BTreeSet<(u32, Vec<u8>)>,
     /// Entries to clear by target (bad policy, unencrypted file...).
@@ -88,9 +89,9 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         }
     }
     // Directories with problems in their entries.
-    let mut dirs: BTreeMap<u32, Vec<&'a Finding>> = BTreeMap::new();
+    let mut dirs: BTreeMap<Ino, Vec<&'a Finding>> = BTreeMap::new();
     for f in mine {
-        if let Some(d) = f.dir {
+        if let Some(d) = f.directory() {
             dirs.entry(d).or_default().push(f);
         }
     }
@@ -98,7 +99,7 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     for (dir, fs_) in dirs {
         let codes: BTreeSet<Code> = fs_.iter().map(|f| f.code).collect();
         let mut fx = dir_fix(dir, &fs_, &codes, &dead);
-        for f in declined.iter().filter(|f| f.dir == Some(dir)) {
+        for f in declined.iter().filter(|f| f.directory() == Some(dir)) {
             let (Some(t), Some(n)) = (f.ino, &f.name) else {
                 continue;
             };
@@ -143,17 +144,17 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
     let fs = &st.fs;
     let mut dead = BTreeSet::new();
     for f in mine {
-        let Some(ino) = f.ino else { continue };
+        let Some(ino) = f.inode() else { continue };
         // A finding about an entry is the directory walk's, except the
         // deallocation of the inode it names (which also names the entry).
         if f.dir.is_some() && !deallocates(f.code) {
             continue;
         }
-        if dead.contains(&ino) {
+        if dead.contains(&ino.get()) {
             fixed.push(f);
             continue;
         }
-        if deallocates(f.code) && !dead.contains(&ino) {
+        if deallocates(f.code) {
             // Its blocks are free from now on, for the rewrite of the
             // group summaries (blocks another inode also claims stay).
             forget_blocks(st, stage, ino);
@@ -163,8 +164,8 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
         };
         let ok = match f.code {
             c if deallocates(c) => {
-                super::raw::clear_inode(raw, ino, fs.geo.first_ino, super::raw::now());
-                dead.insert(ino);
+                super::raw::clear_inode(raw, ino.get(), fs.geo.first_ino, super::raw::now());
+                dead.insert(ino.get());
                 true
             }
             Code::FaddrZero => {
@@ -206,7 +207,7 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
 
 /// Marks the blocks of inode `ino` free in the check's maps, except those
 /// another inode claims too.
-fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) {
+fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: Ino) {
     let bits = st.fs.geo.cluster_bits;
     if let Ok(all) = super::map::all_blocks_of(stage, ino) {
         for b in all {
@@ -221,7 +222,7 @@ fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) {
 
 /// What the walk of one directory is to fix, from its findings.
 fn dir_fix<'d>(
-    dir: u32,
+    dir: Ino,
     fs_: &[&Finding],
     codes: &BTreeSet<Code>,
     dead: &'d BTreeSet<u32>,
@@ -321,7 +322,7 @@ fn fix_directory<'f>(
         let mut modified = false;
         if was_index {
             // A former index block becomes an ordinary leaf.
-            reformat_index_block(&mut b, lblk, ino, csum, st);
+            reformat_index_block(&mut b, lblk, ino.get(), csum, st);
             modified = true;
         }
         modified |= walk_block(st, stage, &mut b, lblk, kind, fx, csum);
@@ -403,7 +404,10 @@ fn min_rec(name_len: usize, extended: bool) -> usize {
 /// The file type code an entry to `target` should carry.
 fn wanted_type(st: &CheckState, stage: &mut Staging<'_>, target: u32) -> u8 {
     let m = &st.maps;
-    if stage.is_dir(target) {
+    let Some(ino) = Ino::new(target) else {
+        return 0;
+    };
+    if stage.is_dir(ino) {
         2
     } else if m.is_reg(target) {
         1
@@ -415,7 +419,7 @@ fn wanted_type(st: &CheckState, stage: &mut Staging<'_>, target: u32) -> u8 {
             return t;
         }
         stage
-            .inode_copy(target)
+            .inode_copy(ino)
             .ok()
             .and_then(|r| Inode::new(&r).and_then(|i| i.file_type()))
             .map_or(0, FileType::dirent_code)
@@ -475,7 +479,7 @@ fn walk_block(
         }
         let ft_dir = if filetype { ft::DIR } else { 0 };
         match dot_state {
-            0 => modified |= dirent::fix_dot(b, offset, rl, fx.ino, ft_dir),
+            0 => modified |= dirent::fix_dot(b, offset, rl, fx.ino.get(), ft_dir),
             1 => modified |= dirent::fix_dotdot(b, offset, ft_dir),
             _ => {}
         }
@@ -545,7 +549,7 @@ fn entry_goes(
         || special.contains(&target)
         || maps.inode_bb.get(u64::from(target - 1));
     let bad_link = dot_state > 1
-        && (target == fx.ino
+        && (target == fx.ino.get()
             || name == b"."
             || name == b".."
             || target == 2
@@ -553,7 +557,7 @@ fn entry_goes(
             || fx.link_dir.contains(&(target, name.to_vec()))
             || (fx.encrypted && name.len() < 16));
     let bad_target = fx.dead.contains(&target)
-        || (!stage.inode_used(target) && !in_unused_area(fs, target))
+        || Ino::new(target).is_some_and(|t| !stage.inode_used(t) && !in_unused_area(fs, target))
         || fx.clear_targets.contains(&target);
     bad_number || bad_link || bad_target
 }
@@ -625,7 +629,7 @@ fn insert_tail(b: &mut [u8]) -> bool {
 fn fill_holes<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     holes: &BTreeSet<u64>,
 ) -> io::Result<()> {
     let fs = &st.fs;
@@ -646,7 +650,7 @@ fn fill_holes<'f>(
 }
 
 /// Writes a new, empty directory block (with '.' and '..' for block 0).
-fn init_dir_block(stage: &mut Staging<'_>, fs: &check_core::fs::Fs, blk: u64, lblk: u64, ino: u32) {
+fn init_dir_block(stage: &mut Staging<'_>, fs: &check_core::fs::Fs, blk: u64, lblk: u64, ino: Ino) {
     let csum = fs.metadata_csum();
     let bs = fs.block_size();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
@@ -657,7 +661,7 @@ fn init_dir_block(stage: &mut Staging<'_>, fs: &check_core::fs::Fs, blk: u64, lb
     };
     let b = stage.fresh_block(blk, Kind::DirLeaf(ino));
     if lblk == 0 {
-        put_dirent(b, 0, ino, 12, b".", ft);
+        put_dirent(b, 0, ino.get(), 12, b".", ft);
         put_dirent(b, 12, 2, end - 12, b"..", ft);
     } else {
         put_dirent(b, 0, 0, end, b"", 0);
@@ -668,7 +672,7 @@ fn init_dir_block(stage: &mut Staging<'_>, fs: &check_core::fs::Fs, blk: u64, lb
 }
 
 /// Pass 3A for directory `ino`: duplicate names dropped or renamed.
-pub fn dedup<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) -> io::Result<()> {
+pub fn dedup<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: Ino) -> io::Result<()> {
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
@@ -694,7 +698,7 @@ pub fn dedup<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) -> io::R
 fn dedup_directory<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     blocks: &[(u64, u64)],
 ) -> io::Result<()> {
     let fs = &st.fs;
@@ -809,7 +813,7 @@ fn resolve_duplicates(entries: &mut [Entry], encrypted: bool) -> BTreeSet<usize>
 fn write_compactly<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     blocks: &[(u64, u64)],
     it: &mut std::iter::Peekable<std::vec::IntoIter<&Entry>>,
 ) -> io::Result<()> {
@@ -917,7 +921,7 @@ fn fix_inline_dir<'f>(
     let mut modified = false;
     let parent = i_block_word(0).get(&inode);
     let icount = fs.sb().s_inodes_count();
-    if parent == 0 || parent > icount || !stage.is_dir(parent) {
+    if parent > icount || !Ino::new(parent).is_some_and(|p| stage.is_dir(p)) {
         i_block_word(0).set(&mut inode, 2);
         modified = true;
     }

@@ -5,6 +5,7 @@
 //! last tail tag whose transaction id and checksum match; replay then
 //! applies its tags in order, as e2fsck does after a regular replay.
 
+use ext4_layout::types::Ino;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
@@ -23,23 +24,24 @@ use check_core::walk::LeafExtent;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     /// Blocks mapped into a file (replacing what was mapped there).
-    AddRange { ino: u32, ext: LeafExtent },
+    AddRange { ino: Ino, ext: LeafExtent },
     /// A logical range unmapped.
-    DelRange { ino: u32, lblk: u64, len: u64 },
+    DelRange { ino: Ino, lblk: u64, len: u64 },
     /// A name linked (created or hard-linked) in a directory.
     Link {
-        parent: u32,
-        ino: u32,
+        parent: Ino,
+        ino: Ino,
         name: Vec<u8>,
     },
     /// A name removed from a directory.
     Unlink {
-        parent: u32,
+        parent: Ino,
+        /// The inode the record names (the unlink goes by name).
         ino: u32,
         name: Vec<u8>,
     },
     /// An inode's fields as they were at the commit.
-    Inode { ino: u32, raw: Vec<u8> },
+    Inode { ino: Ino, raw: Vec<u8> },
     /// The end of one fast commit.
     Tail,
 }
@@ -89,11 +91,12 @@ pub fn scan(blocks: &[Vec<u8>], expected_tid: u32) -> Vec<Change> {
     out
 }
 
-/// The change a record asks for.
+/// The change a record asks for; none for a record naming inode 0, which
+/// no change can apply to.
 fn change_of(tag: Tag<'_>) -> Option<Change> {
     Some(match tag {
         Tag::AddRange { ino, extent } => Change::AddRange {
-            ino,
+            ino: Ino::new(ino)?,
             ext: LeafExtent {
                 lblk: u64::from(extent.ee_block),
                 pblk: extent.start,
@@ -102,7 +105,7 @@ fn change_of(tag: Tag<'_>) -> Option<Change> {
             },
         },
         Tag::DelRange { ino, lblk, len } => Change::DelRange {
-            ino,
+            ino: Ino::new(ino)?,
             lblk: u64::from(lblk),
             len: u64::from(len),
         },
@@ -113,14 +116,16 @@ fn change_of(tag: Tag<'_>) -> Option<Change> {
             name,
         } => {
             let name = name.to_vec();
+            let parent = Ino::new(parent)?;
             if tag == fc::TAG_UNLINK {
                 Change::Unlink { parent, ino, name }
             } else {
+                let ino = Ino::new(ino)?;
                 Change::Link { parent, ino, name }
             }
         }
         Tag::Inode { ino, raw } => Change::Inode {
-            ino,
+            ino: Ino::new(ino)?,
             raw: raw.to_vec(),
         },
         Tag::Head { .. } | Tag::Tail { .. } | Tag::Pad => return None,
@@ -188,12 +193,12 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
     // What the ranges' inodes held before, to bring the bitmaps up to date
     // afterwards (as e2fsck marks them while it replays).
     let bits = fs.geo.cluster_bits;
-    let clusters_of = |stage: &mut Staging<'f>, ino: u32| -> BTreeSet<u64> {
+    let clusters_of = |stage: &mut Staging<'f>, ino: Ino| -> BTreeSet<u64> {
         super::map::all_blocks_of(stage, ino)
             .map(|v| v.into_iter().map(|b| b >> bits).collect())
             .unwrap_or_default()
     };
-    let mut before: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+    let mut before: BTreeMap<Ino, BTreeSet<u64>> = BTreeMap::new();
     for c in log {
         if let Change::AddRange { ino, .. } | Change::DelRange { ino, .. } = c {
             if !before.contains_key(ino) {
@@ -202,7 +207,7 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
             }
         }
     }
-    let mut cached: Option<(u32, Vec<LeafExtent>)> = None;
+    let mut cached: Option<(Ino, Vec<LeafExtent>)> = None;
     let mut applied = 0;
     for c in log {
         // The extents gathered for one inode are written when the log
@@ -262,7 +267,7 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
     let freed: Vec<u64> = freed.into_iter().collect();
     let taken: Vec<u64> = taken.into_iter().collect();
     super::account::account(fs, stage, &freed, &taken, None);
-    let inodes: BTreeSet<u32> = log
+    let inodes: BTreeSet<Ino> = log
         .iter()
         .filter_map(|c| match c {
             Change::Inode { ino, .. } => Some(*ino),
@@ -273,7 +278,7 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
         if let Ok(r) = stage.inode_copy(ino) {
             let links = field::i_links_count.get(&r);
             let dir = FileType::from_mode(field::i_mode.get(&r)) == Some(FileType::Directory);
-            super::account::account(fs, stage, &[], &[], Some((ino, dir, links == 0)));
+            super::account::account(fs, stage, &[], &[], Some((ino.get(), dir, links == 0)));
         }
     }
     Ok(applied)
@@ -282,8 +287,8 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
 /// The extent list of `ino` being gathered, read from its tree first.
 fn extent_list<'c, 'f>(
     stage: &mut Staging<'f>,
-    cached: &'c mut Option<(u32, Vec<LeafExtent>)>,
-    ino: u32,
+    cached: &'c mut Option<(Ino, Vec<LeafExtent>)>,
+    ino: Ino,
 ) -> Option<&'c mut Vec<LeafExtent>> {
     if cached.as_ref().is_none_or(|(i, _)| *i != ino) {
         let list = super::map::extents_of_inode(stage, ino).ok()?;
@@ -292,7 +297,7 @@ fn extent_list<'c, 'f>(
     cached.as_mut().map(|(_, l)| l)
 }
 
-fn flush<'f>(stage: &mut Staging<'f>, ino: u32, list: &[LeafExtent]) -> io::Result<()> {
+fn flush<'f>(stage: &mut Staging<'f>, ino: Ino, list: &[LeafExtent]) -> io::Result<()> {
     super::tree::write_extent_tree(stage, ino, list)?;
     super::map::recount_i_blocks(stage, ino)
 }
@@ -301,8 +306,8 @@ fn flush<'f>(stage: &mut Staging<'f>, ino: u32, list: &[LeafExtent]) -> io::Resu
 fn link<'f>(
     fs: &'f Fs,
     stage: &mut Staging<'f>,
-    parent: u32,
-    ino: u32,
+    parent: Ino,
+    ino: Ino,
     name: &[u8],
 ) -> io::Result<()> {
     let mode = field::i_mode.get(&stage.inode_copy(ino)?);
@@ -332,7 +337,7 @@ fn link<'f>(
 
 /// Replays an inode: its fields from the log, its block map or extent
 /// tree as the range tags left it, `i_blocks` recounted.
-fn replay_inode<'f>(fs: &'f Fs, stage: &mut Staging<'f>, ino: u32, fc: &[u8]) -> io::Result<()> {
+fn replay_inode<'f>(fs: &'f Fs, stage: &mut Staging<'f>, ino: Ino, fc: &[u8]) -> io::Result<()> {
     let isz = fs.geo.inode_size as usize;
     let mut len = 128;
     if isz > 128 {
@@ -420,12 +425,12 @@ mod tests {
         let b = block(&[head(7), add_range(12, 0, 4, 100), link], 7, true);
         let log = scan(std::slice::from_ref(&b), 7);
         assert_eq!(log.len(), 3);
-        assert!(matches!(log[0], Change::AddRange { ino: 12, .. }));
+        assert!(matches!(log[0], Change::AddRange { ino, .. } if ino.get() == 12));
         assert_eq!(
             log[1],
             Change::Link {
-                parent: 2,
-                ino: 12,
+                parent: Ino::ROOT,
+                ino: Ino::new(12).expect("12 is an inode number"),
                 name: b"new".to_vec()
             }
         );

@@ -2,6 +2,7 @@
 //! extended attributes, block pointers and sizes, each fixed the way
 //! e2fsck answers "yes".
 
+use ext4_layout::types::Ino;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ext4_layout::features::IncompatFeatures;
@@ -41,7 +42,7 @@ fn clear_bad_block_entries<'f>(
     stage: &mut Staging<'f>,
     drop: impl Fn(u64) -> bool,
 ) -> std::io::Result<()> {
-    let raw = stage.inode_copy(1)?;
+    let raw = stage.inode_copy(Ino::BAD)?;
     let mut i_block = raw[I_BLOCK].to_vec();
     let mut ed = BadBlockList {
         stage,
@@ -49,7 +50,7 @@ fn clear_bad_block_entries<'f>(
         seen: BTreeSet::new(),
     };
     if walk::edit_block_map(&mut ed, &mut i_block)? {
-        stage.inode(1)?[I_BLOCK].copy_from_slice(&i_block);
+        stage.inode(Ino::BAD)?[I_BLOCK].copy_from_slice(&i_block);
     }
     Ok(())
 }
@@ -331,7 +332,10 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             stopped_at = ino;
             break;
         }
-        let done = fix_inode(r, ino, list);
+        let Some(inode) = Ino::new(ino) else {
+            continue;
+        };
+        let done = fix_inode(r, inode, list);
         feature_changed = done.feature_changed;
         if done.blocks_changed {
             changed_blocks.insert(ino);
@@ -416,11 +420,11 @@ struct InodeDone {
 }
 
 /// Fixes one inode's findings, in the order e2fsck asks about them.
-fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> InodeDone {
+fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: Ino, list: &[&'a Finding]) -> InodeDone {
     let mut out = InodeDone::default();
     // The EA-inode flag is set on the EA inode, not this one.
     for f in list.iter().filter(|f| f.code == Code::AttrSetEaInodeFlag) {
-        if let Some(target) = f.ino2 {
+        if let Some(target) = f.inode2() {
             if let Ok(raw) = r.stage.inode(target) {
                 set_flags(raw, flags::EA_INODE, 0);
                 r.fixed.push(f);
@@ -448,7 +452,7 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: u32, list: &[&'a Finding]) -> I
         })
         .filter_map(|f| f.blk)
         .collect();
-    let bb_cleared = ino == 1
+    let bb_cleared = ino == Ino::BAD
         && (codes.contains(&Code::BadBlockInBadBlockInode) || !primary.is_empty())
         && clear_bad_block_entries(r.stage, |b| primary.contains(&b)).is_ok();
     let fs = &r.st.fs;
@@ -586,7 +590,7 @@ fn clears_whole_inode(list: &[&Finding], codes: &BTreeSet<Code>) -> bool {
 /// Clears an inode; every finding about it is then fixed.
 fn clear_whole_inode<'a>(
     r: &mut Round<'_, 'a, '_>,
-    ino: u32,
+    ino: Ino,
     list: &[&'a Finding],
     codes: &BTreeSet<Code>,
 ) {
@@ -595,16 +599,16 @@ fn clear_whole_inode<'a>(
     let Ok(raw) = r.stage.inode(ino) else {
         return;
     };
-    clear_inode(raw, ino, first_ino, now());
+    clear_inode(raw, ino.get(), first_ino, now());
     // A reserved inode is checked on after it is cleared, as in e2fsck:
     // its bad mode goes too, or the next check finds it again.
-    if ino < first_ino && codes.contains(&Code::ReservedBadMode) {
+    if ino.get() < first_ino && codes.contains(&Code::ReservedBadMode) {
         field::i_mode.set(raw, 0);
     }
     // So is an inode the superblock names (a quota file, the orphan
     // file): its blocks are walked whatever its link count, so a cleared
     // one must map nothing.
-    if named_in_superblock(fs, ino) {
+    if named_in_superblock(fs, ino.get()) {
         raw[I_BLOCK].fill(0);
     }
     r.fixed.extend(list.iter().copied());
@@ -851,9 +855,10 @@ fn fix_sizes<'a>(
     changed_blocks: &BTreeSet<u32>,
 ) {
     for f in mine {
-        let Some(ino) = f.ino else {
+        let Some(inode) = f.inode() else {
             continue;
         };
+        let ino = inode.get();
         if ino >= stopped_at
             || changed_blocks.contains(&ino)
             || !matches!(f.code, Code::BadIBlocks | Code::BadISize)
@@ -871,7 +876,7 @@ fn fix_sizes<'a>(
         let Some(v) = f.expected() else {
             continue;
         };
-        let Ok(raw) = r.stage.inode(ino) else {
+        let Ok(raw) = r.stage.inode(inode) else {
             continue;
         };
         if f.code == Code::BadIBlocks {

@@ -4,6 +4,7 @@
 //! when it opens a file system it may write to.
 
 use crate::error::Error;
+use ext4_layout::types::Ino;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -79,10 +80,10 @@ fn restore_from_backup(fs: &check_core::fs::Fs, st: &mut Staging<'_>) -> Result<
         return Ok(false);
     };
     let geo = &fs.geo;
-    let ino = fs.sb().s_journal_inum();
-    let Some(group) = ino.checked_sub(1).map(|i| i / geo.inodes_per_group.max(1)) else {
+    let Some(ino) = Ino::new(fs.sb().s_journal_inum()) else {
         return Ok(false);
     };
+    let group = ino.index() / geo.inodes_per_group.max(1);
     let table = fs.gd(group).inode_table();
     let end = table.saturating_add(u64::from(geo.inode_blocks_per_group).saturating_sub(1));
     if table == 0 || table < geo.first_data_block || end >= geo.blocks_count {
@@ -186,8 +187,8 @@ impl JournalStep<'_, '_> {
         // A journal found through the superblock's copy of its block map
         // gets its inode back first.
         if let Some((raw, true)) = check_core::journal::journal_inode(&fs, &mut io) {
-            let inum = fs.sb().s_journal_inum();
-            if let Ok(r) = st.inode(inum) {
+            let inum = Ino::new(fs.sb().s_journal_inum());
+            if let Some(Ok(r)) = inum.map(|i| st.inode(i)) {
                 r.fill(0);
                 r[..128].copy_from_slice(&raw[..128]);
                 commit(self.fx, st, pre)?;
@@ -363,10 +364,11 @@ fn move_visible_journal(
     fx: &fixer::Fixer,
     pre: &mut PrePass,
 ) -> Result<(), Error> {
-    const JOURNAL_INO: u32 = 8;
     let fs = open(dev)?;
-    let inum = fs.sb().s_journal_inum();
-    if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == 0 || inum == JOURNAL_INO {
+    let Some(inum) = Ino::new(fs.sb().s_journal_inum()) else {
+        return Ok(());
+    };
+    if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == Ino::JOURNAL {
         return Ok(());
     }
     let maps = check_core::ctx::Maps::new(&fs);
@@ -390,7 +392,7 @@ fn move_visible_journal(
         b".journal.dat",
         b"journal.dat",
     ] {
-        if let Ok(Some(i)) = super::connect::lookup(&mut st, 2, name) {
+        if let Ok(Some(i)) = super::connect::lookup(&mut st, Ino::ROOT, name) {
             if i == inum {
                 found = Some(name);
                 break;
@@ -400,9 +402,9 @@ fn move_visible_journal(
     let Some(name) = found else {
         return Ok(());
     };
-    super::connect::remove_entry(&mut st, 2, name)?;
+    super::connect::remove_entry(&mut st, Ino::ROOT, name)?;
     {
-        let r = st.inode(JOURNAL_INO)?;
+        let r = st.inode(Ino::JOURNAL)?;
         r.copy_from_slice(&raw);
     }
     {
@@ -410,13 +412,13 @@ fn move_visible_journal(
         field::i_links_count.set(r, 0);
         field::i_dtime.set(r, now());
     }
-    sbl::field::s_journal_inum.set(st.sb_mut(), JOURNAL_INO);
-    account(&fs, &mut st, &[], &[], Some((inum, false, true)));
+    sbl::field::s_journal_inum.set(st.sb_mut(), Ino::JOURNAL.get());
+    account(&fs, &mut st, &[], &[], Some((inum.get(), false, true)));
     pre.notes.push(format!(
         "The journal moved from /{} to the hidden journal inode.",
         String::from_utf8_lossy(name)
     ));
-    let mut f = Finding::new(Code::JournalMovedToHidden).ino(inum);
+    let mut f = Finding::new(Code::JournalMovedToHidden).ino(inum.get());
     f.fixed = true;
     pre.fixed.push(f);
     commit(fx, st, pre)
@@ -431,8 +433,10 @@ pub fn backup_journal_map(
     pre: &mut PrePass,
 ) -> Result<(), Error> {
     let fs = open(dev)?;
-    let inum = fs.sb().s_journal_inum();
-    if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) || inum == 0 {
+    let Some(inum) = Ino::new(fs.sb().s_journal_inum()) else {
+        return Ok(());
+    };
+    if !fs.geo.compat.contains(CompatFeatures::HAS_JOURNAL) {
         return Ok(());
     }
     let maps = check_core::ctx::Maps::new(&fs);

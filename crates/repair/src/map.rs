@@ -2,6 +2,7 @@
 //! and adding blocks to it, reading every mapping block through the
 //! overlay.
 
+use ext4_layout::types::Ino;
 use std::io;
 
 use ext4_layout::blockmap;
@@ -191,7 +192,7 @@ pub fn extents_of<'f>(stage: &mut Staging<'f>, raw: &[u8]) -> io::Result<Vec<Lea
 
 /// Every mapped (logical, physical) data block of an inode, in logical
 /// order.
-pub fn blocks_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<(u64, u64)>> {
+pub fn blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<(u64, u64)>> {
     Ok(mapping_of(stage, ino)?.0)
 }
 
@@ -202,7 +203,7 @@ type Mapping = (Vec<(u64, u64)>, Vec<u64>);
 
 /// The extents of inode `ino` as this round leaves it (none unless it is
 /// extent-mapped).
-pub fn extents_of_inode<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<LeafExtent>> {
+pub fn extents_of_inode<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<LeafExtent>> {
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if !inode.has_flag(flags::EXTENTS) || inode.has_flag(flags::INLINE_DATA) {
@@ -213,7 +214,7 @@ pub fn extents_of_inode<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec
 
 /// Every block an inode's mapping holds: data blocks and the extent tree
 /// nodes or indirect blocks that map them.
-pub fn all_blocks_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<u64>> {
+pub fn all_blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<u64>> {
     let (data, mut tree) = mapping_of(stage, ino)?;
     tree.extend(data.into_iter().map(|(_, p)| p));
     Ok(tree)
@@ -221,12 +222,12 @@ pub fn all_blocks_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<u6
 
 /// The blocks that hold an inode's mapping: extent tree nodes or
 /// indirect blocks.
-pub fn tree_blocks_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Vec<u64>> {
+pub fn tree_blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<u64>> {
     Ok(mapping_of(stage, ino)?.1)
 }
 
 /// The [`Mapping`] of an inode as this round leaves it.
-fn mapping_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Mapping> {
+fn mapping_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Mapping> {
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if inode.has_flag(flags::INLINE_DATA) {
@@ -253,7 +254,7 @@ fn mapping_of<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<Mapping> {
 /// Unmaps every block of `ino` from logical block `keep` on, with the
 /// mapping blocks that then map nothing; returns the blocks no longer
 /// held (data and mapping blocks), for the caller to free.
-pub fn truncate_map<'f>(stage: &mut Staging<'f>, ino: u32, keep: u64) -> io::Result<Vec<u64>> {
+pub fn truncate_map<'f>(stage: &mut Staging<'f>, ino: Ino, keep: u64) -> io::Result<Vec<u64>> {
     let before = all_blocks_of(stage, ino)?;
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
@@ -284,7 +285,7 @@ pub fn truncate_map<'f>(stage: &mut Staging<'f>, ino: u32, keep: u64) -> io::Res
 /// Sets an inode's `i_blocks` to what its staged mapping and extended
 /// attribute block hold: every block (one count per cluster with
 /// bigalloc), in 512-byte units or, for a huge file, in blocks.
-pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<()> {
+pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<()> {
     let (data, tree) = mapping_of(stage, ino)?;
     let fs = stage.fs();
     let bits = fs.geo.cluster_bits;
@@ -322,7 +323,7 @@ pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, ino: u32) -> io::Result<()>
 
 /// Maps logical block `lblk` of inode `ino` to `blk`, allocating mapping
 /// blocks as needed.
-pub fn map_block<'f>(stage: &mut Staging<'f>, ino: u32, lblk: u64, blk: u64) -> io::Result<()> {
+pub fn map_block<'f>(stage: &mut Staging<'f>, ino: Ino, lblk: u64, blk: u64) -> io::Result<()> {
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if inode.has_flag(flags::EXTENTS) {

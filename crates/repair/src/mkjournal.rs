@@ -10,13 +10,11 @@ use ext4_layout::inode::{field, I_BLOCK};
 use ext4_layout::journal::superblock as jsbl;
 use ext4_layout::journal::{blocktype, JBD2_MAGIC};
 use ext4_layout::superblock as sbl;
+use ext4_layout::types::Ino;
 
 use super::raw::{now, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
 use check_core::engine::CheckState;
-
-/// The journal inode.
-const JOURNAL_INO: u32 = 8;
 
 /// The largest journal whose blocks are zeroed (128 MiB of 4 KiB blocks).
 const ZERO_MAX: u64 = 32768;
@@ -59,7 +57,7 @@ pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Er
     let isz = geo.inode_size as usize;
     let size = n * bs as u64;
     {
-        let r = stage.inode(JOURNAL_INO).map_err(Error::JournalInode)?;
+        let r = stage.inode(Ino::JOURNAL).map_err(Error::JournalInode)?;
         r.fill(0);
         field::i_mode.set(r, 0o100_600);
         field::i_links_count.set(r, 1);
@@ -76,15 +74,16 @@ pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Er
         }
     }
     let mapped = if extents {
-        super::tree::write_extent_tree(stage, JOURNAL_INO, &runs)
+        super::tree::write_extent_tree(stage, Ino::JOURNAL, &runs)
     } else {
         runs.iter().try_for_each(|r| {
-            (0..r.len)
-                .try_for_each(|k| super::map::map_block(stage, JOURNAL_INO, r.lblk + k, r.pblk + k))
+            (0..r.len).try_for_each(|k| {
+                super::map::map_block(stage, Ino::JOURNAL, r.lblk + k, r.pblk + k)
+            })
         })
     };
     mapped.map_err(Error::JournalMap)?;
-    super::map::recount_i_blocks(stage, JOURNAL_INO)?;
+    super::map::recount_i_blocks(stage, Ino::JOURNAL)?;
     // Its blocks: zeroed, so that nothing left in them can pass for a
     // transaction, the first a journal superblock. A journal larger than
     // ZERO_MAX blocks is not zeroed (a repair holds its writes in memory);
@@ -111,11 +110,11 @@ pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Er
         }
     }
     // The superblock: the feature, the inode, a backup of its map.
-    let iblock = stage.inode_copy(JOURNAL_INO)?[I_BLOCK].to_vec();
+    let iblock = stage.inode_copy(Ino::JOURNAL)?[I_BLOCK].to_vec();
     {
         set_feature(stage, sbf::COMPAT, CompatFeatures::HAS_JOURNAL.0);
         let sb = stage.sb_mut();
-        sbl::field::s_journal_inum.set(sb, JOURNAL_INO);
+        sbl::field::s_journal_inum.set(sb, Ino::JOURNAL.get());
         sb[sbl::S_JNL_IBLOCK].copy_from_slice(&iblock);
         sbl::S_JNL_SIZE_HIGH.set(sb, (size >> 32) as u32);
         sbl::S_JNL_SIZE.set(sb, size as u32);
@@ -123,7 +122,7 @@ pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Er
     }
     // The journal inode is in use from now on (its blocks come from the
     // allocator, which the rebuild of the group summaries counts).
-    stage.mark_inode(JOURNAL_INO, true, false);
+    stage.mark_inode(Ino::JOURNAL, true, false);
     Ok(n)
 }
 

@@ -8,6 +8,7 @@ use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
 use ext4_layout::orphan::{self, CsumKey};
+use ext4_layout::types::Ino;
 
 use super::raw::{clear_feature, now, sbf, set_size};
 use super::stage::{Kind, Round, Staging};
@@ -19,11 +20,8 @@ use check_core::problem::{Code, Finding};
 /// it is usable: a size that is a number of blocks and, when block-mapped,
 /// no holes before its end (in an extent-mapped file, e2fsck takes every
 /// mapped block as it is).
-fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(u32, u32, Vec<u64>)> {
-    let ino = fs.sb().s_orphan_file_inum();
-    if ino == 0 || ino > fs.geo.inodes_count {
-        return None;
-    }
+fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(Ino, u32, Vec<u64>)> {
+    let ino = Ino::new(fs.sb().s_orphan_file_inum()).filter(|i| i.get() <= fs.geo.inodes_count)?;
     let raw = stage.inode_copy(ino).ok()?;
     let inode = Inode::new(&raw)?;
     let bs = fs.block_size() as u64;
@@ -50,11 +48,11 @@ fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(u32, u32, Vec<u64>)> 
 }
 
 /// Writes block `blk` as an empty orphan block of inode `ino`.
-fn write_clean(stage: &mut Staging<'_>, csum: Option<u32>, ino: u32, gen: u32, blk: u64) {
+fn write_clean(stage: &mut Staging<'_>, csum: Option<u32>, ino: Ino, gen: u32, blk: u64) {
     let b = stage.fresh_block(blk, Kind::Plain);
     let key = csum.map(|seed| CsumKey {
         seed,
-        ino,
+        ino: ino.get(),
         generation: gen,
         block: blk,
     });
@@ -78,7 +76,7 @@ fn default_blocks(fs: &Fs) -> u64 {
 
 /// Frees every block of inode `ino` (data and mapping) in the check's
 /// maps, so that the rebuild of the group summaries counts them free.
-fn forget_blocks<'f>(stage: &mut Staging<'f>, ino: u32) {
+fn forget_blocks<'f>(stage: &mut Staging<'f>, ino: Ino) {
     if let Ok(all) = super::map::all_blocks_of(stage, ino) {
         for b in all {
             stage.mark_block(b, false);
@@ -88,7 +86,7 @@ fn forget_blocks<'f>(stage: &mut Staging<'f>, ino: u32) {
 
 /// A new, empty orphan file in inode `ino` (extent-mapped; `None` when
 /// the file system has no extents or no room).
-fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) -> Option<()> {
+fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: Ino) -> Option<()> {
     let fs = &st.fs;
     if !fs.geo.incompat.contains(IncompatFeatures::EXTENTS) {
         return None;
@@ -121,7 +119,7 @@ fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: u32) -> Option
             write_clean(stage, csum, ino, 0, l.pblk + k);
         }
     }
-    ext4_layout::superblock::field::s_orphan_file_inum.set(stage.sb_mut(), ino);
+    ext4_layout::superblock::field::s_orphan_file_inum.set(stage.sb_mut(), ino.get());
     stage.mark_inode(ino, true, false);
     Some(())
 }
@@ -148,10 +146,10 @@ pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     }
     let has = |c: Code| ours.iter().any(|f| f.code == c);
     let present = RoCompatFeatures::ORPHAN_PRESENT.0;
-    let ino = fs.sb().s_orphan_file_inum();
+    let ino = Ino::new(fs.sb().s_orphan_file_inum()).filter(|i| i.get() <= fs.geo.inodes_count);
     let done = if has(Code::OrphanFileWithoutJournal) {
         // No journal, no use for the file: it goes, with the features.
-        if ino != 0 && ino <= fs.geo.inodes_count {
+        if let Some(ino) = ino {
             forget_blocks(stage, ino);
             if let Ok(r) = stage.inode(ino) {
                 r.fill(0);
@@ -174,8 +172,7 @@ pub fn fix<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             }
             // Holes or a wrong size: a new file.
             None => {
-                let ok =
-                    ino != 0 && ino <= fs.geo.inodes_count && recreate(st, stage, ino).is_some();
+                let ok = ino.is_some_and(|ino| recreate(st, stage, ino).is_some());
                 if ok {
                     clear_feature(stage, sbf::RO_COMPAT, present);
                 }

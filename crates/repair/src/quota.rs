@@ -4,6 +4,7 @@
 //! times and flags of the old file kept where it can still be read. The
 //! format is ext4-layout's [`ext4_layout::quota`].
 
+use ext4_layout::types::Ino;
 use std::collections::BTreeMap;
 use std::io;
 
@@ -25,7 +26,7 @@ const MAX_OLD: u64 = 64 << 20;
 type OldFile = (Vec<(u64, u64)>, u64, Option<QuotaTree>);
 
 /// Reads quota file `ino`.
-fn read_old<'f>(stage: &mut Staging<'f>, qtype: usize, ino: u32) -> io::Result<OldFile> {
+fn read_old<'f>(stage: &mut Staging<'f>, qtype: usize, ino: Ino) -> io::Result<OldFile> {
     let bs = stage.fs().block_size();
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad quota inode"))?;
@@ -55,7 +56,7 @@ fn read_old<'f>(stage: &mut Staging<'f>, qtype: usize, ino: u32) -> io::Result<O
 /// zeroed and stay in the file.
 fn write_content<'f>(
     stage: &mut Staging<'f>,
-    ino: u32,
+    ino: Ino,
     mapped: &[(u64, u64)],
     old_size: u64,
     content: &[u8],
@@ -98,7 +99,7 @@ pub fn rewrite<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     qtype: usize,
-    ino: u32,
+    ino: Ino,
 ) -> io::Result<()> {
     let (mapped, old_size, old) = read_old(stage, qtype, ino)?;
     let usage: BTreeMap<u32, QuotaUse> = st
@@ -118,7 +119,7 @@ pub fn rewrite<'f>(
 pub fn release_usage<'f>(
     stage: &mut Staging<'f>,
     qtype: usize,
-    ino: u32,
+    ino: Ino,
     released: &BTreeMap<u32, (u64, u64)>,
 ) -> io::Result<()> {
     let (mapped, old_size, old) = read_old(stage, qtype, ino)?;
@@ -145,6 +146,6 @@ pub fn fix<'f>(st: &'f CheckState, stage: &mut Staging<'f>, f: &Finding) -> bool
         Some("project") => 2,
         _ => return false,
     };
-    f.ino
+    f.inode()
         .is_some_and(|ino| rewrite(st, stage, qtype, ino).is_ok())
 }

@@ -6,6 +6,7 @@
 //! indexed with leaves filled to 80%, and the blocks no longer needed
 //! freed).
 
+use ext4_layout::types::Ino;
 use std::collections::BTreeSet;
 
 use ext4_layout::dirent::{self, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
@@ -79,7 +80,7 @@ impl Geo {
 fn collect<'f>(
     fs: &'f Fs,
     stage: &mut Staging<'f>,
-    dir: u32,
+    dir: Ino,
     raw: &[u8],
 ) -> Result<Collected, Skip> {
     let inode = Inode::new(raw).ok_or("bad inode")?;
@@ -147,7 +148,7 @@ fn collect<'f>(
 }
 
 /// The inode of a directory that can be rewritten, or why not.
-fn rewritable<'f>(stage: &mut Staging<'f>, dir: u32) -> Result<Vec<u8>, Skip> {
+fn rewritable<'f>(stage: &mut Staging<'f>, dir: Ino) -> Result<Vec<u8>, Skip> {
     let raw = stage.inode_copy(dir).map_err(|_| "unreadable inode")?;
     let inode = Inode::new(&raw).ok_or("bad inode")?;
     if inode.has_flag(flags::INLINE_DATA) {
@@ -161,7 +162,7 @@ fn rewritable<'f>(stage: &mut Staging<'f>, dir: u32) -> Result<Vec<u8>, Skip> {
 /// inline ones, ones with fewer entries than blocks to spread them over,
 /// and ones that would need more than two index levels stay linear
 /// (`Err` says why); nothing is changed then.
-pub fn rebuild<'f>(fs: &'f Fs, stage: &mut Staging<'f>, dir: u32) -> Result<(), Skip> {
+pub fn rebuild<'f>(fs: &'f Fs, stage: &mut Staging<'f>, dir: Ino) -> Result<(), Skip> {
     if !fs.geo.compat.contains(CompatFeatures::DIR_INDEX) {
         return Err("no dir_index feature");
     }
@@ -232,7 +233,7 @@ const SLACK_PERCENT: usize = 20;
 pub fn optimize<'f>(
     fs: &'f Fs,
     stage: &mut Staging<'f>,
-    dir: u32,
+    dir: Ino,
     keep_size: bool,
 ) -> Result<Vec<u64>, Skip> {
     let raw = rewritable(stage, dir)?;
@@ -334,7 +335,7 @@ fn htree_blocks(g: &Geo, leaves: usize) -> Result<usize, Skip> {
 /// [`map_extents`] afterwards, so that no tree is written twice.
 fn blocks_for<'f>(
     stage: &mut Staging<'f>,
-    dir: u32,
+    dir: Ino,
     blocks: &[(u64, u64)],
     needed: usize,
     extents: bool,
@@ -358,7 +359,7 @@ fn blocks_for<'f>(
 
 /// Maps `phys` as the logical blocks 0.. of an extent-mapped directory,
 /// in one new tree.
-fn map_extents<'f>(stage: &mut Staging<'f>, dir: u32, phys: &[u64]) -> Result<(), Skip> {
+fn map_extents<'f>(stage: &mut Staging<'f>, dir: Ino, phys: &[u64]) -> Result<(), Skip> {
     let mut runs: Vec<check_core::walk::LeafExtent> = Vec::new();
     for (l, &p) in phys.iter().enumerate() {
         match runs.last_mut() {
@@ -447,7 +448,7 @@ fn write_leaf(b: &mut [u8], start: usize, g: &Geo, entries: &[Entry], leaf: &[us
 /// The linear layout: '.' and '..' open the first block.
 fn write_linear(
     stage: &mut Staging<'_>,
-    dir: u32,
+    dir: Ino,
     g: &Geo,
     c: &Collected,
     leaves: &[Vec<usize>],
@@ -458,7 +459,7 @@ fn write_linear(
         let b = stage.fresh_block(phys[i], Kind::DirLeaf(dir));
         let mut start = 0;
         if i == 0 {
-            start = put_entry(b, 0, g, dir, 12, b".", ft_dir);
+            start = put_entry(b, 0, g, dir.get(), 12, b".", ft_dir);
             let rl = if leaf.is_empty() { g.room() - 12 } else { 12 };
             start = put_entry(b, start, g, c.parent, rl, b"..", ft_dir);
             if leaf.is_empty() {
@@ -476,7 +477,7 @@ fn write_linear(
 /// the index nodes.
 fn write_htree(
     stage: &mut Staging<'_>,
-    dir: u32,
+    dir: Ino,
     g: &Geo,
     c: &Collected,
     leaves: &[Vec<usize>],
@@ -522,7 +523,7 @@ fn write_htree(
     let ft_dir = if g.filetype { 2 } else { 0 };
     let b = stage.fresh_block(phys[0], Kind::DxRoot(dir));
     // '..' spans the block; the index info and entries sit inside it.
-    dirent::put_dots(b, g.bs, dir, c.parent, g.bs, ft_dir);
+    dirent::put_dots(b, g.bs, dir.get(), c.parent, g.bs, ft_dir);
     let mut root = DxRootMut::new(b);
     root.set(dxf::hash_version, c.base_version);
     root.set(dxf::info_length, 8);

@@ -12,6 +12,7 @@
 //! read, a broken orphan file) the release stops there and the file
 //! system is marked not clean, so that the full check runs.
 
+use ext4_layout::types::Ino;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -92,12 +93,12 @@ impl<'f> Release<'f> {
             ));
         }
         let mut seen = BTreeSet::new();
-        let mut ino = head;
-        while ino != 0 {
+        let mut next = Ino::new(head);
+        while let Some(ino) = next {
             if !seen.insert(ino) {
                 return Err(format!("the orphan list comes back to inode {ino}"));
             }
-            ino = self.release(ino)?;
+            next = Ino::new(self.release(ino)?);
         }
         let present = self
             .fs
@@ -124,10 +125,10 @@ impl<'f> Release<'f> {
     /// rewritten empty once its inodes are released.
     fn release_orphan_file(&mut self) -> Result<(), Stop> {
         let fs = self.fs;
-        let ino = fs.sb().s_orphan_file_inum();
-        if ino == 0 || ino > fs.geo.inodes_count {
-            return Err(format!("the orphan file's inode {ino} is out of range"));
-        }
+        let raw_ino = fs.sb().s_orphan_file_inum();
+        let Some(ino) = Ino::new(raw_ino).filter(|i| i.get() <= fs.geo.inodes_count) else {
+            return Err(format!("the orphan file's inode {raw_ino} is out of range"));
+        };
         let raw = self.st.inode_copy(ino).map_err(|e| e.to_string())?;
         let inode = Inode::new(&raw).ok_or("the orphan file's inode cannot be read")?;
         let bs = fs.block_size() as u64;
@@ -143,7 +144,7 @@ impl<'f> Release<'f> {
             };
             let key = fs.metadata_csum().then_some(CsumKey {
                 seed: fs.geo.csum_seed,
-                ino,
+                ino: ino.get(),
                 generation,
                 block: blk,
             });
@@ -158,7 +159,10 @@ impl<'f> Release<'f> {
             if !ob.is_valid(key) {
                 return Err(format!("orphan file block {l} has a bad checksum"));
             }
-            let listed: Vec<(usize, u32)> = ob.slots().filter(|&(_, i)| i != 0).collect();
+            let listed: Vec<(usize, Ino)> = ob
+                .slots()
+                .filter_map(|(slot, i)| Some((slot, Ino::new(i)?)))
+                .collect();
             if listed.is_empty() {
                 continue;
             }
@@ -175,7 +179,7 @@ impl<'f> Release<'f> {
 
     /// Releases one orphan. Returns the next inode on the orphan list (0
     /// at its end).
-    fn release(&mut self, ino: u32) -> Result<u32, Stop> {
+    fn release(&mut self, ino: Ino) -> Result<u32, Stop> {
         let fs = self.fs;
         let raw = self
             .st
@@ -209,7 +213,7 @@ impl<'f> Release<'f> {
             self.drop_xattr_block(ino, &inode)?;
             self.charge(&inode, 0, 1);
             let dir = inode.file_type() == Some(FileType::Directory);
-            account(fs, &mut self.st, &[], &[], Some((ino, dir, true)));
+            account(fs, &mut self.st, &[], &[], Some((ino.get(), dir, true)));
             let r = self.st.inode(ino).map_err(|e| e.to_string())?;
             field::i_dtime.set(r, now());
         } else {
@@ -232,7 +236,7 @@ impl<'f> Release<'f> {
     /// The clusters of `blocks`, each once, after checking that each is
     /// inside the file system and marked in use, as e2fsck does before it
     /// frees an orphan's block.
-    fn check_freeable(&mut self, ino: u32, blocks: &[u64]) -> Result<Vec<u64>, Stop> {
+    fn check_freeable(&mut self, ino: Ino, blocks: &[u64]) -> Result<Vec<u64>, Stop> {
         let geo = &self.fs.geo;
         let mut clusters = Vec::with_capacity(blocks.len());
         let mut seen = BTreeSet::new();
@@ -258,7 +262,7 @@ impl<'f> Release<'f> {
 
     /// Drops a deleted orphan's reference to its extended-attribute
     /// block, freeing the block with its last reference.
-    fn drop_xattr_block(&mut self, ino: u32, inode: &Inode<'_>) -> Result<(), Stop> {
+    fn drop_xattr_block(&mut self, ino: Ino, inode: &Inode<'_>) -> Result<(), Stop> {
         let fs = self.fs;
         let is64 = fs.geo.incompat.contains(IncompatFeatures::BIT64);
         let blk = inode.file_acl(is64);
@@ -332,9 +336,9 @@ impl<'f> Release<'f> {
             (1, sb.s_grp_quota_inum()),
             (2, sb.s_prj_quota_inum()),
         ] {
-            if qino == 0 {
+            let Some(qino) = Ino::new(qino) else {
                 continue;
-            }
+            };
             let released: BTreeMap<u32, (u64, u64)> = self
                 .quota
                 .iter()

@@ -8,6 +8,7 @@
 //! The file's size is what a double indirect map can address, so that the
 //! kernel's online resize finds every reserved block where it expects it.
 
+use ext4_layout::types::Ino;
 use std::io;
 
 use ext4_layout::blockmap::put_pointer;
@@ -20,7 +21,6 @@ use crate::raw::{now, set_i_blocks, set_size};
 use crate::stage::{Kind, Staging};
 
 /// The resize inode's number.
-const RESIZE_INO: u32 = 7;
 /// `i_block` slot of the double indirect block.
 const DIND_SLOT: usize = 13;
 
@@ -51,7 +51,7 @@ pub(crate) fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::R
     if reserved > 0 && !geo.block_in_range(first_reserved + reserved - 1) {
         return Err(io::Error::other("no reserved descriptor blocks"));
     }
-    let old = stage.inode_copy(RESIZE_INO)?;
+    let old = stage.inode_copy(Ino::RESIZE)?;
     let old_dind =
         u64::from(ext4_layout::inode::Inode::new(&old).map_or(0, |i| i.i_block_word(DIND_SLOT)));
     // The old double indirect block, when nothing claims it (the check
@@ -92,7 +92,7 @@ pub(crate) fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::R
     stage.fresh_block(dind, Kind::Plain).copy_from_slice(&slots);
     let isz = geo.inode_size as usize;
     let t = now();
-    let r = stage.inode(RESIZE_INO)?;
+    let r = stage.inode(Ino::RESIZE)?;
     r.fill(0);
     field::i_mode.set(r, 0o100_600);
     field::i_links_count.set(r, 1);

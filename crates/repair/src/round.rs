@@ -2,6 +2,7 @@
 //! order, and what a repair may fix at all (the problem table's policy).
 
 use ext4_layout::inode::field;
+use ext4_layout::types::Ino;
 
 use check_core::engine::CheckState;
 use check_core::problem::{Code, Finding, Pass, Severity};
@@ -212,10 +213,10 @@ fn p4_settled_for_p5<'f>(mine: &[&Finding], all: &[Finding], stage: &mut Staging
     }
     let mut freed = Vec::new();
     for f in mine.iter().filter(|f| f.code == Code::UnattachedInode) {
-        let Some(ino) = f.ino else { continue };
+        let Some(ino) = f.inode() else { continue };
         if !all
             .iter()
-            .any(|z| z.code == Code::ZeroLenInode && z.ino == Some(ino))
+            .any(|z| z.code == Code::ZeroLenInode && z.inode() == Some(ino))
         {
             continue;
         }
@@ -239,10 +240,10 @@ fn p4_settled_for_p5<'f>(mine: &[&Finding], all: &[Finding], stage: &mut Staging
 /// the repair clears that the check already took for unused.
 fn leaves_check_valid(st: &CheckState, stage: &Staging<'_>, f: &Finding) -> bool {
     let policy = f.code.policy();
-    policy.keeps_check(f.ino.map(|i| stage.is_dir(i)))
+    policy.keeps_check(f.inode().map(|i| stage.is_dir(i)))
         || (st.answered_yes
             && (policy.answered
-                || (f.code.clears_inode() && f.ino.is_some_and(|i| !stage.inode_used(i)))))
+                || (f.code.clears_inode() && f.inode().is_some_and(|i| !stage.inode_used(i)))))
 }
 
 /// Pass 3A for the directories whose index this round drops: once every
@@ -255,7 +256,9 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
     if r.rehash.is_empty() && r.st.dx_dropped.is_empty() {
         return;
     }
-    let lost_found = connect::lookup(r.stage, 2, b"lost+found").ok().flatten();
+    let lost_found = connect::lookup(r.stage, Ino::ROOT, b"lost+found")
+        .ok()
+        .flatten();
     // Directories with a leaf too full for its checksum tail: rewritten
     // whole, as e2fsck's pass 3A rehashes them.
     for (dir, waiting) in std::mem::take(&mut r.rehash) {
@@ -266,12 +269,12 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
             r.fixed.extend(waiting);
         }
     }
-    for &dir in &r.st.dx_dropped {
+    for dir in r.st.dx_dropped.iter().copied().filter_map(Ino::new) {
         if !r.stage.is_dir(dir) || !crate::steps::linear_to_index(fs, r.stage, dir, lost_found) {
             continue;
         }
         if rewrite(r.stage, dir, false) {
-            let mut f = Finding::new(Code::RehashDir).ino(dir);
+            let mut f = Finding::new(Code::RehashDir).ino(dir.get());
             f.fixed = true;
             made.push(f);
         }
@@ -280,7 +283,7 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
 
 /// Pass 3A's rewrite of directory `dir`, the blocks it no longer needs
 /// freed; false if it could not be rewritten.
-fn rewrite(stage: &mut Staging<'_>, dir: u32, keep_size: bool) -> bool {
+fn rewrite(stage: &mut Staging<'_>, dir: Ino, keep_size: bool) -> bool {
     let fs = stage.fs();
     match rehash::optimize(fs, stage, dir, keep_size) {
         Ok(freed) => {

@@ -11,6 +11,7 @@ use std::io;
 use ext4_layout::edit;
 use ext4_layout::group_desc as gd;
 use ext4_layout::inode::{inode_csum_seed, Inode};
+use ext4_layout::types::Ino;
 
 use check_core::fs::Fs;
 use check_core::io::Io;
@@ -21,13 +22,13 @@ pub enum Kind {
     /// Data, bitmaps, anything without a checksum of its own.
     Plain,
     /// A directory leaf block of directory `ino`.
-    DirLeaf(u32),
+    DirLeaf(Ino),
     /// An htree root of directory `ino`.
-    DxRoot(u32),
+    DxRoot(Ino),
     /// An htree interior node of directory `ino`.
-    DxNode(u32),
+    DxNode(Ino),
     /// An extent tree block of inode `ino`.
-    Extent(u32),
+    Extent(Ino),
     /// An extended attribute block.
     Xattr,
     /// An inode table block (inodes get their checksums one by one).
@@ -45,7 +46,7 @@ pub struct Staging<'f> {
     pub(crate) io: Io<'f>,
     alloc: super::alloc::Allocator<'f>,
     blocks: BTreeMap<u64, (Vec<u8>, Kind)>,
-    inodes: BTreeSet<u32>,
+    inodes: BTreeSet<Ino>,
     /// The superblock in use, as it will be written.
     pub sb: Vec<u8>,
     /// The group descriptor table, as it will be written.
@@ -117,18 +118,18 @@ impl<'f> Staging<'f> {
     }
 
     /// Whether inode `ino` is in use, as the round leaves it.
-    pub fn inode_used(&self, ino: u32) -> bool {
-        self.alloc.inode_used(ino)
+    pub fn inode_used(&self, ino: Ino) -> bool {
+        self.alloc.inode_used(ino.get())
     }
 
     /// Whether inode `ino` is a directory, as the round leaves it.
-    pub fn is_dir(&self, ino: u32) -> bool {
-        self.alloc.is_dir(ino)
+    pub fn is_dir(&self, ino: Ino) -> bool {
+        self.alloc.is_dir(ino.get())
     }
 
     /// Records that inode `ino` is in use (a directory or not), or free.
-    pub fn mark_inode(&mut self, ino: u32, used: bool, dir: bool) {
-        self.alloc.mark_inode(ino, used, dir);
+    pub fn mark_inode(&mut self, ino: Ino, used: bool, dir: bool) {
+        self.alloc.mark_inode(ino.get(), used, dir);
     }
 
     /// The round's changes to clusters `range` (see [`Staging::mark_block`]).
@@ -193,20 +194,20 @@ impl<'f> Staging<'f> {
     /// A free inode near `near`. If its group's descriptor marks it
     /// unused (uninitialised group, or the unused tail of the table), the
     /// mark is moved past it, as the library does when it allocates.
-    pub fn alloc_inode(&mut self, near: u32) -> Option<u32> {
-        let ino = self.alloc.inode(near)?;
+    pub fn alloc_inode(&mut self, near: Ino) -> Option<Ino> {
+        let ino = Ino::new(self.alloc.inode(near.get())?)?;
         self.note_inode_used(ino);
         Some(ino)
     }
 
     /// Makes sure inode `ino`'s group does not mark it unused (an
     /// uninitialised group, or the unused tail of the inode table).
-    pub fn note_inode_used(&mut self, ino: u32) {
+    pub fn note_inode_used(&mut self, ino: Ino) {
         let fs = self.fs;
         if fs.has_gdt_csum() {
             let ipg = fs.geo.inodes_per_group;
-            let g = (ino - 1) / ipg;
-            let idx = (ino - 1) % ipg;
+            let g = ino.index() / ipg;
+            let idx = ino.index() % ipg;
             if idx >= fs.inodes_to_scan(g) {
                 let d = self.gd_mut(g);
                 let fl = gd::field::bg_flags.get(d) & !gd::BG_INODE_UNINIT;
@@ -223,8 +224,9 @@ impl<'f> Staging<'f> {
     }
 
     /// The blocks and inodes allocated in this round.
-    pub fn allocated(&self) -> (Vec<u64>, Vec<u32>) {
-        self.alloc.taken()
+    pub fn allocated(&self) -> (Vec<u64>, Vec<Ino>) {
+        let (blocks, inodes) = self.alloc.taken();
+        (blocks, inodes.into_iter().filter_map(Ino::new).collect())
     }
 
     /// Whether nothing has been changed.
@@ -289,15 +291,15 @@ impl<'f> Staging<'f> {
     }
 
     /// Where inode `ino` lives: (block, byte offset in it).
-    pub fn inode_location(&self, ino: u32) -> Option<(u64, usize)> {
-        let off = Io::inode_offset(self.fs, ino)?;
+    pub fn inode_location(&self, ino: Ino) -> Option<(u64, usize)> {
+        let off = Io::inode_offset(self.fs, ino.get())?;
         let bs = self.fs.block_size() as u64;
         Some((off / bs, (off % bs) as usize))
     }
 
     /// Inode `ino`'s block, its offset there, and the inode size; an
     /// inode number outside the file system is an error.
-    fn inode_place(&self, ino: u32) -> io::Result<(u64, usize, usize)> {
+    fn inode_place(&self, ino: Ino) -> io::Result<(u64, usize, usize)> {
         let (blk, off) = self.inode_location(ino).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -308,7 +310,7 @@ impl<'f> Staging<'f> {
     }
 
     /// Inode `ino`'s bytes for editing; its checksum is redone at commit.
-    pub fn inode(&mut self, ino: u32) -> io::Result<&mut [u8]> {
+    pub fn inode(&mut self, ino: Ino) -> io::Result<&mut [u8]> {
         let (blk, off, isz) = self.inode_place(ino)?;
         self.inodes.insert(ino);
         let b = self.block(blk, Kind::InodeTable)?;
@@ -317,7 +319,7 @@ impl<'f> Staging<'f> {
     }
 
     /// A copy of inode `ino` as it is now (through the overlay).
-    pub fn inode_copy(&mut self, ino: u32) -> io::Result<Vec<u8>> {
+    pub fn inode_copy(&mut self, ino: Ino) -> io::Result<Vec<u8>> {
         let (blk, off, isz) = self.inode_place(ino)?;
         let mut b = vec![0u8; self.fs.block_size()];
         self.read(blk, &mut b)?;
@@ -347,7 +349,7 @@ impl<'f> Staging<'f> {
 
     /// The generation of inode `ino` (through the overlay), for the
     /// checksums of the blocks it owns.
-    fn generation(&mut self, ino: u32) -> u32 {
+    fn generation(&mut self, ino: Ino) -> u32 {
         self.inode_copy(ino)
             .ok()
             .and_then(|raw| Inode::new(&raw).map(|i| i.i_generation()))
@@ -369,7 +371,9 @@ impl<'f> Staging<'f> {
                     Kind::DirLeaf(ino)
                     | Kind::DxRoot(ino)
                     | Kind::DxNode(ino)
-                    | Kind::Extent(ino) => Some(inode_csum_seed(seed, ino, self.generation(ino))),
+                    | Kind::Extent(ino) => {
+                        Some(inode_csum_seed(seed, ino.get(), self.generation(ino)))
+                    }
                     _ => None,
                 };
                 let Some((b, _)) = self.blocks.get_mut(&blk) else {
@@ -388,12 +392,12 @@ impl<'f> Staging<'f> {
                     _ => {}
                 }
             }
-            let inodes: Vec<u32> = self.inodes.iter().copied().collect();
+            let inodes: Vec<Ino> = self.inodes.iter().copied().collect();
             for ino in inodes {
                 if let Some((blk, off)) = self.inode_location(ino) {
                     let isz = geo.inode_size as usize;
                     if let Some((b, _)) = self.blocks.get_mut(&blk) {
-                        edit::set_inode_checksum(&mut b[off..off + isz], seed, ino);
+                        edit::set_inode_checksum(&mut b[off..off + isz], seed, ino.get());
                     }
                 }
             }
@@ -499,7 +503,7 @@ pub struct Round<'r, 'a, 'f> {
     /// Directories pass 2 left for pass 3A to rewrite (a leaf without room
     /// for its checksum tail), with the findings counted fixed only once
     /// the rewrite is staged.
-    pub rehash: Vec<(u32, Vec<&'a check_core::problem::Finding>)>,
+    pub rehash: Vec<(Ino, Vec<&'a check_core::problem::Finding>)>,
 }
 
 impl<'a> Round<'_, 'a, '_> {

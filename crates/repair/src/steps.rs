@@ -2,6 +2,7 @@
 //! backup, the inode count, bad-block list updates, `-E discard`,
 //! `-E bmap2extent` and pass 3A's directory rewrites.
 
+use ext4_layout::types::Ino;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,8 +63,8 @@ pub(crate) enum Rehash {
 pub(crate) fn linear_to_index<'f>(
     fs: &'f check_core::fs::Fs,
     stage: &mut Staging<'f>,
-    dir: u32,
-    lost_found: Option<u32>,
+    dir: Ino,
+    lost_found: Option<Ino>,
 ) -> bool {
     if !fs.geo.compat.contains(CompatFeatures::DIR_INDEX) || Some(dir) == lost_found {
         return false;
@@ -92,20 +93,23 @@ pub(crate) fn optimize_directories(
     };
     let fs = &st.fs;
     let mut stage = Staging::new(fs, &st.maps, true);
-    let lost_found = connect::lookup(&mut stage, 2, b"lost+found").ok().flatten();
+    let lost_found = connect::lookup(&mut stage, Ino::ROOT, b"lost+found")
+        .ok()
+        .flatten();
     let mut n = 0;
     // Linear: the directories the check's pass 1 found linear, three
     // blocks or more, on a file system with dir_index (what
     // `linear_to_index` asks of a directory), lost+found aside; all:
     // every directory.
-    let dirs: Box<dyn Iterator<Item = u32>> = match which {
+    let dirs: Box<dyn Iterator<Item = Ino>> = match which {
         Rehash::Linear => Box::new(
             st.linear_dirs
                 .iter()
                 .copied()
+                .filter_map(Ino::new)
                 .filter(|&d| Some(d) != lost_found),
         ),
-        Rehash::All => Box::new(1..=fs.geo.inodes_count),
+        Rehash::All => Box::new((1..=fs.geo.inodes_count).filter_map(Ino::new)),
     };
     for dir in dirs {
         if !stage.is_dir(dir) {

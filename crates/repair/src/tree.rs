@@ -1,5 +1,6 @@
 //! Writing a file's extent tree anew from its leaf extents.
 
+use ext4_layout::types::Ino;
 use std::io;
 
 use check_core::walk::LeafExtent;
@@ -18,7 +19,7 @@ pub(crate) const MAX_UNINIT_LEN: u64 = EXT_UNINIT_MAX_LEN as u64;
 /// tree blocks are no longer referenced (pass 5 frees them).
 pub fn write_extent_tree(
     stage: &mut Staging<'_>,
-    ino: u32,
+    ino: Ino,
     leaves: &[LeafExtent],
 ) -> io::Result<()> {
     let mut ext: Vec<LeafExtent> = Vec::with_capacity(leaves.len());
