@@ -19,6 +19,7 @@ fn place(f: &Finding) -> Option<String> {
         return Some(p.clone());
     }
     if let (Some(d), Some(name)) = (&f.dir_path, &f.name) {
+        let name = check_core::problem::printable(name);
         return Some(format!("{}/{}", d.trim_end_matches('/'), name));
     }
     if let Some(p) = &f.dir_path {

@@ -1336,3 +1336,48 @@ fn an_extent_block_with_only_a_bad_checksum_is_rewritten_in_place() {
         );
     }
 }
+
+/// A second link to a directory whose name is not UTF-8 (a name is any
+/// bytes but '/' and NUL) is cleared by -y, as e2fsck clears it, and its
+/// message shows the bytes as e2fsck does ('M-^?' for 0xff). The repair
+/// finds the entry by its bytes: a name read as lossy text matched no
+/// entry, so the link stayed while the report said it was cleared. On
+/// file systems with and without checksums, 1 KiB and 4 KiB blocks.
+#[test]
+fn a_directory_link_with_a_name_that_is_not_utf8_is_cleared() {
+    if !have_all(&["debugfs", "e2fsck"]) {
+        return;
+    }
+    let scratch = Scratch::new("non-utf8-link");
+    for bs in ["1024", "4096"] {
+        for (set, features) in CSUM_SETS {
+            let name = format!("{set}-{bs}");
+            let tree = scratch.path(&format!("{name}-tree"));
+            std::fs::create_dir_all(tree.join("d1")).expect("mkdir");
+            std::fs::create_dir_all(tree.join("d2")).expect("mkdir");
+            std::fs::write(tree.join("d1").join("f"), b"kept").expect("write");
+            let img = scratch.path(&format!("{name}.img"));
+            mkfs_from(&tree, &img, bs, features, &[], "8M");
+            // debugfs reads its commands as bytes: the name holds 0xff.
+            let script = scratch.path(&format!("{name}.cmds"));
+            std::fs::write(&script, b"ln d1 d2/x\xffy\nsif d1 links_count 3\n").expect("write");
+            let out = tool(
+                "debugfs",
+                &[
+                    "-w",
+                    "-f",
+                    script.to_str().expect("path"),
+                    img.to_str().expect("path"),
+                ],
+            );
+            assert!(out.status.success(), "{name}: debugfs");
+            let report = run(&["-n", img.to_str().expect("path")]);
+            let text = String::from_utf8_lossy(&report.stdout);
+            assert!(
+                text.contains("entry 'xM-^?y' in directory /d2"),
+                "{name}: the name as e2fsck prints it\n{text}"
+            );
+            compare_damaged(&scratch, &name, &img);
+        }
+    }
+}

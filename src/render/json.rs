@@ -107,7 +107,7 @@ struct JsonFinding<'a> {
     logical: Option<u64>,
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
+    name: Option<std::borrow::Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     offset: Option<u64>,
     pass: &'static str,
@@ -163,7 +163,7 @@ impl<'a> JsonFinding<'a> {
             limit: n.limit(),
             logical: n.logical(),
             message: f.message(),
-            name: f.name.as_deref(),
+            name: f.name.as_deref().map(String::from_utf8_lossy),
             offset: n.offset(),
             pass: f.code.pass().name(),
             sectors: n.sectors(),

@@ -43,7 +43,7 @@ pub struct ProblemKey {
     blk2: Option<u64>,
     group: Option<u32>,
     numbers: Numbers,
-    name: Option<String>,
+    name: Option<Vec<u8>>,
     detail: Option<String>,
 }
 

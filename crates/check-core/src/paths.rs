@@ -200,6 +200,7 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
             f.ino_path = n.path(ino);
         } else if f.code.deallocates_inode() {
             if let (Some(dp), Some(name)) = (&f.dir_path, &f.name) {
+                let name = crate::problem::printable(name);
                 f.ino_path = Some(if dp == "/" {
                     format!("/{name}")
                 } else {

@@ -1077,7 +1077,7 @@ codes! {
         "entry in encrypted directory {dir} points to inode {ino} with another policy";
     /// entry-bad-encoding (e2fsck PR_2_BAD_ENCODED_NAME).
     BadEncodedName = 0x020053, "entry-bad-encoding", P2, Error [yes],
-        "entry in directory {dir} has a name that is not valid UTF-8";
+        "entry '{name}' in directory {dir} has a name that is not valid UTF-8";
     /// duplicate-encrypted-name (e2fsck PR_2_NON_UNIQUE_FILE_NO_RENAME).
     NonUniqueFileNoRename = 0x020054, "duplicate-encrypted-name", P3, Error [],
         "encrypted directory {dir} has a duplicate entry";
@@ -1408,18 +1408,30 @@ impl Numbers {
     }
 }
 
-/// A directory entry's name as a message shows it: control characters
-/// (which an encrypted or damaged name is full of) written as `^X`, as
-/// e2fsck writes them, so a report never sends them to a terminal.
-fn printable(name: &str) -> String {
+/// A directory entry's name as a message shows it: UTF-8 as it is;
+/// control characters as `^X` and bytes that are not UTF-8 as `M-x`, as
+/// e2fsck writes them (an encrypted or damaged name is full of both), so
+/// a report never sends raw bytes to a terminal.
+pub fn printable(name: &[u8]) -> String {
+    fn control(out: &mut String, b: u8) {
+        if b < 0x20 || b == 0x7f {
+            out.push('^');
+            out.push(char::from(b ^ 0x40));
+        } else {
+            out.push(char::from(b));
+        }
+    }
     let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        match u8::try_from(c) {
-            Ok(b) if b < 0x20 || b == 0x7f => {
-                out.push('^');
-                out.push(char::from(b ^ 0x40));
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match u8::try_from(c) {
+                Ok(b) if b.is_ascii() => control(&mut out, b),
+                _ => out.push(c),
             }
-            _ => out.push(c),
+        }
+        for &b in chunk.invalid() {
+            out.push_str("M-");
+            control(&mut out, b & 0x7f);
         }
     }
     out
@@ -1444,8 +1456,9 @@ pub struct Finding {
     pub group: Option<u32>,
     /// The other numbers, in the shape this kind of problem uses.
     pub numbers: Numbers,
-    /// The name of the directory entry concerned.
-    pub name: Option<String>,
+    /// The name of the directory entry concerned, its bytes as they are
+    /// on disk (a name need not be UTF-8).
+    pub name: Option<Vec<u8>>,
     /// The words that complete the message: a reason, a field's name, a
     /// quota type, a list of blocks.
     pub detail: Option<String>,
@@ -1568,7 +1581,7 @@ impl Finding {
     }
 
     /// Sets the directory entry's name.
-    pub fn name(mut self, v: impl Into<String>) -> Self {
+    pub fn name(mut self, v: impl Into<Vec<u8>>) -> Self {
         self.name = Some(v.into());
         self
     }
@@ -1656,7 +1669,7 @@ impl Finding {
             self.ino2.unwrap_or(0),
             self.blk2.unwrap_or(0),
             self.numbers,
-            self.name.as_deref().unwrap_or(""),
+            self.name.as_deref().unwrap_or(&[]),
             self.detail.as_deref().unwrap_or(""),
         )
     }
@@ -1770,6 +1783,13 @@ mod tests {
         assert_eq!(f.message(), "inode 12 has size 10, should be ?");
         let f = Finding::new(Code::NonUniqueFile).dir(2).name("a\0b\x7f");
         assert_eq!(f.message(), "directory 2 has two files named 'a^@b^?'");
+        let f = Finding::new(Code::NonUniqueFile)
+            .dir(2)
+            .name(&b"x\xffy \xc3\xa9"[..]);
+        assert_eq!(
+            f.message(),
+            "directory 2 has two files named 'xM-^?y \u{e9}'"
+        );
         let f = Finding::new(Code::DirCorrupted).dir(2).offset(3, 24);
         assert_eq!(f.numbers.found(), None);
         assert_eq!(f.numbers.logical(), Some(3));

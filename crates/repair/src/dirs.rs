@@ -103,7 +103,7 @@ pub fn fix_pass2<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
             let (Some(t), Some(n)) = (f.ino, &f.name) else {
                 continue;
             };
-            let entry = (t, n.as_bytes().to_vec());
+            let entry = (t, n.clone());
             if matches!(
                 f.code,
                 Code::BadFiletype | Code::SetFiletype | Code::ClearFiletype
@@ -246,7 +246,7 @@ fn dir_fix<'d>(
         match f.code {
             Code::LinkDir => {
                 if let (Some(t), Some(n)) = (f.ino, &f.name) {
-                    fx.link_dir.insert((t, n.as_bytes().to_vec()));
+                    fx.link_dir.insert((t, n.clone()));
                 }
             }
             Code::DirectoryHole => {

@@ -60,7 +60,7 @@ pub struct Special {
     /// A fatal problem that stops the check after this block.
     pub abort: Option<String>,
     /// The first duplicate name found in this block.
-    pub dup: Option<String>,
+    pub dup: Option<Vec<u8>>,
     /// Htree facts, for indexed directories.
     pub dx: Option<DxBlock>,
 }
@@ -176,8 +176,8 @@ fn block_csum_ok(block: &[u8], seed: u32) -> bool {
     e.checksum_ok(seed)
 }
 
-fn name_of(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+fn name_of(b: &[u8]) -> Vec<u8> {
+    b.to_vec()
 }
 
 /// Case-folds a name for hashing and comparison (lower-case; names that

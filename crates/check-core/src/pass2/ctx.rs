@@ -258,7 +258,7 @@ pub(crate) struct P2Out {
     pub dirs: DirTable,
     /// Directories with duplicate names, each with the first name found
     /// twice, for pass 3A.
-    pub dup_dirs: Vec<(u32, String)>,
+    pub dup_dirs: Vec<(u32, Vec<u8>)>,
     /// Where a fatal problem stopped the check.
     pub abort: Option<AbortAt>,
     /// Under a repair: inodes deallocated through their entries.

@@ -204,30 +204,30 @@ pub(crate) fn merge(
 }
 
 /// The name of the entry a link comes from, read again for the message.
-fn link_name(fs: &Fs, io: &mut Io<'_>, l: &DirLink, buf: &mut [u8]) -> String {
+fn link_name(fs: &Fs, io: &mut Io<'_>, l: &DirLink, buf: &mut [u8]) -> Vec<u8> {
     let off = l.off as usize;
-    let name_at = |d: &[u8]| -> String {
+    let name_at = |d: &[u8]| -> Vec<u8> {
         let name = ext4_layout::dirent::name_at(d, off);
         if name.len() < ext4_layout::dirent::name_len_at(d, off) {
-            return String::new();
+            return Vec::new();
         }
-        String::from_utf8_lossy(name).into_owned()
+        name.to_vec()
     };
     if l.pblk != 0 {
         if io.read_blocks(l.pblk, buf).is_err() {
-            return String::new();
+            return Vec::new();
         }
         return name_at(buf);
     }
     let mut ib = vec![0u8; fs.geo.inode_size as usize];
     if io.read_inode(l.dir, &mut ib).is_err() {
-        return String::new();
+        return Vec::new();
     }
     let Some(inode) = Inode::new(&ib) else {
-        return String::new();
+        return Vec::new();
     };
     match crate::xattr_read::inline_data(io, &inode) {
         Some(d) => name_at(&d),
-        None => String::new(),
+        None => Vec::new(),
     }
 }
