@@ -350,10 +350,19 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         || stopped_at != u32::MAX
         || r.fixed[fixed_before..]
             .iter()
-            .any(|f| clears_inode(f.code) || is_block_problem(f.code));
+            .any(|f| clears_inode(f.code) || is_block_problem(f.code) || zeroes_inode(f.code));
     if !dups.is_empty() && !moved_blocks && blocks::clone_duplicates(r.st, r.stage).is_ok() {
         r.fixed.extend(dups);
     }
+}
+
+/// A fix that zeroes a special inode the file system no longer uses (the
+/// journal, a quota or the orphan file), and with it every block it held.
+fn zeroes_inode(code: Code) -> bool {
+    matches!(
+        code,
+        Code::JournalInodeNotClear | Code::QuotaInodeNotClear | Code::OrphanFileNotClear
+    )
 }
 
 /// Moves group metadata (bitmaps, inode tables) that collides with
