@@ -67,14 +67,44 @@ impl DxState {
     }
 
     /// Applies one block's facts (e2fsck does this while checking it).
-    pub fn apply(&mut self, findings: &mut Vec<Finding>, ino: u32, lblk: u64, d: DxBlock) {
+    /// A problem answered yes clears the directory's index, as e2fsck
+    /// clears it: its other blocks and the final verification then judge
+    /// nothing more of it (the repair rebuilds it).
+    pub fn apply(
+        &mut self,
+        findings: &mut Vec<Finding>,
+        ino: u32,
+        lblk: u64,
+        d: DxBlock,
+        yes: &dyn Fn(&Finding) -> bool,
+    ) {
+        if self.judge(findings, ino, lblk, d, yes) {
+            self.dirs.remove(&ino);
+        }
+    }
+
+    /// [`DxState::apply`]'s checks, in e2fsck's order; true when a problem
+    /// answered yes clears the index.
+    fn judge(
+        &mut self,
+        findings: &mut Vec<Finding>,
+        ino: u32,
+        lblk: u64,
+        d: DxBlock,
+        yes: &dyn Fn(&Finding) -> bool,
+    ) -> bool {
+        let mut found = |f: Finding| {
+            let clear = yes(&f);
+            findings.push(f);
+            clear
+        };
         let bs = self.block_size;
         let csum = if self.metadata_csum { 8 } else { 0 };
         let Some(dir) = self.dirs.get_mut(&ino) else {
-            return;
+            return false;
         };
         let Some(rec) = dir.recs.get_mut(lblk as usize) else {
-            return;
+            return false;
         };
         rec.kind = Some(d.kind);
         rec.min_hash = d.min_hash;
@@ -83,7 +113,7 @@ impl DxState {
             rec.flags |= FIRST | LAST;
         }
         if d.kind == DxKind::Leaf {
-            return;
+            return false;
         }
         if d.failed_csum {
             let c = if d.kind == DxKind::Root {
@@ -91,25 +121,31 @@ impl DxState {
             } else {
                 Code::HtreeNodeCsum
             };
-            findings.push(Finding::new(c).dir(ino).logical(lblk));
+            if found(Finding::new(c).dir(ino).logical(lblk)) {
+                return true;
+            }
         }
         let expect = (bs.saturating_sub(csum).saturating_sub(d.entries_start) / 8) as u16;
-        if d.limit != expect {
-            findings.push(
+        if d.limit != expect
+            && found(
                 Finding::new(Code::HtreeBadLimit)
                     .dir(ino)
                     .blk(lblk)
                     .mismatch(u64::from(d.limit), u64::from(expect)),
-            );
+            )
+        {
+            return true;
         }
         let mut count = d.count;
         if count > expect {
-            findings.push(
+            if found(
                 Finding::new(Code::HtreeBadCount)
                     .dir(ino)
                     .blk(lblk)
                     .over_limit(u64::from(count), u64::from(expect)),
-            );
+            ) {
+                return true;
+            }
             count = expect;
         }
         let n = usize::from(count).min(d.entries.len());
@@ -122,11 +158,13 @@ impl DxState {
             hash = if i == 0 { 0 } else { d.entries[i].0 & !1 };
             let blk = ext4_layout::htree::entry_block(d.entries[i].1);
             if blk >= dir.numblocks {
-                findings.push(Finding::new(Code::HtreeBadBlk).dir(ino).logical(blk));
+                if found(Finding::new(Code::HtreeBadBlk).dir(ino).logical(blk)) {
+                    return true;
+                }
                 continue;
             }
-            if hash < prev_hash {
-                findings.push(Finding::new(Code::HtreeHashOrder).dir(ino).blk(lblk));
+            if hash < prev_hash && found(Finding::new(Code::HtreeHashOrder).dir(ino).blk(lblk)) {
+                return true;
             }
             let previous = if i > 0 {
                 ext4_layout::htree::entry_block(d.entries[i - 1].1)
@@ -163,6 +201,7 @@ impl DxState {
         let rec = &mut dir.recs[lblk as usize];
         rec.min_hash = min;
         rec.max_hash = max;
+        false
     }
 
     /// The final check of every indexed directory not scheduled for rebuild.

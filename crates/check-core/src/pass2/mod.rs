@@ -158,7 +158,7 @@ pub(crate) fn merge(
             }
         }
         if let Some(d) = sp.dx {
-            dx.apply(&mut out.findings, key.ino, key.lblk, d);
+            dx.apply(&mut out.findings, key.ino, key.lblk, d, &|f| cx.says_yes(f));
         }
         if let Some(why) = sp.abort {
             out.abort = Some(AbortAt::new(Pass::P2, u32::MAX, why));
