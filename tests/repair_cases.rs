@@ -25,7 +25,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{code, file_tree, have_all, mke2fs, run, tool, Scratch};
+use common::{code, file_tree, have_all, mke2fs, run, run_as, tool, Scratch};
 
 fn lost_found_listing(img: &Path) -> String {
     let out = tool(
@@ -1378,6 +1378,117 @@ fn a_directory_link_with_a_name_that_is_not_utf8_is_cleared() {
                 "{name}: the name as e2fsck prints it\n{text}"
             );
             compare_damaged(&scratch, &name, &img);
+        }
+    }
+}
+
+/// Compares `fsck.ext4 -fp` (what boot runs) with `e2fsck -fp` on copies
+/// of damaged image `img`: the same exit code, `e2fsck -fn` clean after a
+/// preen that did not stop, and every file e2fsck keeps kept.
+fn compare_preen(scratch: &Scratch, name: &str, img: &Path) {
+    let theirs = scratch.path(&format!("{name}-e2fsck-p.img"));
+    let ours = scratch.path(&format!("{name}-ext4chk-p.img"));
+    std::fs::copy(img, &theirs).expect("copy");
+    std::fs::copy(img, &ours).expect("copy");
+    let (tp, op) = (theirs.to_str().expect("path"), ours.to_str().expect("path"));
+    let e2 = code(&tool("e2fsck", &["-fp", tp]));
+    let out = run_as("fsck.ext4", &["-fp", op]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        code(&out),
+        e2,
+        "{name}: fsck.ext4 -fp against e2fsck -fp\n{text}"
+    );
+    if e2 < 4 {
+        let after = tool("e2fsck", &["-fn", op]);
+        assert_eq!(
+            code(&after),
+            0,
+            "{name}: e2fsck -fn after the preen\n{text}"
+        );
+        let (lost, _) = common::files_lost(&theirs, &ours, &scratch.path(&format!("{name}-tp")))
+            .expect("debugfs");
+        assert!(lost.is_empty(), "{name}: files lost {lost:?}");
+    }
+}
+
+/// Preen fixes what e2fsck -p fixes where a first fix changes what comes
+/// after it, and stops where e2fsck -p stops:
+/// - a directory whose extents flag went missing (its flags now say
+///   "indexed"): e2fsck -p puts the flag back and clears the index, and
+///   the block problems the lost flag made never arise; ext4chk stopped
+///   on them (exit 4, e2fsck exits 1);
+/// - the superblock naming a regular file as the journal: the journal
+///   inode that is no longer used is cleared, and with it the blocks it
+///   shared with the file (ext4chk stopped on those, and -y copied them);
+/// - an htree root whose limit is wrong: clearing the index is the
+///   answer, and e2fsck judges nothing more of it (ext4chk went on to
+///   call the index invalid, which preen may not fix);
+/// - a block bitmap placed outside its group: e2fsck -p stops (exit 4),
+///   where ext4chk exited 8 as if the superblock were unusable.
+///
+/// Each on {no checksums, uninit_bg, metadata_csum} x {1 KiB, 4 KiB}
+/// (the journal case with and without extents), also compared under -n
+/// and -y.
+#[test]
+fn preen_fixes_and_stops_where_e2fsck_preen_does() {
+    if !have_all(&["debugfs", "e2fsck"]) {
+        return;
+    }
+    let scratch = Scratch::new("preen-order");
+    for bs in ["1024", "4096"] {
+        for (set, features) in CSUM_SETS {
+            let tree = scratch.path(&format!("tree-{set}-{bs}"));
+            std::fs::create_dir_all(tree.join("sub/deep")).expect("mkdir");
+            std::fs::create_dir_all(tree.join("big")).expect("mkdir");
+            for k in 0..30 {
+                std::fs::write(tree.join(format!("sub/deep/f{k}")), format!("{k}")).expect("write");
+            }
+            for k in 0..300 {
+                let n = format!("big/a-file-with-a-longish-name-{k}");
+                std::fs::write(tree.join(n), format!("{k}")).expect("write");
+            }
+            let body: Vec<u8> = (0..300_000u32).map(|k| (k % 251) as u8).collect();
+            std::fs::write(tree.join("a"), body).expect("write");
+            let cases: [(&str, &str, &[&str]); 5] = [
+                ("extent-flag", "", &["sif /sub/deep flags 0x1000"]),
+                ("journal-file", "", &["ssv journal_inum 12"]),
+                (
+                    "journal-file-ext3",
+                    ",^extent,^flex_bg",
+                    &["ssv journal_inum 12"],
+                ),
+                ("htree-limit", "", &["zap_block -f /big 0 -o 32 -l 8 -p 0"]),
+                (
+                    "bitmap-outside",
+                    "",
+                    &["set_bg 1 block_bitmap 0", "set_bg 1 checksum calc"],
+                ),
+            ];
+            for (kind, extra, damage) in cases {
+                let name = format!("{kind}-{set}-{bs}");
+                let img = scratch.path(&format!("{name}.img"));
+                let features = format!("{features}{extra}");
+                // Groups of 4096 blocks: more than one at either size.
+                mkfs_from(
+                    &tree,
+                    &img,
+                    bs,
+                    &features,
+                    &["-N", "512", "-g", "4096"],
+                    "24M",
+                );
+                let p = img.to_str().expect("path");
+                // The big directory gets its index.
+                tool("e2fsck", &["-fyD", p]);
+                for req in damage {
+                    let out = tool("debugfs", &["-w", "-R", req, p]);
+                    assert!(out.status.success(), "{name}: debugfs {req}");
+                }
+                compare_preen(&scratch, &name, &img);
+                compare_damaged(&scratch, &name, &img);
+            }
         }
     }
 }

@@ -131,8 +131,11 @@ fn mount_state(path: &Path) -> Result<bool, Box<Repaired>> {
 /// As e2fsck -p, which never goes looking for backups: a primary
 /// superblock that cannot be used at all stops preen before anything else
 /// (exit 8); one e2fsck loads despite its errors, whose inode count
-/// disagrees with its groups, is an inconsistency preen leaves to the
-/// admin (exit 4).
+/// disagrees with its groups, or whose group descriptors place a bitmap
+/// or an inode table outside its group, is an inconsistency preen leaves
+/// to the admin (exit 4). Descriptors whose metadata lies inside the
+/// groups but collides (a bitmap on the superblock) e2fsck -p relocates in
+/// pass 1; preen goes on with the backup descriptors then.
 fn preen_primary(dev: &Arc<Device>, path: &Path, on_backup: bool) -> Result<(), Box<Repaired>> {
     let unusable = || {
         refuse(
@@ -151,14 +154,30 @@ fn preen_primary(dev: &Arc<Device>, path: &Path, on_backup: bool) -> Result<(), 
         let mut r = refuse(path, String::new());
         r.report.aborted = None;
         r.report.preen_halt = Some(format!(
-            "UNEXPECTED INCONSISTENCY (the inode count in the superblock is {have}, should be {want}); run ext4chk --repair without -p"
+            "the inode count in the superblock is {have}, should be {want}"
         ));
         return Err(r);
     }
     if on_backup {
-        return Err(unusable());
+        // The superblock is sound: its descriptors sent the check to a
+        // backup.
+        if let Some(why) = check_core::fs::metadata_outside_group(&primary.fs) {
+            let mut r = refuse(path, String::new());
+            r.report.aborted = None;
+            r.report.preen_halt = Some(why);
+            return Err(r);
+        }
     }
     Ok(())
+}
+
+/// Whether preen may fix `f`: the problem table's preen column, and the
+/// backup descriptors the check went to when the primary ones collide
+/// with other metadata inside the groups ([`preen_primary`] has stopped
+/// preen where they lie outside them), as e2fsck -p relocates that
+/// metadata.
+fn preen_may_fix(f: &Finding) -> bool {
+    f.code.preen_ok() || f.code == Code::DescriptorsUsedBackup
 }
 
 /// The fixer, a dry run's staged writes, and the notes the set-up made.
@@ -758,17 +777,20 @@ impl<'a> Run<'a> {
         if to_fix.is_empty() || self.rounds >= self.opts.max_rounds {
             return false;
         }
-        if self.opts.mode == Mode::Preen {
-            if let Some(f) = to_fix
-                .iter()
-                .find(|f| !f.code.preen_ok() && !entry_cleared(f, &to_fix))
-            {
-                self.preen_halt = Some(f.message());
-                return false;
-            }
+        // As e2fsck -p: a problem preen may not fix stops the repair
+        // before anything is written. One no repair fixes stops it now.
+        let blocker = (self.opts.mode == Mode::Preen)
+            .then(|| {
+                to_fix
+                    .iter()
+                    .copied()
+                    .find(|f| !preen_may_fix(f) && !entry_cleared(f, &to_fix))
+            })
+            .flatten();
+        if let Some(f) = blocker.filter(|f| f.code.policy().no_fix) {
+            self.preen_halt = Some(f.message());
+            return false;
         }
-        self.rounds += 1;
-        let rounds = self.rounds;
         let complete = st.abort.as_ref().is_none_or(|a| a.pass > Pass::P1B);
         let mut stage = Staging::new(&st.fs, &st.maps, complete);
         let t_plan = std::time::Instant::now();
@@ -783,9 +805,36 @@ impl<'a> Run<'a> {
             &mut made,
         );
         let planned = t_plan.elapsed().as_secs_f64();
+        // The rest stops it if this round would fix it, or would fix
+        // nothing else. A problem the round leaves to the next check,
+        // because a fix that comes before it in e2fsck's order changes it
+        // (an inode's blocks read again once its extents flag is back,
+        // blocks no longer shared once the inode that also claimed them
+        // is cleared), is judged by that check, as e2fsck judges it only
+        // after the fixes before it.
+        if self.opts.mode == Mode::Preen {
+            // An inode preen clears takes its other problems with it (e2fsck
+            // clears it before it meets them).
+            let cleared = |f: &Finding| {
+                fixed.iter().any(|g| {
+                    g.ino.is_some() && g.ino == f.ino && g.code.clears_inode() && g.code.preen_ok()
+                })
+            };
+            if let Some(f) = fixed
+                .iter()
+                .copied()
+                .find(|f| !preen_may_fix(f) && !entry_cleared(f, &to_fix) && !cleared(f))
+                .or(blocker.filter(|_| fixed.is_empty()))
+            {
+                self.preen_halt = Some(f.message());
+                return false;
+            }
+        }
         if fixed.is_empty() || stage.is_empty() {
             return false;
         }
+        self.rounds += 1;
+        let rounds = self.rounds;
         let writes = stage.into_writes();
         let nwrites = writes.len();
         let t_commit = std::time::Instant::now();

@@ -44,6 +44,35 @@ pub fn allowed_range(geo: &Geometry, g: Group) -> (u64, u64) {
     }
 }
 
+/// The first group whose descriptor puts a bitmap or its inode table
+/// outside the blocks [`allowed_range`] allows, with what lies outside.
+/// e2fsck's superblock stage asks to relocate such metadata before
+/// anything else, which preen may not do; a location inside the range
+/// that collides with other metadata is relocated by pass 1 instead.
+pub fn metadata_outside_group(fs: &Fs) -> Option<String> {
+    let geo = &fs.geo;
+    for g in fs.groups() {
+        let gd = fs.gd(g.0);
+        let (first, last) = allowed_range(geo, g);
+        let outside = |b: u64| b < first || b > last;
+        let end = gd
+            .inode_table()
+            .saturating_add(u64::from(geo.inode_blocks_per_group))
+            .saturating_sub(1);
+        let what = if outside(gd.block_bitmap()) {
+            "block bitmap"
+        } else if outside(gd.inode_bitmap()) {
+            "inode bitmap"
+        } else if outside(gd.inode_table()) || outside(end) {
+            "inode table"
+        } else {
+            continue;
+        };
+        return Some(format!("the {what} of group {} is not in the group", g.0));
+    }
+    None
+}
+
 /// A plain bitset for sequential work (the atomic one is for workers).
 #[derive(Clone)]
 pub struct BitSet {

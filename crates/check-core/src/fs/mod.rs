@@ -8,7 +8,7 @@ mod open;
 pub(crate) use blockread::read_locating;
 pub(crate) use blockread::{failed_block, BlockReadError};
 pub(crate) use layout::for_each_super_and_bgd;
-pub use layout::{allowed_range, BitSet};
+pub use layout::{allowed_range, metadata_outside_group, BitSet};
 
 pub use open::Opened;
 pub use open::{open_fs, open_primary, OpenFailure, OpenOptions, SbLoc};
