@@ -1492,3 +1492,97 @@ fn preen_fixes_and_stops_where_e2fsck_preen_does() {
         }
     }
 }
+
+/// The block number debugfs's `stat` lists for `what` ("IND", "DIND") in
+/// inode `spec` of image `p`.
+fn map_block_of(p: &str, spec: &str, what: &str) -> u64 {
+    let out = tool("debugfs", &["-R", &format!("stat {spec}"), p]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let tag = format!("({what}):");
+    text.split(|c: char| c.is_whitespace() || c == ',')
+        .find_map(|w| w.strip_prefix(&tag))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {what} block for {spec} in\n{text}"))
+}
+
+/// Fixes whose exit code follows e2fsck's rules rather than the mere fact
+/// of a fix, each compared with e2fsck under -n, -y and -p:
+/// - a pointer past the end of the file system in an indirect block (a
+///   sparse file's hole, the resize inode's double indirect block) is
+///   cleared with a write e2fsck does not count as changing the file
+///   system: with nothing else to fix, e2fsck -fy exits 0 (ext4chk 1);
+/// - the bad blocks inode failing its checksum: declined (-n), e2fsck
+///   cannot read it to walk its blocks and stops (exit 12; ext4chk 4);
+/// - the resize inode failing its checksum: fixed (-y, -p), the resize
+///   inode is checked as usual (ext4chk stopped preen, exit 4, where
+///   e2fsck -p exits 1); declined, its re-creation fails and the check
+///   stops (exit 12), as before.
+///
+/// The pointer cases on block-mapped file systems with and without
+/// uninit_bg, the checksum cases with metadata_csum; 1 KiB and 4 KiB
+/// blocks.
+#[test]
+fn fixes_count_for_the_exit_code_as_e2fsck_counts_them() {
+    if !have_all(&["debugfs", "e2fsck"]) {
+        return;
+    }
+    let scratch = Scratch::new("quiet-fixes");
+    for bs in ["1024", "4096"] {
+        let b: usize = bs.parse().expect("size");
+        let tree = scratch.path(&format!("tree-{bs}"));
+        std::fs::create_dir_all(&tree).expect("mkdir");
+        // Data at block 0 and block 20: the single indirect block maps a
+        // hole around block 20.
+        let mut body = vec![b'a'; 21 * b];
+        body[b..20 * b].fill(0);
+        std::fs::write(tree.join("sparse"), &body).expect("write");
+        let sparse = tree.join("sparse");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&sparse)
+            .expect("open");
+        // Punch the hole so that mke2fs -d maps nothing there.
+        f.set_len(b as u64).expect("truncate");
+        drop(f);
+        let mut tail = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&sparse)
+            .expect("open");
+        use std::io::{Seek, SeekFrom, Write};
+        tail.seek(SeekFrom::Start(20 * b as u64)).expect("seek");
+        tail.write_all(&vec![b'b'; b]).expect("write");
+        drop(tail);
+        std::fs::write(tree.join("other"), b"kept").expect("write");
+        for (set, features) in [
+            ("plain", "^metadata_csum,^uninit_bg,^extent,^flex_bg"),
+            ("uninit", "^metadata_csum,uninit_bg,^extent,^flex_bg"),
+        ] {
+            for (kind, spec, what) in [("hole", "/sparse", "IND"), ("resize", "<7>", "DIND")] {
+                let name = format!("{kind}-{set}-{bs}");
+                let img = scratch.path(&format!("{name}.img"));
+                mkfs_from(&tree, &img, bs, features, &[], "16M");
+                let p = img.to_str().expect("path");
+                let blk = map_block_of(p, spec, what);
+                // A slot no pointer uses (the hole's, or past the resize
+                // inode's reserved descriptor blocks), made all ones.
+                let slot = b / 4 - 30;
+                let req = format!("zap_block {blk} -o {} -l 4 -p 255", slot * 4);
+                let out = tool("debugfs", &["-w", "-R", &req, p]);
+                assert!(out.status.success(), "{name}: debugfs {req}");
+                compare_preen(&scratch, &name, &img);
+                compare_damaged(&scratch, &name, &img);
+            }
+        }
+        for ino in ["<1>", "<7>"] {
+            let name = format!("csum{}-{bs}", &ino[1..2]);
+            let img = scratch.path(&format!("{name}.img"));
+            mkfs_from(&tree, &img, bs, "metadata_csum", &[], "16M");
+            let p = img.to_str().expect("path");
+            let req = format!("sif {ino} checksum 0x1234");
+            let out = tool("debugfs", &["-w", "-R", &req, p]);
+            assert!(out.status.success(), "{name}: debugfs {req}");
+            compare_preen(&scratch, &name, &img);
+            compare_damaged(&scratch, &name, &img);
+        }
+    }
+}

@@ -122,7 +122,14 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
     p2cx.answers = opts.answers.clone();
     let (mut p1, accs) = passes_1_and_2(&mut io, opts, &p1cx, &p2cx, &mut tl, &mut report);
     let mut abort = p1.abort.take();
-    if abort.is_none() && pre.resize_unreadable {
+    // As e2fsck: the resize inode is made again only once its checksum is
+    // fixed; declined (-n), that fails and the check stops.
+    let csum_fixed = crate::ctx::answered_yes(
+        opts.repairing,
+        opts.answers.as_deref(),
+        &Finding::new(Code::InodeOnlyCsumInvalid).ino(7),
+    );
+    if abort.is_none() && pre.resize_unreadable && !csum_fixed {
         report
             .findings
             .push(Finding::new(Code::ResizeInodeCreate).ino(7));

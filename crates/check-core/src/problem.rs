@@ -732,8 +732,8 @@ codes! {
     BbinodeBadMetablock = 0x010016, "bad-block-in-metadata", P1, Error [],
         "a bad block lies in file system metadata";
     /// resize-inode-recreate-failed (e2fsck PR_1_RESIZE_INODE_CREATE).
-    /// `none`: raised when inode 7 fails its checksum; a repair fixes that
-    /// finding (inode-checksum) and the check no longer stops.
+    /// `none`: raised when inode 7 fails its checksum and that is not
+    /// fixed (inode-checksum answered no); answered yes, the check goes on.
     ResizeInodeCreate = 0x01004e, "resize-inode-recreate-failed", P1, Error [none],
         "the resize inode cannot be recreated on a read-only check";
     /// metadata-needs-relocation (e2fsck PR_1_RELOC_TO).
@@ -1464,6 +1464,10 @@ pub struct Finding {
     pub detail: Option<String>,
     /// Whether a repair fixed it.
     pub fixed: bool,
+    /// Whether its fix left the file system unchanged in e2fsck's sense (a
+    /// pointer cleared in an indirect block is written without marking
+    /// the file system changed): alone, it does not make the exit code 1.
+    pub quiet: bool,
     /// The path of `dir`, when the check could name it.
     pub dir_path: Option<String>,
     /// The path of `ino`, where e2fsck names it.
@@ -1485,6 +1489,7 @@ impl Finding {
             name: None,
             detail: None,
             fixed: false,
+            quiet: false,
             dir_path: None,
             ino_path: None,
         }

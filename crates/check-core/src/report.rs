@@ -247,7 +247,7 @@ impl Report {
             || self
                 .findings
                 .iter()
-                .any(|f| f.fixed && f.code.counts_as_fix());
+                .any(|f| f.fixed && !f.quiet && f.code.counts_as_fix());
         if fixed && changed {
             code |= exit::CORRECTED;
         }

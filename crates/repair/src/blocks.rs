@@ -32,13 +32,14 @@ fn invalid() -> io::Error {
 
 /// Fixes the block-level problems of one inode: a block map loses its
 /// illegal pointers, an extent tree is rebuilt from the extents e2fsck
-/// keeps.
+/// keeps. Returns whether the inode itself changed (not only indirect
+/// blocks).
 pub fn fix_inode_blocks<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     ino: Ino,
     probs: &[&Finding],
-) -> io::Result<()> {
+) -> io::Result<bool> {
     let fs = &st.fs;
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(invalid)?;
@@ -46,7 +47,8 @@ pub fn fix_inode_blocks<'f>(
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
         let (leaves, _) = collect_extents(&p1, &mut stage.io, ino.get(), &raw);
-        return write_extent_tree(stage, ino, &leaves);
+        write_extent_tree(stage, ino, &leaves)?;
+        return Ok(true);
     }
     // Block map: pointers out of range, and those the check found too
     // far out for the file, are cleared.
@@ -68,19 +70,21 @@ pub fn fix_inode_blocks<'f>(
 /// Rewrites an inode's block map (direct, then single, double and triple
 /// indirect), letting `decide` keep, clear or clone each pointer (map
 /// blocks are judged with e2fsck's negative block counts); a cleared map
-/// block takes its subtree with it.
+/// block takes its subtree with it. Returns whether the pointers in the
+/// inode itself changed.
 fn walk_block_map<'f>(
     stage: &mut Staging<'f>,
     ino: Ino,
     decide: &mut dyn FnMut(u64, i64) -> Decision,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     let raw = stage.inode_copy(ino)?;
     let mut i_block = raw[I_BLOCK].to_vec();
     let mut ed = Decide { stage, decide };
-    if walk::edit_block_map(&mut ed, &mut i_block)? {
+    let changed = walk::edit_block_map(&mut ed, &mut i_block)?;
+    if changed {
         stage.inode(ino)?[I_BLOCK].copy_from_slice(&i_block);
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// A block map rewrite by a decision per pointer.

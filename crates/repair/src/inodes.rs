@@ -498,10 +498,16 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: Ino, list: &[&'a Finding]) -> I
         .copied()
         .filter(|f| is_block_problem(f.code))
         .collect();
-    if !block_probs.is_empty() && blocks::fix_inode_blocks(r.st, r.stage, ino, &block_probs).is_ok()
-    {
-        out.blocks_changed = true;
-        done.extend(block_probs);
+    if !block_probs.is_empty() {
+        if let Ok(touched) = blocks::fix_inode_blocks(r.st, r.stage, ino, &block_probs) {
+            out.blocks_changed = true;
+            // Pointers cleared only in indirect blocks: e2fsck writes
+            // those blocks without marking the file system changed.
+            if !touched {
+                r.quiet.extend(block_probs.iter().copied());
+            }
+            done.extend(block_probs);
+        }
     }
     // Extent tree blocks whose checksum alone is wrong: rewritten where
     // they are (the commit sets the checksum), as e2fsck rewrites them;

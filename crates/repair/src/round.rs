@@ -49,6 +49,7 @@ pub(crate) fn plan_round<'a, 'f>(
     stage: &mut Staging<'f>,
     stopped: &mut Option<String>,
     made: &mut Vec<Finding>,
+    quiet: &mut Vec<&'a Finding>,
 ) -> Vec<&'a Finding> {
     let declined = report
         .findings
@@ -62,6 +63,7 @@ pub(crate) fn plan_round<'a, 'f>(
         fixed: Vec::new(),
         declined,
         rehash: Vec::new(),
+        quiet: Vec::new(),
     };
     // Entries that name inodes in a group's unused area or in a group
     // marked INODE_UNINIT: pass 1 never read those inodes, so what the
@@ -194,6 +196,7 @@ pub(crate) fn plan_round<'a, 'f>(
     }
     let mut seen = std::collections::BTreeSet::new();
     r.fixed.retain(|f| seen.insert(std::ptr::from_ref(*f)));
+    *quiet = std::mem::take(&mut r.quiet);
     r.fixed
 }
 

@@ -796,6 +796,7 @@ impl<'a> Run<'a> {
         let t_plan = std::time::Instant::now();
         let mut stopped = None;
         let mut made = Vec::new();
+        let mut quiet = Vec::new();
         let fixed = plan_round(
             st,
             &current.report,
@@ -803,6 +804,7 @@ impl<'a> Run<'a> {
             &mut stage,
             &mut stopped,
             &mut made,
+            &mut quiet,
         );
         let planned = t_plan.elapsed().as_secs_f64();
         // The rest stops it if this round would fix it, or would fix
@@ -896,9 +898,10 @@ impl<'a> Run<'a> {
         let fixed: Vec<Finding> = fixed
             .into_iter()
             .map(|f| {
-                let mut f = f.clone();
-                f.fixed = true;
-                f
+                let mut g = f.clone();
+                g.fixed = true;
+                g.quiet = quiet.iter().any(|q| std::ptr::eq(*q, f));
+                g
             })
             .collect();
         self.fixed_all.extend(fixed);

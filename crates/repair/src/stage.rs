@@ -504,6 +504,9 @@ pub struct Round<'r, 'a, 'f> {
     /// for its checksum tail), with the findings counted fixed only once
     /// the rewrite is staged.
     pub rehash: Vec<(Ino, Vec<&'a check_core::problem::Finding>)>,
+    /// Fixes that change nothing e2fsck counts as a change (see
+    /// [`check_core::problem::Finding::quiet`]).
+    pub quiet: Vec<&'a check_core::problem::Finding>,
 }
 
 impl<'a> Round<'_, 'a, '_> {

@@ -396,7 +396,19 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 || inode.has_flag(flags::INLINE_DATA)
                 || inode.i_file_acl_lo() != 0
             {
-                self.report(Finding::new(Code::InvalidBadInode).ino(ino));
+                let f = Finding::new(Code::InvalidBadInode).ino(ino);
+                let cleared = self.p.says_yes(&f);
+                self.report(f);
+                if cur.csum_bad && !cleared {
+                    // As e2fsck: kept, it cannot be read to walk its
+                    // blocks (its checksum fails), and the check stops.
+                    Maps::mark(&maps.inode_used, ino);
+                    self.abort(
+                        ino,
+                        "the bad blocks inode fails its checksum, so its blocks cannot be read",
+                    );
+                    return true;
+                }
             }
             self.check_bad_blocks_inode(cur);
             Maps::mark(&maps.inode_used, ino);
