@@ -1422,6 +1422,9 @@ fn compare_preen(scratch: &Scratch, name: &str, img: &Path) {
 /// - the superblock naming a regular file as the journal: the journal
 ///   inode that is no longer used is cleared, and with it the blocks it
 ///   shared with the file (ext4chk stopped on those, and -y copied them);
+/// - a journal left behind without has_journal, one of its pointers past
+///   the end of the file system: the inode is cleared before its blocks
+///   are judged (ext4chk stopped on the pointer);
 /// - an htree root whose limit is wrong: clearing the index is the
 ///   answer, and e2fsck judges nothing more of it (ext4chk went on to
 ///   call the index invalid, which preen may not fix);
@@ -1451,13 +1454,18 @@ fn preen_fixes_and_stops_where_e2fsck_preen_does() {
             }
             let body: Vec<u8> = (0..300_000u32).map(|k| (k % 251) as u8).collect();
             std::fs::write(tree.join("a"), body).expect("write");
-            let cases: [(&str, &str, &[&str]); 5] = [
+            let cases: [(&str, &str, &[&str]); 6] = [
                 ("extent-flag", "", &["sif /sub/deep flags 0x1000"]),
                 ("journal-file", "", &["ssv journal_inum 12"]),
                 (
                     "journal-file-ext3",
                     ",^extent,^flex_bg",
                     &["ssv journal_inum 12"],
+                ),
+                (
+                    "journal-left-bad-block",
+                    ",^extent,^flex_bg",
+                    &["feature -has_journal", "sif <8> block[5] 0xa5f0f0f0"],
                 ),
                 ("htree-limit", "", &["zap_block -f /big 0 -o 32 -l 8 -p 0"]),
                 (

@@ -123,13 +123,16 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
     let (mut p1, accs) = passes_1_and_2(&mut io, opts, &p1cx, &p2cx, &mut tl, &mut report);
     let mut abort = p1.abort.take();
     // As e2fsck: the resize inode is made again only once its checksum is
-    // fixed; declined (-n), that fails and the check stops.
-    let csum_fixed = crate::ctx::answered_yes(
-        opts.repairing,
-        opts.answers.as_deref(),
-        &Finding::new(Code::InodeOnlyCsumInvalid).ino(7),
-    );
-    if abort.is_none() && pre.resize_unreadable && !csum_fixed {
+    // fixed; declined (-n), that fails and the check stops. (The question
+    // is pass 1's, answered already at a terminal: asked only here.)
+    let csum_declined = || {
+        !crate::ctx::answered_yes(
+            opts.repairing,
+            opts.answers.as_deref(),
+            &Finding::new(Code::InodeOnlyCsumInvalid).ino(7),
+        )
+    };
+    if abort.is_none() && pre.resize_unreadable && csum_declined() {
         report
             .findings
             .push(Finding::new(Code::ResizeInodeCreate).ino(7));

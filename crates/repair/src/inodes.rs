@@ -486,8 +486,12 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: Ino, list: &[&'a Finding]) -> I
     }
     drop_bad_ea_block(fs, raw, list, &mut done);
     // A fix that changes how the inode's blocks are read makes the block
-    // findings stale: they wait for the next check.
-    if done.iter().any(|f| reinterprets(f.code)) {
+    // findings stale: they wait for the next check. So does one that
+    // zeroes the inode: e2fsck clears it before it meets the rest.
+    if done
+        .iter()
+        .any(|f| reinterprets(f.code) || zeroes_inode(f.code))
+    {
         out.blocks_changed = true;
         push_new(&mut r.fixed, done);
         return out;
