@@ -1078,10 +1078,16 @@ impl<'a> Run<'a> {
 
 /// The counts a repair fixed, as the last check found them on disk: what
 /// was written, not what the check that found them expected (other fixes
-/// of the same round, such as new blocks for /lost+found, move them).
-fn values_as_written(fixed: &mut [Finding], fs: &check_core::fs::Fs) {
+/// of the same round, such as new blocks for /lost+found, move them). A
+/// count that ends as the check found it was not changed, and is not
+/// reported as fixed: the fixes made before pass 5 had made it right, as
+/// e2fsck, which counts as it fixes, never finds it wrong.
+fn values_as_written(fixed: &mut Vec<Finding>, fs: &check_core::fs::Fs) {
     let sb = fs.sb();
-    for f in fixed.iter_mut().filter(|f| f.fixed) {
+    fixed.retain_mut(|f| {
+        if !f.fixed {
+            return true;
+        }
         let on_disk = match (f.code, f.group) {
             (Code::FreeBlocksGroup, Some(g)) if g < fs.geo.group_count => {
                 u64::from(fs.gd(g).free_blocks_count())
@@ -1094,12 +1100,17 @@ fn values_as_written(fixed: &mut [Finding], fs: &check_core::fs::Fs) {
             }
             (Code::FreeBlocksTotal, _) => sb.free_blocks_count(),
             (Code::FreeInodesTotal, _) => u64::from(sb.s_free_inodes_count()),
-            _ => continue,
+            _ => return true,
         };
-        if let Numbers::Mismatch { expected, .. } = &mut f.numbers {
-            *expected = on_disk;
+        match &mut f.numbers {
+            Numbers::Mismatch { found, .. } if *found == on_disk => false,
+            Numbers::Mismatch { expected, .. } => {
+                *expected = on_disk;
+                true
+            }
+            _ => true,
         }
-    }
+    });
 }
 
 /// Giving files their own copies of blocks the file system allowed them
