@@ -721,7 +721,7 @@ impl FieldFix<'_> {
                 field::i_mode.set(raw, 0o100000);
                 true
             }
-            Code::JournalInodeNotClear | Code::QuotaInodeNotClear | Code::OrphanFileNotClear => {
+            c if zeroes_inode(c) => {
                 raw.fill(0);
                 true
             }

@@ -895,12 +895,14 @@ impl<'a> Run<'a> {
                 eprintln!("round {rounds}: {}", f.message());
             }
         }
+        let quiet: std::collections::HashSet<*const Finding> =
+            quiet.into_iter().map(std::ptr::from_ref).collect();
         let fixed: Vec<Finding> = fixed
             .into_iter()
             .map(|f| {
                 let mut g = f.clone();
                 g.fixed = true;
-                g.quiet = quiet.iter().any(|q| std::ptr::eq(*q, f));
+                g.quiet = quiet.contains(&std::ptr::from_ref(f));
                 g
             })
             .collect();
