@@ -263,6 +263,15 @@ fn check_options(inv: &Invocation, journal: Option<Arc<pipeline::Device>>) -> Ch
             // A read-only run has nothing to unshare: as e2fsck's
             // simulation, shared blocks stay acceptable.
             unshare_blocks: inv.ext.unshare_blocks && inv.mode != Mode::Check,
+            // As e2fsck: -E optimize_extents / no_optimize_extents, then
+            // e2fsck.conf's no_optimize_extents when it is true; never
+            // with fixes_only. Preen declines the offer (e2fsck -p
+            // answers no), so it is not weighed.
+            optimize_extents: !inv.ext.fixes_only
+                && inv.mode != Mode::Preen
+                && inv.ext.optimize_extents != Some(false)
+                && crate::conf::get().no_optimize_extents != Some(true),
+            rehash_dirs: inv.optimize_dirs,
         },
         times: time_check(inv),
         ..CheckOptions::default()

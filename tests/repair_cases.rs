@@ -1594,3 +1594,152 @@ fn fixes_count_for_the_exit_code_as_e2fsck_counts_them() {
         }
     }
 }
+
+/// The extent trees e2fsck offers to rebuild, from its -n output: (inode,
+/// "shorter" or "narrower", level).
+fn e2fsck_tree_offers(stdout: &str) -> std::collections::BTreeSet<(u32, String, u32)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("Inode ")?;
+            let (ino, rest) = rest.split_once(" extent tree (at level ")?;
+            let (level, rest) = rest.split_once(") could be ")?;
+            let kind = rest.split('.').next()?;
+            Some((ino.parse().ok()?, kind.to_string(), level.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The same offers from ext4chk's report.
+fn our_tree_offers(stdout: &str) -> std::collections::BTreeSet<(u32, String, u32)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split_once("the extent tree of inode ")?.1;
+            let (ino, rest) = rest.split_once(" could be ")?;
+            let (kind, rest) = rest.split_once(" (at level ")?;
+            let level = rest.split(')').next()?;
+            Some((ino.parse().ok()?, kind.to_string(), level.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Extent trees that could be shorter (a depth-1 tree left with four
+/// extents or fewer) or narrower (leaf blocks mostly empty), made by
+/// punching holes out of sparse files, at depth 1 and 2. ext4chk offers
+/// the rebuild e2fsck offers (the same inodes, kinds and levels); -y
+/// rebuilds the trees packed, as e2fsck's pass 1E: the same exit code
+/// (0, or 1 where the quota usage the smaller tree changes is updated),
+/// the same block count after, e2fsck -fn clean and offering nothing,
+/// every file kept (the quota files are settled by e2fsck before any of
+/// this). Preen leaves them as e2fsck -p does, and so do
+/// `-E no_optimize_extents` and `fixes_only`. On {no checksums,
+/// uninit_bg, metadata_csum, metadata_csum with quota} x {1 KiB, 4 KiB}.
+#[test]
+fn extent_trees_that_could_be_smaller_are_rebuilt_as_e2fsck_rebuilds_them() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let scratch = Scratch::new("tree-offers");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(&tree).expect("mkdir");
+    // One block of data every other block: one extent per block.
+    let sparse = |name: &str, bs: u64, n: u64| {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::File::create(tree.join(name)).expect("create");
+        for i in 0..n {
+            f.seek(SeekFrom::Start(i * 2 * bs)).expect("seek");
+            let body: Vec<u8> = (0..bs).map(|k| (k * 13 + i * 7) as u8).collect();
+            f.write_all(&body).expect("write");
+        }
+    };
+    sparse("n1k", 1024, 200);
+    sparse("n4k", 4096, 400);
+    sparse("s1k", 1024, 30);
+    let mut sets: Vec<(&str, String)> =
+        CSUM_SETS.iter().map(|&(n, f)| (n, f.to_string())).collect();
+    sets.push(("quota", "metadata_csum,quota".to_string()));
+    for bs in ["1024", "4096"] {
+        for (set, features) in &sets {
+            let name = format!("{set}-{bs}");
+            let img = scratch.path(&format!("{name}.img"));
+            let p = img.to_str().expect("path");
+            mkfs_from(&tree, &img, bs, features, &[], "16M");
+            for req in ["punch /s1k 8 300", "punch /n1k 10 389", "punch /n4k 10 789"] {
+                let out = tool("debugfs", &["-w", "-R", req, p]);
+                assert!(out.status.success(), "{name}: debugfs {req}");
+            }
+            // mke2fs -d and debugfs leave the quota usage as they found
+            // it: settled first, trees left as they are.
+            let settle = code(&tool("e2fsck", &["-fy", "-E", "no_optimize_extents", p]));
+            assert!(settle < 4, "{name}: e2fsck could not settle the image");
+            let e2n = tool("e2fsck", &["-fn", p]);
+            let theirs_offer = e2fsck_tree_offers(&String::from_utf8_lossy(&e2n.stdout));
+            assert!(!theirs_offer.is_empty(), "{name}: no tree to offer");
+            let n = run(&["-n", p]);
+            let text = String::from_utf8_lossy(&n.stdout);
+            assert_eq!(our_tree_offers(&text), theirs_offer, "{name}\n{text}");
+            assert_eq!(code(&n), code(&e2n), "{name}: -n against e2fsck -fn");
+            let quiet = run(&["-n", "-E", "no_optimize_extents", p]);
+            assert!(
+                our_tree_offers(&String::from_utf8_lossy(&quiet.stdout)).is_empty(),
+                "{name}: no_optimize_extents still offers"
+            );
+
+            let theirs = scratch.path(&format!("{name}-e2fsck.img"));
+            let ours = scratch.path(&format!("{name}-ext4chk.img"));
+            std::fs::copy(&img, &theirs).expect("copy");
+            std::fs::copy(&img, &ours).expect("copy");
+            let (tp, op) = (theirs.to_str().expect("path"), ours.to_str().expect("path"));
+            let e2 = code(&tool("e2fsck", &["-fy", tp]));
+            let y = run(&["-y", op]);
+            let ytext = String::from_utf8_lossy(&y.stdout).into_owned();
+            assert_eq!(code(&y), e2, "{name}: -y against e2fsck -fy\n{ytext}");
+            let after = tool("e2fsck", &["-fn", op]);
+            let after_text = String::from_utf8_lossy(&after.stdout).into_owned();
+            assert_eq!(code(&after), 0, "{name}: after -y\n{after_text}");
+            assert!(
+                e2fsck_tree_offers(&after_text).is_empty(),
+                "{name}: e2fsck still offers after -y\n{after_text}"
+            );
+            let blocks = |t: &str| {
+                t.lines()
+                    .find_map(common::summary_counts)
+                    .map(|(_, _, _, b, _)| b)
+            };
+            let theirs_after =
+                String::from_utf8_lossy(&tool("e2fsck", &["-fn", tp]).stdout).into_owned();
+            assert_eq!(
+                blocks(&after_text),
+                blocks(&theirs_after),
+                "{name}: blocks in use after -y"
+            );
+            let (lost, _) = common::files_lost(&theirs, &ours, &scratch.path(&format!("{name}-t")))
+                .expect("debugfs");
+            assert!(lost.is_empty(), "{name}: files lost {lost:?}");
+
+            compare_preen(&scratch, &name, &img);
+            let preened = scratch.path(&format!("{name}-ext4chk-p.img"));
+            let left = tool("e2fsck", &["-fn", preened.to_str().expect("path")]);
+            assert_eq!(
+                e2fsck_tree_offers(&String::from_utf8_lossy(&left.stdout)),
+                theirs_offer,
+                "{name}: preen rebuilt a tree"
+            );
+            let kept = scratch.path(&format!("{name}-fixes-only.img"));
+            std::fs::copy(&img, &kept).expect("copy");
+            let kp = kept.to_str().expect("path");
+            assert_eq!(
+                code(&run(&["-y", "-E", "fixes_only", kp])),
+                0,
+                "{name}: fixes_only"
+            );
+            let left = tool("e2fsck", &["-fn", kp]);
+            assert_eq!(
+                e2fsck_tree_offers(&String::from_utf8_lossy(&left.stdout)),
+                theirs_offer,
+                "{name}: fixes_only rebuilt a tree"
+            );
+        }
+    }
+}

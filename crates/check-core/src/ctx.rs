@@ -109,6 +109,12 @@ pub struct Choices {
     /// twice, so that a repair gives each file its own copy
     /// (`unshare_blocks`).
     pub unshare_blocks: bool,
+    /// Offer to rebuild extent trees that could be shorter or narrower,
+    /// as e2fsck does unless told `no_optimize_extents` or `fixes_only`.
+    pub optimize_extents: bool,
+    /// Every directory is to be rewritten (`-D`): their extent trees are
+    /// not offered for rebuilding.
+    pub rehash_dirs: bool,
 }
 
 impl Default for Choices {
@@ -119,6 +125,8 @@ impl Default for Choices {
             check_encoding: false,
             readahead_kb: None,
             unshare_blocks: false,
+            optimize_extents: true,
+            rehash_dirs: false,
         }
     }
 }

@@ -115,6 +115,8 @@ enum Keeps {
 /// - `unindex`: the directory's htree index is dropped;
 /// - `quiet`: the fix does not count for the exit code; `restart`: the
 ///   check starts again after it (quiet too);
+/// - `optional`: an optimisation e2fsck offers, not a fix (its
+///   `PR_NOT_A_FIX`): preen leaves it, and answering no is no error;
 /// - `settles`: a pass 4 fix after which pass 5 may rebuild in the same
 ///   round;
 /// - `order(n)`: its place in e2fsck's checks of one inode in pass 1.
@@ -156,6 +158,10 @@ pub struct FixPolicy {
     /// The fix makes the check start again from the top, as e2fsck
     /// restarts (nothing the check said after it can be trusted).
     pub restarts: bool,
+    /// An optimisation, not a fix (e2fsck's `PR_NOT_A_FIX`): preen
+    /// leaves it as e2fsck -p answers no, and it never counts for the
+    /// exit code.
+    pub optional: bool,
     /// A pass 4 fix that leaves block ownership as the check saw it, so
     /// pass 5's rebuild may follow it in the same round.
     pub settles_for_pass5: bool,
@@ -185,6 +191,7 @@ impl FixPolicy {
         drops_index: false,
         quiet: false,
         restarts: false,
+        optional: false,
         settles_for_pass5: false,
         inode_order: 20,
         no_fix: false,
@@ -266,6 +273,14 @@ impl FixPolicy {
     const fn unindex(self) -> Self {
         FixPolicy {
             drops_index: true,
+            ..self
+        }
+    }
+
+    const fn optional(self) -> Self {
+        FixPolicy {
+            optional: true,
+            quiet: true,
             ..self
         }
     }
@@ -486,12 +501,21 @@ codes! {
     FutureLastWriteFudged = 0x00003D, "future-last-write-fudged", Super, Notice [preen fix keeps quiet],
         "the last write time is {found} seconds in the future (less than a day: the hardware clock is probably set wrong)";
     /// journal-backup-updated (e2fsck PR_0_BACKUP_JNL). Repair only: the
-    /// superblock's copy of the journal inode's block map is written.
-    JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice [],
+    /// superblock's copy of the journal inode's block map is written. As
+    /// for e2fsck, a message, not a fix: alone it leaves the exit code 0.
+    JournalBackupUpdated = 0x00002D, "journal-backup-updated", Super, Notice [quiet],
         "the superblock's backup of the journal inode's block map was missing or stale";
+    /// journal-v2-fields-cleared (e2fsck PR_0_CLEAR_V2_JOURNAL). Repair
+    /// only: an internal journal's superblock claims more than one user;
+    /// everything past the version 1 fields is cleared. Unlike the
+    /// journal messages around it, e2fsck counts it as a fix.
+    JournalV2FieldsCleared = 0x00002A, "journal-v2-fields-cleared", Super, Notice [fix],
+        "the journal superblock claims {found} users of an internal journal; its fields past version 1's are cleared";
     /// journal-moved-hidden (e2fsck PR_0_MOVE_JOURNAL). Repair only: a
-    /// journal that is a visible file moves to the hidden journal inode.
-    JournalMovedToHidden = 0x000028, "journal-moved-hidden", Super, Notice [],
+    /// journal that is a visible file moves to the hidden journal inode
+    /// (a message for e2fsck, not a fix: it does not count for the exit
+    /// code).
+    JournalMovedToHidden = 0x000028, "journal-moved-hidden", Super, Notice [quiet],
         "the journal is a visible file (inode {ino}); it moves to the hidden journal inode";
     /// journal-replay-stopped (no e2fsck problem code: its "journal
     /// checksum error found"). Repair only: recovery stopped at a damaged
@@ -824,9 +848,12 @@ codes! {
     /// map-block-on-metadata (e2fsck PR_1_CRITICAL_METADATA_COLLISION).
     CriticalMetadataCollision = 0x010071, "map-block-on-metadata", P1, Notice [],
         "inode {ino} has a map block {blk} on top of critical metadata";
-    /// extent-tree-could-be-smaller (e2fsck PR_1E_CAN_COLLAPSE_EXTENT_TREE).
-    ExtentTreeOptimize = 0x014006, "extent-tree-could-be-smaller", P1, Notice [preen],
-        "the extent tree of inode {ino} could be {detail}";
+    /// extent-tree-could-be-shorter (e2fsck PR_1E_CAN_COLLAPSE_EXTENT_TREE).
+    ExtentTreeShorter = 0x014006, "extent-tree-could-be-shorter", P1, Notice [fix keeps optional],
+        "the extent tree of inode {ino} could be shorter (at level {level})";
+    /// extent-tree-could-be-narrower (e2fsck PR_1E_CAN_NARROW_EXTENT_TREE).
+    ExtentTreeNarrower = 0x014007, "extent-tree-could-be-narrower", P1, Notice [fix keeps optional],
+        "the extent tree of inode {ino} could be narrower (at level {level})";
     /// extent-index-start (e2fsck PR_1_EXTENT_INDEX_START_INVALID).
     ExtentIndexStartInvalid = 0x01006d, "extent-index-start", P1, Error [blocks],
         "inode {ino}: an extent index starts at logical {found}, should be {expected}";
@@ -1259,7 +1286,12 @@ pub enum Numbers {
     TreeLevel {
         /// The logical block.
         logical: u64,
-        /// The level in the tree (0 is the leaves).
+        /// The level in the tree (0 is the root).
+        level: u64,
+    },
+    /// A level of an extent tree (0 is the root).
+    Level {
+        /// The level.
         level: u64,
     },
     /// A byte offset in a logical block of a directory.
@@ -1334,7 +1366,7 @@ impl Numbers {
     /// The extent tree level.
     pub fn level(self) -> Option<u64> {
         match self {
-            Numbers::TreeLevel { level, .. } => Some(level),
+            Numbers::TreeLevel { level, .. } | Numbers::Level { level } => Some(level),
             _ => None,
         }
     }
@@ -1561,6 +1593,12 @@ impl Finding {
         self
     }
 
+    /// Sets an extent tree level (0 is the root).
+    pub fn level(mut self, level: u64) -> Self {
+        self.numbers = Numbers::Level { level };
+        self
+    }
+
     /// Sets the logical block and the extent tree level it was met at.
     pub fn tree_level(mut self, logical: u64, level: u64) -> Self {
         self.numbers = Numbers::TreeLevel { logical, level };
@@ -1714,6 +1752,7 @@ mod tests {
                 logical: 1,
                 level: 2,
             },
+            Numbers::Level { level: 1 },
             Numbers::Offset {
                 logical: 1,
                 offset: 2,

@@ -16,6 +16,8 @@ pub const EXT_INIT_MAX_LEN: u32 = 1 << 15;
 pub const EXT_UNINIT_MAX_LEN: u32 = EXT_INIT_MAX_LEN - 1;
 /// Deepest tree the kernel builds.
 pub const EXT4_MAX_DEPTH: u16 = 5;
+/// Entries the root node in an inode's `i_block` holds.
+pub const ROOT_ENTRIES: u64 = 4;
 
 /// Why a node cannot be read as an extent node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +186,27 @@ pub fn encode_index(lblk: u32, child: u64) -> [u8; ENTRY_SIZE] {
     b
 }
 
+/// The entries an extent tree block of `block_size` bytes holds.
+pub fn entries_per_block(block_size: usize) -> usize {
+    (block_size - ENTRY_SIZE) / ENTRY_SIZE
+}
+
+/// The tree blocks a packed tree of `extents` leaf extents takes: none
+/// when the inode's four entries hold them; else full leaf blocks, and
+/// full index blocks above them, level by level, until four entries are
+/// left for the inode. This is the shape of a tree rebuilt from its
+/// extents, whose size a check weighs against the tree found.
+pub fn packed_tree_blocks(extents: u64, block_size: usize) -> u64 {
+    let per = entries_per_block(block_size).max(1) as u64;
+    let mut level = extents;
+    let mut blocks = 0;
+    while level > ROOT_ENTRIES {
+        level = level.div_ceil(per);
+        blocks += level;
+    }
+    blocks
+}
+
 /// Writes a node header: the magic, `entries` in use of room for `max`,
 /// the node's depth (0 for a leaf) and a zero generation.
 pub fn put_header(node: &mut [u8], entries: u16, max: u16, depth: u16) {
@@ -255,6 +278,20 @@ pub struct ExtentIndex {
 mod tests {
     use super::*;
     use crate::bytes::{put_le_u16, put_le_u32};
+
+    #[test]
+    fn a_packed_tree_takes_full_blocks_level_by_level() {
+        // 1 KiB blocks hold 84 entries, 4 KiB blocks 340.
+        assert_eq!(entries_per_block(1024), 84);
+        assert_eq!(entries_per_block(4096), 340);
+        assert_eq!(packed_tree_blocks(0, 1024), 0);
+        assert_eq!(packed_tree_blocks(4, 1024), 0);
+        assert_eq!(packed_tree_blocks(5, 1024), 1);
+        assert_eq!(packed_tree_blocks(84 * 4, 1024), 4);
+        // Five leaves do not fit in the inode: one index block above.
+        assert_eq!(packed_tree_blocks(84 * 4 + 1, 1024), 6);
+        assert_eq!(packed_tree_blocks(340 * 4 + 1, 4096), 6);
+    }
 
     fn root(entries: u16, depth: u16) -> Vec<u8> {
         let mut b = vec![0u8; 60];

@@ -30,6 +30,34 @@ fn invalid() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, "unreadable inode")
 }
 
+/// Writes inode `ino`'s extent tree again, packed: the same extents,
+/// joined where they meet, in as few tree blocks as they fit (e2fsck's
+/// pass 1E). The old tree blocks are released and `i_blocks` counted
+/// anew.
+pub fn pack_extent_tree<'f>(
+    st: &'f CheckState,
+    stage: &mut Staging<'f>,
+    ino: Ino,
+) -> io::Result<()> {
+    let fs = &st.fs;
+    let raw = stage.inode_copy(ino)?;
+    let inode = Inode::new(&raw).ok_or_else(invalid)?;
+    if !inode.has_flag(flags::EXTENTS) {
+        return Err(invalid());
+    }
+    let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
+    let (leaves, ok) = collect_extents(&p1, &mut stage.io, ino.get(), &raw);
+    if !ok {
+        return Err(io::Error::other("the extent tree cannot be walked"));
+    }
+    let old_nodes = super::map::tree_blocks_of(stage, ino)?;
+    write_extent_tree(stage, ino, &merge_runs(leaves))?;
+    for b in old_nodes {
+        stage.release_block(b);
+    }
+    super::map::recount_i_blocks(stage, ino)
+}
+
 /// Fixes the block-level problems of one inode: a block map loses its
 /// illegal pointers, an extent tree is rebuilt from the extents e2fsck
 /// keeps. Returns whether the inode itself changed (not only indirect

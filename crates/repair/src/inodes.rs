@@ -513,6 +513,22 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: Ino, list: &[&'a Finding]) -> I
             done.extend(block_probs);
         }
     }
+    // A tree that could be shorter or narrower is built again packed,
+    // as e2fsck's pass 1E does (a tree rebuilt above already is). Its
+    // block count is counted anew, which settles a wrong one too.
+    let smaller: Vec<&'a Finding> = list
+        .iter()
+        .copied()
+        .filter(|f| f.code.policy().optional)
+        .collect();
+    if !smaller.is_empty() {
+        if out.blocks_changed {
+            done.extend(smaller);
+        } else if blocks::pack_extent_tree(r.st, r.stage, ino).is_ok() {
+            done.extend(smaller);
+            done.extend(list.iter().copied().filter(|f| f.code == Code::BadIBlocks));
+        }
+    }
     // Extent tree blocks whose checksum alone is wrong: rewritten where
     // they are (the commit sets the checksum), as e2fsck rewrites them;
     // a tree just rebuilt has fresh checksums already.
@@ -881,6 +897,7 @@ fn fix_sizes<'a>(
         if ino >= stopped_at
             || changed_blocks.contains(&ino)
             || !matches!(f.code, Code::BadIBlocks | Code::BadISize)
+            || r.fixed.iter().any(|x| std::ptr::eq(*x, *f))
         {
             continue;
         }

@@ -312,7 +312,11 @@ fn fix_journal_problem(
             let mut jsb = vec![0u8; fs.block_size()];
             st.io.read_blocks(b0, &mut jsb)?;
             if jc.problem == Some(JournalProblem::MultiFs) {
+                let users = jsbl::field::s_nr_users.get(&jsb);
                 jsb[jsbl::V2_FIELDS..].fill(0);
+                let mut f = Finding::new(Code::JournalV2FieldsCleared).found(u64::from(users));
+                f.fixed = true;
+                pre.fixed.push(f);
             } else {
                 reset_journal_superblock(&mut jsb, total);
                 let sb = st.sb_mut();

@@ -65,6 +65,8 @@ struct Run<'a> {
     staged: Option<Arc<fixer::Staged>>,
     check_opts: CheckOptions,
     block_size: u32,
+    /// The first ordinary inode.
+    first_ino: u32,
     mounted_root: bool,
     had_shared_blocks: bool,
     /// Whether pass 1's workers send inode-local fixes during checks.
@@ -258,7 +260,7 @@ impl<'a> Run<'a> {
             Err(e) => return Err(refuse(path, e.to_string())),
         };
         let check_opts = opts.check.clone();
-        let (block_size, fs_bytes, on_backup) = match check_core::fs::open_fs(
+        let (block_size, fs_bytes, on_backup, first_ino) = match check_core::fs::open_fs(
             dev.clone(),
             check_core::fs::OpenOptions {
                 read_only: true,
@@ -269,6 +271,7 @@ impl<'a> Run<'a> {
                 o.fs.geo.block_size,
                 o.fs.geo.blocks_count * u64::from(o.fs.geo.block_size),
                 o.fs.backup_in_use,
+                o.fs.geo.first_ino,
             ),
             Err(_) => {
                 // The file system cannot even be opened: nothing to repair
@@ -340,6 +343,7 @@ impl<'a> Run<'a> {
             staged,
             check_opts,
             block_size,
+            first_ino,
             mounted_root,
             had_shared_blocks,
             streaming: false,
@@ -372,7 +376,18 @@ impl<'a> Run<'a> {
     /// Whether a finding is to be fixed: it calls for a change and, when
     /// someone answers the repair's questions, was answered yes.
     fn fixable(&self, f: &Finding) -> bool {
-        wants_fix(f) && self.check_opts.answers.as_ref().is_none_or(|a| a.yes(f))
+        wants_fix(f)
+            && self.check_opts.answers.as_ref().is_none_or(|a| a.yes(f))
+            && (!f.code.policy().optional || self.takes_optimisation(f))
+    }
+
+    /// Whether an optimisation the check offers is made: never by preen
+    /// (e2fsck -p answers no), and only for the root and ordinary inodes
+    /// (e2fsck asks about the others too, but leaves them).
+    fn takes_optimisation(&self, f: &Finding) -> bool {
+        self.opts.mode != Mode::Preen
+            && f.inode()
+                .is_some_and(|i| i == ext4_layout::types::Ino::ROOT || i.get() >= self.first_ino)
     }
 
     /// The external journal gets a writer of its own: replay empties it.

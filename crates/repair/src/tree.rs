@@ -43,7 +43,7 @@ pub fn write_extent_tree(
     }
     ext.sort_by_key(|e| e.lblk);
     let bs = stage.fs().block_size();
-    let per = (bs - 12) / 12;
+    let per = extent::entries_per_block(bs);
     let goal = ext.first().map_or(0, |e| e.pblk);
     // Level 0 holds the extents; each level above holds index entries
     // (first logical block, child block) until four fit in the inode.
@@ -55,7 +55,8 @@ pub fn write_extent_tree(
         })
         .collect();
     let mut depth = 0u16;
-    while level.len() > 4 {
+    // (The shape `extent::packed_tree_blocks` counts.)
+    while level.len() as u64 > extent::ROOT_ENTRIES {
         let mut up = Vec::new();
         for chunk in level.chunks(per) {
             let blk = stage

@@ -1,7 +1,7 @@
 //! `check_blocks`: walk an inode's blocks (block map, extent tree or
 //! inline data), claim them, and check `i_size` and `i_blocks`.
 
-use ext4_layout::extent::ExtentNode;
+use ext4_layout::extent::{self, ExtentNode};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::htree::DxRoot;
 use ext4_layout::inode::{flags, inode_csum_seed, Inode};
@@ -36,6 +36,10 @@ struct Walk {
     next_lblock: u64,
     /// Set when the walk failed in a way e2fsck treats as fatal.
     error: Option<String>,
+    /// Blocks the quota charge gains (or loses) from a change the repair
+    /// is to make that the block count above does not show yet: an
+    /// extent tree rebuilt smaller.
+    quota_delta: i64,
 }
 
 impl Walk {
@@ -67,6 +71,7 @@ impl Walk {
             fragmented: false,
             next_lblock: 0,
             error: None,
+            quota_delta: 0,
         }
     }
 }
@@ -206,7 +211,7 @@ impl Worker<'_, '_, '_> {
         if w.num_blocks == 0 && w.is_dir && !inode.has_flag(flags::INLINE_DATA) {
             self.report(Finding::new(Code::ZeroLengthDir).ino(ino));
         }
-        self.charge_quota(cur, w.num_blocks);
+        self.charge_quota(cur, w.num_blocks.saturating_add_signed(w.quota_delta));
         let huge = geo.ro_compat.contains(RoCompatFeatures::HUGE_FILE);
         let mut expect = w.num_blocks;
         if !huge || !inode.has_flag(flags::HUGE_FILE) {
@@ -503,12 +508,15 @@ impl Worker<'_, '_, '_> {
         let depth_slot = usize::from(root.eh_depth()).min(EXTENT_DEPTH_SLOTS - 1);
         self.out.stats.extent_depth[depth_slot] += 1;
         let max_depth = max_extent_depth(geo.block_size);
+        // A tree too deep is rebuilt when the repair takes the fix, and
+        // is then not weighed for a smaller one (e2fsck's force_rebuild).
+        let mut rebuilt_anyway = false;
         if root.eh_depth() > max_depth {
-            self.report(
-                Finding::new(Code::ExtentBadMaxDepth)
-                    .ino(cur.ino)
-                    .over_limit(u64::from(root.eh_depth()), u64::from(max_depth)),
-            );
+            let f = Finding::new(Code::ExtentBadMaxDepth)
+                .ino(cur.ino)
+                .over_limit(u64::from(root.eh_depth()), u64::from(max_depth));
+            rebuilt_anyway = self.p.says_yes(&f);
+            self.report(f);
         }
         let bs = u64::from(geo.block_size);
         let size = inode.size();
@@ -537,20 +545,55 @@ impl Worker<'_, '_, '_> {
             failed_csum: false,
             last_pblk: 0,
         };
+        let mut shape = TreeShape::default();
+        shape.node(0, root.eh_entries(), root.eh_max());
         let mut v = ExtentCheck {
             w: self,
             cur,
             walk: w,
             tree,
+            shape,
         };
-        if let Err(why) = walk::walk_extent_tree(&mut v, ib, end_blk, root_place) {
+        let walked = walk::walk_extent_tree(&mut v, ib, end_blk, root_place);
+        let shape = v.shape;
+        if let Err(why) = walked {
             self.report(
                 Finding::new(Code::ExtentIterateFailure)
                     .ino(cur.ino)
                     .detail(why.to_string()),
             );
             w.error = Some(why.to_string());
+            return;
         }
+        if !rebuilt_anyway {
+            self.offer_smaller_tree(cur, w, &shape, root.eh_depth());
+        }
+    }
+
+    /// e2fsck's offer to rebuild an extent tree that could be shorter or
+    /// narrower (its pass 1E), weighed on the tree as walked. Under a
+    /// repair that takes the offer, the quota charge counts the tree
+    /// blocks the rebuilt tree takes instead of the old ones.
+    fn offer_smaller_tree(&mut self, cur: &Cur<'_>, w: &mut Walk, shape: &TreeShape, depth: u16) {
+        let choices = &self.p.choices;
+        if !choices.optimize_extents || (w.is_dir && choices.rehash_dirs) {
+            return;
+        }
+        let geo = &self.p.fs.geo;
+        let per = extent::entries_per_block(geo.block_size as usize) as u64;
+        let Some((code, level)) = shape.offer(depth, per) else {
+            return;
+        };
+        let f = Finding::new(code).ino(cur.ino).level(level);
+        // e2fsck asks about any inode, but rebuilds only the root and
+        // ordinary inodes.
+        let rebuilt = cur.ino == 2 || cur.ino >= geo.first_ino;
+        if rebuilt && self.p.says_yes(&f) {
+            let bs = geo.block_size as usize;
+            let new = extent::packed_tree_blocks(shape.runs, bs);
+            w.quota_delta = new as i64 - shape.nodes as i64;
+        }
+        self.report(f);
     }
 
     /// The first problem of an extent-node entry, if any (a leaf extent
@@ -947,6 +990,80 @@ struct ExtentCheck<'v, 'p, 'f, 'io, 'c> {
     cur: &'v Cur<'c>,
     walk: &'v mut Walk,
     tree: Tree,
+    shape: TreeShape,
+}
+
+/// The levels e2fsck weighs when it offers a smaller tree.
+const SHAPE_LEVELS: usize = 8;
+
+/// What e2fsck weighs to offer a shorter or narrower extent tree: per
+/// level, the entries in use and the room; the tree blocks walked; and
+/// the runs of blocks (extents joined where they meet) a rebuilt tree
+/// would hold.
+#[derive(Default)]
+struct TreeShape {
+    /// (entries, room) per level, 0 the root.
+    levels: [(u64, u64); SHAPE_LEVELS],
+    nodes: u64,
+    runs: u64,
+    /// The run being extended: its logical and physical end, length and
+    /// whether it is uninitialised.
+    last: Option<(u64, u64, u64, bool)>,
+}
+
+impl TreeShape {
+    /// A node at `level` as walked. A block that is not full counts one
+    /// entry less of room, as e2fsck counts it: appending splits a block
+    /// and leaves one entry free, which must not make every such tree
+    /// look too wide.
+    fn node(&mut self, level: u16, entries: u16, max: u16) {
+        let Some(l) = self.levels.get_mut(usize::from(level)) else {
+            return;
+        };
+        l.0 += u64::from(entries);
+        l.1 += u64::from(max);
+        if level > 0 && entries < max {
+            l.1 -= 1;
+        }
+    }
+
+    /// A leaf extent the tree keeps, in logical order.
+    fn leaf(&mut self, e: &WalkEntry) {
+        let joins = self.last.is_some_and(|(lend, pend, len, uninit)| {
+            lend == e.lblk
+                && pend == e.pblk
+                && uninit == e.uninit
+                && len + e.len <= u64::from(extent::EXT_UNINIT_MAX_LEN)
+        });
+        let len = match self.last {
+            Some((_, _, len, _)) if joins => len + e.len,
+            _ => {
+                self.runs += 1;
+                e.len
+            }
+        };
+        self.last = Some((e.lblk + e.len, e.pblk + e.len, len, e.uninit));
+    }
+
+    /// Whether the tree, `depth` levels below its root, could be shorter
+    /// (a level holds no more entries than a level above it has room
+    /// for) or narrower (a level has more than a block's worth, `per`,
+    /// of room to spare), and at which level.
+    fn offer(&self, depth: u16, per: u64) -> Option<(Code, u64)> {
+        if usize::from(depth) >= SHAPE_LEVELS {
+            return Some((Code::ExtentTreeShorter, u64::from(depth)));
+        }
+        for i in 0..=usize::from(depth) {
+            let (entries, room) = self.levels[i];
+            if room.saturating_sub(entries) > per {
+                return Some((Code::ExtentTreeNarrower, i as u64));
+            }
+            if self.levels[..i].iter().any(|&(_, above)| entries < above) {
+                return Some((Code::ExtentTreeShorter, i as u64));
+            }
+        }
+        None
+    }
 }
 
 reads_through_worker!(ExtentCheck<'_, '_, '_, '_, '_>);
@@ -968,6 +1085,7 @@ impl ExtentVisitor for ExtentCheck<'_, '_, '_, '_, '_> {
             );
         }
         if !self.w.drop_entry(ino, &e, at, problem) {
+            self.shape.leaf(&e);
             at.start_block = self.w.take_extent(self.cur, self.walk, e, at.try_repairs);
         }
         Ok(())
@@ -1022,8 +1140,15 @@ impl ExtentVisitor for ExtentCheck<'_, '_, '_, '_, '_> {
         blk: u64,
         bytes: &[u8],
     ) -> Result<bool, ExtentWalkError> {
-        self.w
-            .check_child_node(self.cur.ino, &self.tree, at, blk, bytes)
+        let walk = self
+            .w
+            .check_child_node(self.cur.ino, &self.tree, at, blk, bytes)?;
+        if walk {
+            if let Some(n) = ExtentNode::new(bytes) {
+                self.shape.node(at.level, n.eh_entries(), n.eh_max());
+            }
+        }
+        Ok(walk)
     }
 
     fn done(&mut self, at: NodePlace, blk: Option<u64>) -> Result<(), ExtentWalkError> {
@@ -1041,6 +1166,7 @@ impl ExtentVisitor for ExtentCheck<'_, '_, '_, '_, '_> {
         if let Some(blk) = blk {
             self.w.mark_block_used(blk);
             self.walk.num_blocks += 1;
+            self.shape.nodes += 1;
         }
         Ok(())
     }
