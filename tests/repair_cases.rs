@@ -1429,7 +1429,11 @@ fn compare_preen(scratch: &Scratch, name: &str, img: &Path) {
 ///   answer, and e2fsck judges nothing more of it (ext4chk went on to
 ///   call the index invalid, which preen may not fix);
 /// - a block bitmap placed outside its group: e2fsck -p stops (exit 4),
-///   where ext4chk exited 8 as if the superblock were unusable.
+///   where ext4chk exited 8 as if the superblock were unusable;
+/// - a directory whose extent header is bad, and so has no blocks:
+///   e2fsck -p stops on the header, which it meets first; ext4chk let
+///   the clearing of the empty directory, which preen may make, take the
+///   header problem with it (exit 1).
 ///
 /// Each on {no checksums, uninit_bg, metadata_csum} x {1 KiB, 4 KiB}
 /// (the journal case with and without extents), also compared under -n
@@ -1454,8 +1458,9 @@ fn preen_fixes_and_stops_where_e2fsck_preen_does() {
             }
             let body: Vec<u8> = (0..300_000u32).map(|k| (k % 251) as u8).collect();
             std::fs::write(tree.join("a"), body).expect("write");
-            let cases: [(&str, &str, &[&str]); 6] = [
+            let cases: [(&str, &str, &[&str]); 7] = [
                 ("extent-flag", "", &["sif /sub/deep flags 0x1000"]),
+                ("dir-extent-header", "", &["sif /sub/deep block[0] 0"]),
                 ("journal-file", "", &["ssv journal_inum 12"]),
                 (
                     "journal-file-ext3",
@@ -1726,6 +1731,9 @@ fn extent_trees_that_could_be_smaller_are_rebuilt_as_e2fsck_rebuilds_them() {
                 theirs_offer,
                 "{name}: preen rebuilt a tree"
             );
+            if set == &"csum" || set == &"quota" {
+                leaf_checksum_with_smaller_tree(&scratch, &name, &img, bs);
+            }
             let kept = scratch.path(&format!("{name}-fixes-only.img"));
             std::fs::copy(&img, &kept).expect("copy");
             let kp = kept.to_str().expect("path");
@@ -1742,4 +1750,57 @@ fn extent_trees_that_could_be_smaller_are_rebuilt_as_e2fsck_rebuilds_them() {
             );
         }
     }
+}
+
+/// The first leaf block of /n1k's extent tree (depth 1 or more).
+fn first_leaf_block(img: &Path) -> u64 {
+    let out = tool("debugfs", &["-R", "ex /n1k", img.to_str().expect("path")]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for l in text.lines().skip(1) {
+        let f: Vec<&str> = l
+            .split(|c: char| c == '/' || c.is_whitespace())
+            .filter(|x| !x.is_empty())
+            .collect();
+        // level depth entry entries logical - logical physical length
+        if f.len() >= 8 && f[0] == "0" {
+            return f[7].parse().expect("block");
+        }
+    }
+    panic!("no index entry in\n{text}");
+}
+
+/// A leaf block of a tree that could be narrower fails its checksum and
+/// nothing else: e2fsck -fy counts the checksum fix and the rebuild
+/// changes the file system, so it exits 1; so must -y (it said 0 when
+/// it took the rebuild for the only change).
+fn leaf_checksum_with_smaller_tree(scratch: &Scratch, name: &str, img: &Path, bs: &str) {
+    use std::io::{Seek, SeekFrom, Write};
+    let bad = scratch.path(&format!("{name}-leaf-csum.img"));
+    std::fs::copy(img, &bad).expect("copy");
+    let leaf = first_leaf_block(&bad);
+    let bsz: u64 = bs.parse().expect("block size");
+    let tail = 12 + 12 * ((bsz - 12) / 12);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&bad)
+        .expect("open");
+    f.seek(SeekFrom::Start(leaf * bsz + tail)).expect("seek");
+    let mut b = [0u8; 1];
+    std::io::Read::read_exact(&mut f, &mut b).expect("read");
+    f.seek(SeekFrom::Start(leaf * bsz + tail)).expect("seek");
+    f.write_all(&[b[0] ^ 0x5a]).expect("write");
+    drop(f);
+    let theirs = scratch.path(&format!("{name}-leaf-csum-e2fsck.img"));
+    std::fs::copy(&bad, &theirs).expect("copy");
+    let e2 = code(&tool("e2fsck", &["-fy", theirs.to_str().expect("path")]));
+    let bp = bad.to_str().expect("path");
+    let y = run(&["-y", bp]);
+    assert_eq!(
+        code(&y),
+        e2,
+        "{name}: leaf checksum and a smaller tree\n{}",
+        String::from_utf8_lossy(&y.stdout)
+    );
+    assert_eq!(code(&tool("e2fsck", &["-fn", bp])), 0, "{name}: after");
 }

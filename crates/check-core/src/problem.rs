@@ -119,7 +119,9 @@ enum Keeps {
 ///   `PR_NOT_A_FIX`): preen leaves it, and answering no is no error;
 /// - `settles`: a pass 4 fix after which pass 5 may rebuild in the same
 ///   round;
-/// - `order(n)`: its place in e2fsck's checks of one inode in pass 1.
+/// - `order(n)`: its place in e2fsck's checks of one inode in pass 1
+///   (20, the default, for the checks of its blocks; a zero-length
+///   directory, then the size and block count, come after them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixPolicy {
     /// Preen may fix it.
@@ -770,13 +772,13 @@ codes! {
     TooManyBadBlocks = 0x010011, "too-many-illegal-blocks", P1, Error [clear_blocks],
         "inode {ino} has too many illegal blocks";
     /// bad-i-blocks (e2fsck PR_1_BAD_I_BLOCKS).
-    BadIBlocks = 0x01000d, "bad-i-blocks", P1, Error [preen local keeps],
+    BadIBlocks = 0x01000d, "bad-i-blocks", P1, Error [preen local keeps order(22)],
         "inode {ino} has i_blocks {found}, should be {expected}";
     /// bad-i-size (e2fsck PR_1_BAD_I_SIZE).
-    BadISize = 0x01000c, "bad-i-size", P1, Error [preen local_regular keeps_nondir],
+    BadISize = 0x01000c, "bad-i-size", P1, Error [preen local_regular keeps_nondir order(22)],
         "inode {ino} has size {found}, should be {expected}";
     /// zero-length-dir (e2fsck PR_1_ZERO_LENGTH_DIR).
-    ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error [preen clear_blocks],
+    ZeroLengthDir = 0x010006, "zero-length-dir", P1, Error [preen clear_blocks order(21)],
         "directory inode {ino} has no blocks";
     /// dir-block-unreadable (no e2fsck equivalent).
     /// `none`: not raised; pass 2's dir-block-read-failed is the one fixed.

@@ -241,13 +241,16 @@ impl Report {
         }
         // As e2fsck: a fix counts when the file system was changed, and
         // the descriptor fixes e2fsck makes while reading the descriptors
-        // do not change it on their own.
-        let fixed = self.findings.iter().any(|f| f.fixed);
+        // do not change it on their own. An optimisation is the reverse:
+        // it changes the file system but is no fix.
+        let fixed = self
+            .findings
+            .iter()
+            .any(|f| f.fixed && !f.code.policy().optional);
         let changed = self.restructured
-            || self
-                .findings
-                .iter()
-                .any(|f| f.fixed && !f.quiet && f.code.counts_as_fix());
+            || self.findings.iter().any(|f| {
+                f.fixed && ((!f.quiet && f.code.counts_as_fix()) || f.code.policy().optional)
+            });
         if fixed && changed {
             code |= exit::CORRECTED;
         }

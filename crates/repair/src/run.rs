@@ -830,11 +830,19 @@ impl<'a> Run<'a> {
         // is cleared), is judged by that check, as e2fsck judges it only
         // after the fixes before it.
         if self.opts.mode == Mode::Preen {
-            // An inode preen clears takes its other problems with it (e2fsck
-            // clears it before it meets them).
+            // An inode preen clears takes the problems e2fsck would meet
+            // after it with it (those of later passes, and the size and
+            // block count); one met before it in pass 1 (a bad extent
+            // header before the directory is found to have no blocks)
+            // still stops preen.
             let cleared = |f: &Finding| {
                 fixed.iter().any(|g| {
-                    g.ino.is_some() && g.ino == f.ino && g.code.clears_inode() && g.code.preen_ok()
+                    g.ino.is_some()
+                        && g.ino == f.ino
+                        && g.code.clears_inode()
+                        && g.code.preen_ok()
+                        && (f.code.pass() != Pass::P1
+                            || f.code.policy().inode_order > g.code.policy().inode_order)
                 })
             };
             if let Some(f) = fixed
