@@ -801,7 +801,7 @@ codes! {
         "inode {ino} has out-of-order extents (logical {logical}, physical {blk}, length {length})";
     /// extent-end-out-of-bounds (e2fsck PR_1_EXTENT_END_OUT_OF_BOUNDS).
     ExtentEndOutOfBounds = 0x01006e, "extent-end-out-of-bounds", P1, Error [blocks],
-        "inode {ino}: extent tree (at level {level}) could be shorter; logical block {logical} is out of bounds";
+        "inode {ino}: the extent at logical block {logical} (tree level {level}) ends past the range its index allows";
     /// extent-root-invalid (e2fsck PR_1_MISSING_EXTENT_HEADER).
     ExtentHeaderInvalid = 0x010081, "extent-root-invalid", P1, Error [clear_blocks],
         "inode {ino} has the extents flag but no valid extent header";
