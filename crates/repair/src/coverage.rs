@@ -64,7 +64,8 @@ fn every_code_a_repair_acts_on_has_a_fix_or_says_it_has_none() {
             || p.rereads_blocks
             || p.drops_index
             || p.rebuilt_by_pass5
-            || p.restarts;
+            || p.restarts
+            || p.optional;
         // Pass 2 walks each directory it found a problem in again, as
         // e2fsck's entry loop answering yes, and mends what it finds.
         let by_walk = code.pass() == Pass::P2 && code.names_directory();
