@@ -1804,3 +1804,83 @@ fn leaf_checksum_with_smaller_tree(scratch: &Scratch, name: &str, img: &Path, bs
     );
     assert_eq!(code(&tool("e2fsck", &["-fn", bp])), 0, "{name}: after");
 }
+
+/// A leaf extent block of a metadata_csum file system with one bad
+/// extent in it: e2fsck -y deletes the extent, writes the block anew and
+/// says nothing of its checksum; e2fsck -n, which deletes nothing,
+/// reports the checksum too. ext4chk -y reported the checksum as a fix of
+/// its own beside the deletion. Compared with e2fsck under -n and -y,
+/// with 1 KiB and 4 KiB blocks: the same exit codes, the checksum named
+/// exactly where e2fsck names it, e2fsck -fn clean after.
+#[test]
+fn a_leaf_rewritten_for_a_bad_extent_is_not_also_a_checksum_fix() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let scratch = Scratch::new("leaf-bad-extent");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(&tree).expect("mkdir");
+    {
+        let mut f = std::fs::File::create(tree.join("n1k")).expect("create");
+        for i in 0..200u64 {
+            f.seek(SeekFrom::Start(i * 2 * 4096)).expect("seek");
+            let body: Vec<u8> = (0..1024u64).map(|k| (k * 13 + i * 7) as u8).collect();
+            f.write_all(&body).expect("write");
+        }
+    }
+    for bs in ["1024", "4096"] {
+        let name = format!("csum-{bs}");
+        let img = scratch.path(&format!("{name}.img"));
+        mkfs_from(&tree, &img, bs, "metadata_csum", &[], "16M");
+        let leaf = first_leaf_block(&img);
+        let bsz: u64 = bs.parse().expect("block size");
+        // Entry 2's physical start (its low 32 bits) far past the end.
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&img)
+            .expect("open");
+        let mut head = [0u8; 2];
+        f.seek(SeekFrom::Start(leaf * bsz)).expect("seek");
+        f.read_exact(&mut head).expect("read");
+        assert_eq!(head, [0x0a, 0xf3], "{name}: block {leaf} is no extent node");
+        f.seek(SeekFrom::Start(leaf * bsz + 12 + 2 * 12 + 8))
+            .expect("seek");
+        f.write_all(&0x7fff_0000u32.to_le_bytes()).expect("write");
+        drop(f);
+        let p = img.to_str().expect("path");
+        let says_csum = |o: &std::process::Output, ours: bool| {
+            let t = String::from_utf8_lossy(&o.stdout);
+            if ours {
+                t.contains("extent-only-checksum")
+            } else {
+                t.contains("checksum does not match extent")
+            }
+        };
+        let (e2n, n) = (tool("e2fsck", &["-fn", p]), run(&["-n", p]));
+        assert_eq!(code(&n), code(&e2n), "{name}: -n");
+        assert_eq!(
+            says_csum(&n, true),
+            says_csum(&e2n, false),
+            "{name}: -n names the checksum"
+        );
+        let theirs = scratch.path(&format!("{name}-e2fsck.img"));
+        let ours = scratch.path(&format!("{name}-ext4chk.img"));
+        std::fs::copy(&img, &theirs).expect("copy");
+        std::fs::copy(&img, &ours).expect("copy");
+        let (tp, op) = (theirs.to_str().expect("path"), ours.to_str().expect("path"));
+        let (e2y, y) = (tool("e2fsck", &["-fy", tp]), run(&["-y", op]));
+        let ytext = String::from_utf8_lossy(&y.stdout).into_owned();
+        assert_eq!(code(&y), code(&e2y), "{name}: -y\n{ytext}");
+        assert!(
+            !says_csum(&e2y, false),
+            "{name}: e2fsck -y names the checksum"
+        );
+        assert!(
+            !says_csum(&y, true),
+            "{name}: -y names the checksum\n{ytext}"
+        );
+        assert_eq!(code(&tool("e2fsck", &["-fn", op])), 0, "{name}: after -y");
+    }
+}

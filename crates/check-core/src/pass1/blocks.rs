@@ -642,12 +642,15 @@ impl Worker<'_, '_, '_> {
     }
 
     /// Reports an extent-node entry's problem, when the node's problems
-    /// are reported; returns whether the entry is dropped.
+    /// are reported; returns whether the entry is dropped. A node an
+    /// entry is deleted from (under a repair that takes the fix, or when
+    /// collecting what a repair keeps) is written anew, so its checksum
+    /// is no longer a problem of its own, as e2fsck forgets it then.
     fn drop_entry(
         &mut self,
         ino: u32,
         e: &WalkEntry,
-        at: &NodePlace,
+        at: &mut NodePlace,
         problem: Option<Code>,
     ) -> bool {
         let Some(code) = problem.filter(|_| at.try_repairs) else {
@@ -659,6 +662,9 @@ impl Worker<'_, '_, '_> {
         } else {
             f.extent(e.lblk, e.len)
         };
+        if self.collect.is_some() || self.p.says_yes(&f) {
+            at.failed_csum = false;
+        }
         self.report(f);
         true
     }
