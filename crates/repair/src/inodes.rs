@@ -889,6 +889,16 @@ fn fix_sizes<'a>(
     stopped_at: u32,
     changed_blocks: &BTreeSet<u32>,
 ) {
+    // What the inode fixes already settled, looked up once: a count set
+    // by a tree rebuilt packed, and the inodes cleared.
+    let settled: std::collections::HashSet<*const Finding> =
+        r.fixed.iter().map(|x| std::ptr::from_ref(*x)).collect();
+    let cleared: BTreeSet<u32> = r
+        .fixed
+        .iter()
+        .filter(|x| clears_inode(x.code))
+        .filter_map(|x| x.ino)
+        .collect();
     for f in mine {
         let Some(inode) = f.inode() else {
             continue;
@@ -897,13 +907,8 @@ fn fix_sizes<'a>(
         if ino >= stopped_at
             || changed_blocks.contains(&ino)
             || !matches!(f.code, Code::BadIBlocks | Code::BadISize)
-            || r.fixed.iter().any(|x| std::ptr::eq(*x, *f))
-        {
-            continue;
-        }
-        if r.fixed
-            .iter()
-            .any(|x| x.ino == Some(ino) && clears_inode(x.code))
+            || settled.contains(&std::ptr::from_ref(*f))
+            || cleared.contains(&ino)
         {
             continue;
         }
