@@ -1772,7 +1772,7 @@ fn first_leaf_block(img: &Path) -> u64 {
 /// A leaf block of a tree that could be narrower fails its checksum and
 /// nothing else: e2fsck -fy counts the checksum fix and the rebuild
 /// changes the file system, so it exits 1; so must -y (it said 0 when
-/// it took the rebuild for the only change).
+/// it took the rebuild for the only change), keeping e2fsck's files.
 fn leaf_checksum_with_smaller_tree(scratch: &Scratch, name: &str, img: &Path, bs: &str) {
     use std::io::{Seek, SeekFrom, Write};
     let bad = scratch.path(&format!("{name}-leaf-csum.img"));
@@ -1803,6 +1803,9 @@ fn leaf_checksum_with_smaller_tree(scratch: &Scratch, name: &str, img: &Path, bs
         String::from_utf8_lossy(&y.stdout)
     );
     assert_eq!(code(&tool("e2fsck", &["-fn", bp])), 0, "{name}: after");
+    let (lost, _) =
+        common::files_lost(&theirs, &bad, &scratch.path(&format!("{name}-lc"))).expect("debugfs");
+    assert!(lost.is_empty(), "{name}: files lost {lost:?}");
 }
 
 /// A leaf extent block of a metadata_csum file system with one bad
@@ -1811,7 +1814,8 @@ fn leaf_checksum_with_smaller_tree(scratch: &Scratch, name: &str, img: &Path, bs
 /// reports the checksum too. ext4chk -y reported the checksum as a fix of
 /// its own beside the deletion. Compared with e2fsck under -n and -y,
 /// with 1 KiB and 4 KiB blocks: the same exit codes, the checksum named
-/// exactly where e2fsck names it, e2fsck -fn clean after.
+/// exactly where e2fsck names it, e2fsck -fn clean after, the files e2fsck
+/// keeps kept.
 #[test]
 fn a_leaf_rewritten_for_a_bad_extent_is_not_also_a_checksum_fix() {
     if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
@@ -1882,5 +1886,8 @@ fn a_leaf_rewritten_for_a_bad_extent_is_not_also_a_checksum_fix() {
             "{name}: -y names the checksum\n{ytext}"
         );
         assert_eq!(code(&tool("e2fsck", &["-fn", op])), 0, "{name}: after -y");
+        let (lost, _) = common::files_lost(&theirs, &ours, &scratch.path(&format!("{name}-t")))
+            .expect("debugfs");
+        assert!(lost.is_empty(), "{name}: files lost {lost:?}");
     }
 }
