@@ -92,3 +92,13 @@ impl fmt::Display for Group {
         write!(f, "{}", self.0)
     }
 }
+
+impl std::ops::Add<u64> for PhysBlock {
+    type Output = PhysBlock;
+
+    /// The block `n` blocks further on.
+    #[inline]
+    fn add(self, n: u64) -> PhysBlock {
+        PhysBlock(self.0 + n)
+    }
+}

@@ -5,6 +5,7 @@
 use check_core::fs::Fs;
 use ext4_layout::group_desc as gd;
 use ext4_layout::superblock as sbl;
+use ext4_layout::types::PhysBlock;
 
 use crate::stage::{Kind, Staging};
 
@@ -53,7 +54,7 @@ pub(crate) fn account<'f>(
         if flags & ext4_layout::group_desc::BG_BLOCK_UNINIT != 0 || bb == 0 {
             continue;
         }
-        let Ok(b) = st.block(bb, Kind::Plain) else {
+        let Ok(b) = st.block(PhysBlock(bb), Kind::Plain) else {
             continue;
         };
         let was = b[bit / 8] & (1 << (bit % 8)) != 0;
@@ -91,7 +92,7 @@ pub(crate) fn account<'f>(
             )
         };
         if flags & ext4_layout::group_desc::BG_INODE_UNINIT == 0 && ib != 0 {
-            if let Ok(b) = st.block(ib, Kind::Plain) {
+            if let Ok(b) = st.block(PhysBlock(ib), Kind::Plain) {
                 let was = b[bit / 8] & (1 << (bit % 8)) != 0;
                 if was == free {
                     if free {
@@ -147,6 +148,6 @@ pub(crate) fn block_in_use<'f>(fs: &'f Fs, st: &mut Staging<'f>, c: u64) -> bool
     if flags & ext4_layout::group_desc::BG_BLOCK_UNINIT != 0 || bb == 0 {
         return false;
     }
-    st.block(bb, Kind::Plain)
+    st.block(PhysBlock(bb), Kind::Plain)
         .is_ok_and(|b| b.get(bit / 8).is_some_and(|&x| x & (1 << (bit % 8)) != 0))
 }

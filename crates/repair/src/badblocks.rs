@@ -3,7 +3,7 @@
 //! writes it, before the passes.
 
 use crate::error::Error;
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::path::PathBuf;
 
 use ext4_layout::inode::Inode;
@@ -127,18 +127,18 @@ pub(super) fn stage_update<'f>(
     // the new ones in use before any mapping block is allocated.
     for &b in &old_all {
         if !stage.shared(b >> bits) {
-            stage.mark_block(b, false);
+            stage.mark_block(PhysBlock(b), false);
         }
     }
     for &b in &list {
-        stage.mark_block(b, true);
+        stage.mark_block(PhysBlock(b), true);
     }
     {
         let r = stage.inode(Ino::BAD)?;
         r[I_BLOCK].fill(0);
     }
     for (i, &b) in list.iter().enumerate() {
-        super::map::map_block(stage, Ino::BAD, i as u64, b)
+        super::map::map_block(stage, Ino::BAD, i as u64, PhysBlock(b))
             .map_err(|source| Error::MapBadBlock { block: b, source })?;
     }
     let bs = u64::from(geo.block_size);

@@ -2,7 +2,7 @@
 //! extents, rebuilding extent trees, and cloning blocks claimed more than
 //! once (e2fsck's passes 1B to 1D).
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
@@ -133,7 +133,7 @@ impl BlockMapEditor for Decide<'_, '_, '_> {
         match (self.decide)(blk, cnt) {
             Decision::Keep => Ok(blk),
             Decision::Zero => Ok(0),
-            Decision::Clone => clone_block(self.stage, blk),
+            Decision::Clone => clone_block(self.stage, PhysBlock(blk)).map(|b| b.0),
         }
     }
 
@@ -143,7 +143,7 @@ impl BlockMapEditor for Decide<'_, '_, '_> {
 }
 
 /// Copies a block to a newly allocated one.
-fn clone_block(stage: &mut Staging<'_>, blk: u64) -> io::Result<u64> {
+fn clone_block(stage: &mut Staging<'_>, blk: PhysBlock) -> io::Result<PhysBlock> {
     let new = stage
         .alloc_block(blk)
         .ok_or_else(|| io::Error::other("no free block to clone into"))?;
@@ -227,7 +227,7 @@ fn clone_inode<'f>(
         // the inode or in fresh blocks.
         let mut tree_shared = false;
         for t in super::map::tree_blocks_of(stage, ino)? {
-            if let Some(n) = count.get_mut(&(t >> bits)).filter(|n| **n > 1) {
+            if let Some(n) = count.get_mut(&(t.0 >> bits)).filter(|n| **n > 1) {
                 *n -= 1;
                 tree_shared = true;
             }
@@ -278,17 +278,20 @@ fn clone_inode<'f>(
                         let newc = match remap.get(&key) {
                             Some(&c) => c,
                             None => {
-                                let nb = stage.alloc_block(old & !mask).ok_or_else(|| {
-                                    io::Error::other("no free block to clone into")
-                                })?;
-                                remap.insert(key, nb >> bits);
-                                nb >> bits
+                                let nb =
+                                    stage.alloc_block(PhysBlock(old & !mask)).ok_or_else(|| {
+                                        io::Error::other("no free block to clone into")
+                                    })?;
+                                remap.insert(key, nb.0 >> bits);
+                                nb.0 >> bits
                             }
                         };
                         let new = (newc << bits) | (lb & mask);
                         let mut b = vec![0u8; bs];
-                        stage.read(old, &mut b)?;
-                        stage.fresh_block(new, Kind::Plain).copy_from_slice(&b);
+                        stage.read(PhysBlock(old), &mut b)?;
+                        stage
+                            .fresh_block(PhysBlock(new), Kind::Plain)
+                            .copy_from_slice(&b);
                         out.push(LeafExtent {
                             lblk: lb,
                             pblk: new,
@@ -348,7 +351,7 @@ fn clone_extents_by_block<'f>(
                 if let Some(n) = count.get_mut(&old) {
                     *n -= 1;
                 }
-                clone_block(stage, old)?
+                clone_block(stage, PhysBlock(old))?.0
             } else {
                 old
             };

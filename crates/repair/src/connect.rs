@@ -8,7 +8,7 @@ use ext4_layout::dirent::{self, rec_len_for, DirWalk, DIR_TAIL_SIZE};
 use ext4_layout::features::{IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, FileType, Inode};
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 
 use super::raw::{clear_inode, now, sbf, set_feature};
 use super::stage::{Kind, Round, Staging};
@@ -17,14 +17,14 @@ use check_core::fs::Fs;
 use check_core::problem::{Code, Finding};
 
 /// The blocks of a directory, in logical order, as this round leaves it.
-fn dir_blocks<'f>(stage: &mut Staging<'f>, dir: Ino) -> io::Result<Vec<(u64, u64)>> {
+fn dir_blocks<'f>(stage: &mut Staging<'f>, dir: Ino) -> io::Result<Vec<(u64, PhysBlock)>> {
     super::map::blocks_of(stage, dir)
 }
 
 /// Where a name sits in a directory.
 struct Found {
     /// The block holding the entry.
-    pblk: u64,
+    pblk: PhysBlock,
     /// The entry's offset in it.
     at: usize,
     /// The inode it names.
@@ -111,7 +111,7 @@ pub fn add_entry<'f>(
     }
     // No room: a new block at the end of the directory.
     let next = blocks.last().map_or(0, |&(l, _)| l + 1);
-    let goal = blocks.last().map_or(0, |&(_, p)| p);
+    let goal = blocks.last().map_or(PhysBlock(0), |&(_, p)| p);
     let blk = stage
         .alloc_block(goal)
         .ok_or_else(|| io::Error::other("no free block to expand the directory"))?;
@@ -146,7 +146,7 @@ fn make_dir<'f>(
         0
     };
     let blk = stage
-        .alloc_block(0)
+        .alloc_block(PhysBlock(0))
         .ok_or_else(|| io::Error::other("no free block for a directory"))?;
     {
         let b = stage.fresh_block(blk, Kind::DirLeaf(ino));
@@ -180,13 +180,13 @@ fn make_dir<'f>(
         field::i_flags.set(r, flags::EXTENTS);
         let leaf = check_core::walk::LeafExtent {
             lblk: 0,
-            pblk: blk,
+            pblk: blk.0,
             len: 1,
             uninit: false,
         };
         super::tree::write_extent_tree(stage, ino, &[leaf])?;
     } else {
-        ext4_layout::inode::i_block_word(0).set(r, blk as u32);
+        ext4_layout::inode::i_block_word(0).set(r, blk.0 as u32);
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use ext4_layout::features::IncompatFeatures;
 use ext4_layout::inode::{flags, Inode};
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 
 use super::raw::{sbf, set_feature};
 use super::stage::Staging;
@@ -24,14 +24,14 @@ fn convertible(st: &CheckState, ino: u32, inode: &Inode<'_>) -> bool {
 }
 
 /// Runs of consecutive blocks, as leaf extents.
-fn runs(blocks: &[(u64, u64)]) -> Vec<LeafExtent> {
+fn runs(blocks: &[(u64, PhysBlock)]) -> Vec<LeafExtent> {
     let mut out: Vec<LeafExtent> = Vec::new();
     for &(l, p) in blocks {
         match out.last_mut() {
-            Some(r) if r.lblk + r.len == l && r.pblk + r.len == p => r.len += 1,
+            Some(r) if r.lblk + r.len == l && r.pblk + r.len == p.0 => r.len += 1,
             _ => out.push(LeafExtent {
                 lblk: l,
-                pblk: p,
+                pblk: p.0,
                 len: 1,
                 uninit: false,
             }),
@@ -76,7 +76,7 @@ pub(super) fn to_extents<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> usi
             continue;
         }
         for b in tree {
-            if !stage.shared(b >> bits) {
+            if !stage.shared(b.0 >> bits) {
                 stage.mark_block(b, false);
             }
         }
@@ -92,7 +92,9 @@ mod tests {
 
     #[test]
     fn consecutive_blocks_make_one_extent() {
-        let r = runs(&[(0, 100), (1, 101), (2, 102), (3, 200), (5, 202)]);
+        let r = runs(
+            &[(0, 100), (1, 101), (2, 102), (3, 200), (5, 202)].map(|(l, p)| (l, PhysBlock(p))),
+        );
         assert_eq!(r.len(), 3);
         assert_eq!((r[0].lblk, r[0].pblk, r[0].len), (0, 100, 3));
         assert_eq!((r[1].lblk, r[1].pblk, r[1].len), (3, 200, 1));

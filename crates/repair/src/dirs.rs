@@ -4,7 +4,7 @@
 //! be trusted dropped (the directory stays complete, unindexed);
 //! duplicate names dropped or renamed; holes filled.
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
@@ -211,7 +211,7 @@ fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: Ino) {
     let bits = st.fs.geo.cluster_bits;
     if let Ok(all) = super::map::all_blocks_of(stage, ino) {
         for b in all {
-            let c = b >> bits;
+            let c = b.0 >> bits;
             if !stage.shared(c) {
                 stage.free_block(b);
             }
@@ -303,7 +303,7 @@ fn fix_directory<'f>(
     let csum = fs.metadata_csum();
     let mut buf = vec![0u8; bs];
     for &(lblk, pblk) in &blocks {
-        if !fs.geo.block_in_range(pblk) {
+        if !fs.geo.block_in_range(pblk.0) {
             continue;
         }
         stage.read(pblk, &mut buf)?;
@@ -634,7 +634,7 @@ fn fill_holes<'f>(
 ) -> io::Result<()> {
     let fs = &st.fs;
     let bs = fs.block_size() as u64;
-    let mut goal = 0;
+    let mut goal = PhysBlock(0);
     for &lblk in holes {
         let b = stage
             .alloc_block(goal)
@@ -650,7 +650,13 @@ fn fill_holes<'f>(
 }
 
 /// Writes a new, empty directory block (with '.' and '..' for block 0).
-fn init_dir_block(stage: &mut Staging<'_>, fs: &check_core::fs::Fs, blk: u64, lblk: u64, ino: Ino) {
+fn init_dir_block(
+    stage: &mut Staging<'_>,
+    fs: &check_core::fs::Fs,
+    blk: PhysBlock,
+    lblk: u64,
+    ino: Ino,
+) {
     let csum = fs.metadata_csum();
     let bs = fs.block_size();
     let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
@@ -699,7 +705,7 @@ fn dedup_directory<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     ino: Ino,
-    blocks: &[(u64, u64)],
+    blocks: &[(u64, PhysBlock)],
 ) -> io::Result<()> {
     let fs = &st.fs;
     let bs = fs.block_size();
@@ -735,7 +741,7 @@ type Entry = (u32, Vec<u8>, u8);
 /// order.
 fn live_entries<'f>(
     stage: &mut Staging<'f>,
-    blocks: &[(u64, u64)],
+    blocks: &[(u64, PhysBlock)],
     end: usize,
 ) -> io::Result<Vec<Entry>> {
     let bs = stage.fs().block_size();
@@ -814,7 +820,7 @@ fn write_compactly<'f>(
     st: &'f CheckState,
     stage: &mut Staging<'f>,
     ino: Ino,
-    blocks: &[(u64, u64)],
+    blocks: &[(u64, PhysBlock)],
     it: &mut std::iter::Peekable<std::vec::IntoIter<&Entry>>,
 ) -> io::Result<()> {
     let fs = &st.fs;

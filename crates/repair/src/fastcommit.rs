@@ -186,7 +186,7 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
     for c in log {
         if let Change::AddRange { ext, .. } = c {
             for b in ext.pblk..ext.pblk + ext.len {
-                stage.reserve_block(b);
+                stage.reserve_block(ext4_layout::types::PhysBlock(b));
             }
         }
     }
@@ -195,7 +195,7 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
     let bits = fs.geo.cluster_bits;
     let clusters_of = |stage: &mut Staging<'f>, ino: Ino| -> BTreeSet<u64> {
         super::map::all_blocks_of(stage, ino)
-            .map(|v| v.into_iter().map(|b| b >> bits).collect())
+            .map(|v| v.into_iter().map(|b| b.0 >> bits).collect())
             .unwrap_or_default()
     };
     let mut before: BTreeMap<Ino, BTreeSet<u64>> = BTreeMap::new();

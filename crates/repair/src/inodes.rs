@@ -2,7 +2,7 @@
 //! extended attributes, block pointers and sizes, each fixed the way
 //! e2fsck answers "yes".
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::collections::{BTreeMap, BTreeSet};
 
 use ext4_layout::features::IncompatFeatures;
@@ -139,8 +139,14 @@ fn relocate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, g: u32, what: Meta)
     };
     let (lo, hi) = check_core::fs::allowed_range(geo, ext4_layout::Group(g));
     let Some(new) = stage
-        .alloc_run_in(lo, hi, n)
-        .or_else(|| stage.alloc_run_in(geo.first_data_block, geo.blocks_count - 1, n))
+        .alloc_run_in(PhysBlock(lo), PhysBlock(hi), n)
+        .or_else(|| {
+            stage.alloc_run_in(
+                PhysBlock(geo.first_data_block),
+                PhysBlock(geo.blocks_count - 1),
+                n,
+            )
+        })
     else {
         return false;
     };
@@ -156,7 +162,7 @@ fn relocate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, g: u32, what: Meta)
     for k in 0..n {
         let mut b = vec![0u8; bs];
         if old != 0 && old + k < geo.blocks_count && old >= geo.first_data_block {
-            let _ = stage.read(old + k, &mut b);
+            let _ = stage.read(PhysBlock(old + k), &mut b);
         }
         let kind = if what == Meta::InodeTable {
             Kind::InodeTable
@@ -165,7 +171,7 @@ fn relocate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, g: u32, what: Meta)
         };
         stage.fresh_block(new + k, kind).copy_from_slice(&b);
     }
-    at.set(stage.gd_mut(g), new);
+    at.set(stage.gd_mut(g), new.0);
     true
 }
 
@@ -539,7 +545,7 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: Ino, list: &[&'a Finding]) -> I
         if out.blocks_changed {
             done.push(f);
         } else if let Some(node) = f.blk2 {
-            if r.stage.block(node, Kind::Extent(ino)).is_ok() {
+            if r.stage.block(PhysBlock(node), Kind::Extent(ino)).is_ok() {
                 done.push(f);
             }
         }
@@ -863,14 +869,14 @@ fn fix_ea_blocks<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], stopped_at
         match f.code {
             Code::EaBlockCsum if !r.fixed.iter().any(|x| std::ptr::eq(*x, *f)) => {
                 if let Some(b) = f.blk {
-                    if r.stage.block(b, Kind::Xattr).is_ok() {
+                    if r.stage.block(PhysBlock(b), Kind::Xattr).is_ok() {
                         r.fixed.push(f);
                     }
                 }
             }
             Code::EaBlockRefcount => {
                 if let (Some(b), Some(n)) = (f.blk, f.expected()) {
-                    if let Ok(buf) = r.stage.block(b, Kind::Xattr) {
+                    if let Ok(buf) = r.stage.block(PhysBlock(b), Kind::Xattr) {
                         ext4_layout::xattr::field::h_refcount.set(buf, n as u32);
                         r.fixed.push(f);
                     }

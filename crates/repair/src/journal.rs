@@ -4,7 +4,7 @@
 //! when it opens a file system it may write to.
 
 use crate::error::Error;
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -206,7 +206,8 @@ impl JournalStep<'_, '_> {
                     io.read_blocks(b0, &mut jsb)?;
                     jsbl::field::s_errno_raw.set(&mut jsb, 0);
                     set_jsb_checksum(&mut jsb);
-                    st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
+                    st.fresh_block(PhysBlock(b0), Kind::Plain)
+                        .copy_from_slice(&jsb);
                     commit(self.fx, st, pre)?;
                     return Ok(true);
                 }
@@ -329,7 +330,8 @@ fn fix_journal_problem(
                 pre.notes
                     .push("The journal superblock was corrupt and has been reset.".into());
             }
-            st.fresh_block(b0, Kind::Plain).copy_from_slice(&jsb);
+            st.fresh_block(PhysBlock(b0), Kind::Plain)
+                .copy_from_slice(&jsb);
         }
     }
     Ok(())

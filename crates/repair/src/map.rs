@@ -2,7 +2,7 @@
 //! and adding blocks to it, reading every mapping block through the
 //! overlay.
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::io;
 
 use ext4_layout::blockmap;
@@ -32,7 +32,7 @@ macro_rules! staged_editor {
             }
 
             fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> std::io::Result<()> {
-                self.stage.read(blk, buf)
+                self.stage.read(ext4_layout::types::PhysBlock(blk), buf)
             }
 
             fn holds(&self, blk: u64) -> bool {
@@ -43,7 +43,10 @@ macro_rules! staged_editor {
         impl $editor {
             /// Writes a changed map block into the overlay.
             fn write_staged(&mut self, blk: u64, bytes: &[u8]) -> std::io::Result<()> {
-                let b = self.stage.block(blk, super::stage::Kind::Plain)?;
+                let b = self.stage.block(
+                    ext4_layout::types::PhysBlock(blk),
+                    super::stage::Kind::Plain,
+                )?;
                 b.copy_from_slice(bytes);
                 Ok(())
             }
@@ -93,9 +96,9 @@ struct Staged<'s, 'f> {
     stage: &'s mut Staging<'f>,
     leaves: Vec<LeafExtent>,
     /// Mapped (logical, physical) blocks of a block map.
-    data: Vec<(u64, u64)>,
+    data: Vec<(u64, PhysBlock)>,
     /// The extent tree nodes or indirect blocks.
-    tree: Vec<u64>,
+    tree: Vec<PhysBlock>,
     /// The first map block that could not be read.
     err: Option<io::Error>,
 }
@@ -120,7 +123,7 @@ impl BlockSource for Staged<'_, '_> {
     }
 
     fn read_block(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.stage.read(blk, buf)
+        self.stage.read(PhysBlock(blk), buf)
     }
 
     fn holds(&self, blk: u64) -> bool {
@@ -146,7 +149,7 @@ impl ExtentVisitor for Staged<'_, '_> {
         if !self.holds(e.pblk) {
             return Err(bad("extent index out of range"));
         }
-        self.tree.push(e.pblk);
+        self.tree.push(PhysBlock(e.pblk));
         Ok(Some(()))
     }
 
@@ -166,7 +169,7 @@ impl ExtentVisitor for Staged<'_, '_> {
 
 impl BlockMapVisitor for Staged<'_, '_> {
     fn data(&mut self, blk: u64, lblk: u64, _parent: u64) {
-        self.data.push((lblk, blk));
+        self.data.push((lblk, PhysBlock(blk)));
     }
 
     /// A map block outside the file system maps nothing.
@@ -174,7 +177,7 @@ impl BlockMapVisitor for Staged<'_, '_> {
         if !self.holds(blk) {
             return MapStep::Skip;
         }
-        self.tree.push(blk);
+        self.tree.push(PhysBlock(blk));
         MapStep::Descend
     }
 
@@ -192,14 +195,14 @@ pub fn extents_of<'f>(stage: &mut Staging<'f>, raw: &[u8]) -> io::Result<Vec<Lea
 
 /// Every mapped (logical, physical) data block of an inode, in logical
 /// order.
-pub fn blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<(u64, u64)>> {
+pub fn blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<(u64, PhysBlock)>> {
     Ok(mapping_of(stage, ino)?.0)
 }
 
 /// An inode's mapped (logical, physical) data blocks, in logical order,
 /// and the blocks that hold the mapping (extent tree nodes or indirect
 /// blocks).
-type Mapping = (Vec<(u64, u64)>, Vec<u64>);
+type Mapping = (Vec<(u64, PhysBlock)>, Vec<PhysBlock>);
 
 /// The extents of inode `ino` as this round leaves it (none unless it is
 /// extent-mapped).
@@ -214,7 +217,7 @@ pub fn extents_of_inode<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec
 
 /// Every block an inode's mapping holds: data blocks and the extent tree
 /// nodes or indirect blocks that map them.
-pub fn all_blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<u64>> {
+pub fn all_blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<PhysBlock>> {
     let (data, mut tree) = mapping_of(stage, ino)?;
     tree.extend(data.into_iter().map(|(_, p)| p));
     Ok(tree)
@@ -222,7 +225,7 @@ pub fn all_blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<u6
 
 /// The blocks that hold an inode's mapping: extent tree nodes or
 /// indirect blocks.
-pub fn tree_blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<u64>> {
+pub fn tree_blocks_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Vec<PhysBlock>> {
     Ok(mapping_of(stage, ino)?.1)
 }
 
@@ -236,10 +239,10 @@ fn mapping_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Mapping> {
     let mut v = Staged::new(stage);
     if inode.has_flag(flags::EXTENTS) {
         walk::walk_extent_tree(&mut v, &raw[I_BLOCK], u64::MAX, ())?;
-        let mut data: Vec<(u64, u64)> = v
+        let mut data: Vec<(u64, PhysBlock)> = v
             .leaves
             .iter()
-            .flat_map(|e| (0..e.len).map(move |k| (e.lblk + k, e.pblk + k)))
+            .flat_map(|e| (0..e.len).map(move |k| (e.lblk + k, PhysBlock(e.pblk + k))))
             .collect();
         data.sort_unstable();
         return Ok((data, v.tree));
@@ -254,7 +257,11 @@ fn mapping_of<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<Mapping> {
 /// Unmaps every block of `ino` from logical block `keep` on, with the
 /// mapping blocks that then map nothing; returns the blocks no longer
 /// held (data and mapping blocks), for the caller to free.
-pub fn truncate_map<'f>(stage: &mut Staging<'f>, ino: Ino, keep: u64) -> io::Result<Vec<u64>> {
+pub fn truncate_map<'f>(
+    stage: &mut Staging<'f>,
+    ino: Ino,
+    keep: u64,
+) -> io::Result<Vec<PhysBlock>> {
     let before = all_blocks_of(stage, ino)?;
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
@@ -278,7 +285,8 @@ pub fn truncate_map<'f>(stage: &mut Staging<'f>, ino: Ino, keep: u64) -> io::Res
             stage.inode(ino)?[I_BLOCK].copy_from_slice(&i_block);
         }
     }
-    let after: std::collections::BTreeSet<u64> = all_blocks_of(stage, ino)?.into_iter().collect();
+    let after: std::collections::BTreeSet<PhysBlock> =
+        all_blocks_of(stage, ino)?.into_iter().collect();
     Ok(before.into_iter().filter(|b| !after.contains(b)).collect())
 }
 
@@ -300,8 +308,8 @@ pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<()>
         .iter()
         .map(|&(_, p)| p)
         .chain(tree)
-        .chain((acl != 0).then_some(acl))
-        .map(|b| b >> bits)
+        .chain((acl != 0).then_some(PhysBlock(acl)))
+        .map(|b| b.0 >> bits)
         .collect();
     clusters.sort_unstable();
     clusters.dedup();
@@ -323,14 +331,19 @@ pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<()>
 
 /// Maps logical block `lblk` of inode `ino` to `blk`, allocating mapping
 /// blocks as needed.
-pub fn map_block<'f>(stage: &mut Staging<'f>, ino: Ino, lblk: u64, blk: u64) -> io::Result<()> {
+pub fn map_block<'f>(
+    stage: &mut Staging<'f>,
+    ino: Ino,
+    lblk: u64,
+    blk: PhysBlock,
+) -> io::Result<()> {
     let raw = stage.inode_copy(ino)?;
     let inode = Inode::new(&raw).ok_or_else(|| bad("bad inode"))?;
     if inode.has_flag(flags::EXTENTS) {
         let mut leaves = extents_of(stage, &raw)?;
         leaves.push(LeafExtent {
             lblk,
-            pblk: blk,
+            pblk: blk.0,
             len: 1,
             uninit: false,
         });
@@ -361,7 +374,7 @@ pub fn map_block<'f>(stage: &mut Staging<'f>, ino: Ino, lblk: u64, blk: u64) -> 
     let per = (stage.fs().block_size() / 4) as u64;
     if lblk < 12 {
         let r = stage.inode(ino)?;
-        i_block_word(lblk as usize).set(r, blk as u32);
+        i_block_word(lblk as usize).set(r, blk.0 as u32);
         return Ok(());
     }
     let (slot, rel, level) = if lblk < 12 + per {
@@ -371,12 +384,12 @@ pub fn map_block<'f>(stage: &mut Staging<'f>, ino: Ino, lblk: u64, blk: u64) -> 
     } else {
         return Err(bad("the block is beyond what this repair maps"));
     };
-    let mut top = u64::from(i_block_word(slot).get(&raw));
-    if top == 0 {
+    let mut top = PhysBlock(u64::from(i_block_word(slot).get(&raw)));
+    if top.0 == 0 {
         top = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
         stage.fresh_block(top, Kind::Plain);
         let r = stage.inode(ino)?;
-        i_block_word(slot).set(r, top as u32);
+        i_block_word(slot).set(r, top.0 as u32);
     }
     let mut cur = top;
     let mut rel = rel;
@@ -386,17 +399,17 @@ pub fn map_block<'f>(stage: &mut Staging<'f>, ino: Ino, lblk: u64, blk: u64) -> 
         let k = (rel / span) as usize;
         rel %= span;
         let b = stage.block(cur, Kind::Plain)?;
-        let mut next = u64::from(blockmap::pointer(b, k));
-        if next == 0 {
+        let mut next = PhysBlock(u64::from(blockmap::pointer(b, k)));
+        if next.0 == 0 {
             next = stage.alloc_block(blk).ok_or_else(|| bad("no free block"))?;
             stage.fresh_block(next, Kind::Plain);
             let b = stage.block(cur, Kind::Plain)?;
-            blockmap::put_pointer(b, k, next as u32);
+            blockmap::put_pointer(b, k, next.0 as u32);
         }
         cur = next;
         level -= 1;
     }
     let b = stage.block(cur, Kind::Plain)?;
-    blockmap::put_pointer(b, rel as usize, blk as u32);
+    blockmap::put_pointer(b, rel as usize, blk.0 as u32);
     Ok(())
 }

@@ -10,7 +10,7 @@ use ext4_layout::inode::{field, I_BLOCK};
 use ext4_layout::journal::superblock as jsbl;
 use ext4_layout::journal::{blocktype, JBD2_MAGIC};
 use ext4_layout::superblock as sbl;
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 
 use super::raw::{now, sbf, set_feature, set_size};
 use super::stage::{Kind, Staging};
@@ -51,7 +51,7 @@ pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Er
     }
     let goal = geo.blocks_count / 2;
     let runs = stage
-        .alloc_extents(goal, n)
+        .alloc_extents(PhysBlock(goal), n)
         .ok_or(Error::NoRoomForJournal)?;
     // The inode.
     let isz = geo.inode_size as usize;
@@ -78,7 +78,7 @@ pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Er
     } else {
         runs.iter().try_for_each(|r| {
             (0..r.len).try_for_each(|k| {
-                super::map::map_block(stage, Ino::JOURNAL, r.lblk + k, r.pblk + k)
+                super::map::map_block(stage, Ino::JOURNAL, r.lblk + k, PhysBlock(r.pblk + k))
             })
         })
     };
@@ -96,7 +96,7 @@ pub fn create<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> Result<u64, Er
             if !zero && r.lblk + k != 0 {
                 continue;
             }
-            let b = stage.fresh_block(r.pblk + k, Kind::Plain);
+            let b = stage.fresh_block(PhysBlock(r.pblk + k), Kind::Plain);
             if r.lblk + k == 0 {
                 put_be_u32(b, 0, JBD2_MAGIC);
                 put_be_u32(b, 4, blocktype::SUPERBLOCK_V2);

@@ -8,7 +8,7 @@ use ext4_layout::features::{CompatFeatures, IncompatFeatures, RoCompatFeatures};
 use ext4_layout::inode::field;
 use ext4_layout::inode::{flags, Inode};
 use ext4_layout::orphan::{self, CsumKey};
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 
 use super::raw::{clear_feature, now, sbf, set_size};
 use super::stage::{Kind, Round, Staging};
@@ -20,7 +20,7 @@ use check_core::problem::{Code, Finding};
 /// it is usable: a size that is a number of blocks and, when block-mapped,
 /// no holes before its end (in an extent-mapped file, e2fsck takes every
 /// mapped block as it is).
-fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(Ino, u32, Vec<u64>)> {
+fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(Ino, u32, Vec<PhysBlock>)> {
     let ino = Ino::new(fs.sb().s_orphan_file_inum()).filter(|i| i.get() <= fs.geo.inodes_count)?;
     let raw = stage.inode_copy(ino).ok()?;
     let inode = Inode::new(&raw)?;
@@ -34,7 +34,7 @@ fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(Ino, u32, Vec<u64>)> 
         let blocks = mapped.iter().map(|&(_, p)| p).collect();
         return Some((ino, inode.i_generation(), blocks));
     }
-    let blocks: Vec<u64> = mapped
+    let blocks: Vec<PhysBlock> = mapped
         .iter()
         .take_while(|&&(l, _)| l < n)
         .map(|&(_, p)| p)
@@ -48,13 +48,13 @@ fn layout<'f>(fs: &Fs, stage: &mut Staging<'f>) -> Option<(Ino, u32, Vec<u64>)> 
 }
 
 /// Writes block `blk` as an empty orphan block of inode `ino`.
-fn write_clean(stage: &mut Staging<'_>, csum: Option<u32>, ino: Ino, gen: u32, blk: u64) {
+fn write_clean(stage: &mut Staging<'_>, csum: Option<u32>, ino: Ino, gen: u32, blk: PhysBlock) {
     let b = stage.fresh_block(blk, Kind::Plain);
     let key = csum.map(|seed| CsumKey {
         seed,
         ino: ino.get(),
         generation: gen,
-        block: blk,
+        block: blk.0,
     });
     orphan::write_empty(b, key);
 }
@@ -93,7 +93,7 @@ fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: Ino) -> Option
     }
     forget_blocks(stage, ino);
     let n = default_blocks(fs);
-    let leaves = stage.alloc_extents(0, n)?;
+    let leaves = stage.alloc_extents(PhysBlock(0), n)?;
     let bs = fs.block_size() as u64;
     let isz = fs.geo.inode_size as usize;
     {
@@ -116,7 +116,7 @@ fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: Ino) -> Option
     let csum = fs.metadata_csum().then_some(fs.geo.csum_seed);
     for l in &leaves {
         for k in 0..l.len {
-            write_clean(stage, csum, ino, 0, l.pblk + k);
+            write_clean(stage, csum, ino, 0, PhysBlock(l.pblk + k));
         }
     }
     ext4_layout::superblock::field::s_orphan_file_inum.set(stage.sb_mut(), ino.get());

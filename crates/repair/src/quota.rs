@@ -4,7 +4,7 @@
 //! times and flags of the old file kept where it can still be read. The
 //! format is ext4-layout's [`ext4_layout::quota`].
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::collections::BTreeMap;
 use std::io;
 
@@ -23,7 +23,7 @@ const MAX_OLD: u64 = 64 << 20;
 /// A quota file as it stands: its mapped (logical, physical) blocks, its
 /// size, and the tree it holds (`None` when too large or not a v2 quota
 /// file).
-type OldFile = (Vec<(u64, u64)>, u64, Option<QuotaTree>);
+type OldFile = (Vec<(u64, PhysBlock)>, u64, Option<QuotaTree>);
 
 /// Reads quota file `ino`.
 fn read_old<'f>(stage: &mut Staging<'f>, qtype: usize, ino: Ino) -> io::Result<OldFile> {
@@ -57,14 +57,14 @@ fn read_old<'f>(stage: &mut Staging<'f>, qtype: usize, ino: Ino) -> io::Result<O
 fn write_content<'f>(
     stage: &mut Staging<'f>,
     ino: Ino,
-    mapped: &[(u64, u64)],
+    mapped: &[(u64, PhysBlock)],
     old_size: u64,
     content: &[u8],
 ) -> io::Result<()> {
     let bs = stage.fs().block_size();
     let need = content.len().div_ceil(bs) as u64;
-    let by_logical: BTreeMap<u64, u64> = mapped.iter().copied().collect();
-    let mut goal = mapped.last().map_or(0, |&(_, p)| p);
+    let by_logical: BTreeMap<u64, PhysBlock> = mapped.iter().copied().collect();
+    let mut goal = mapped.last().map_or(PhysBlock(0), |&(_, p)| p);
     for l in 0..need {
         let p = match by_logical.get(&l) {
             Some(&p) => p,

@@ -109,6 +109,7 @@ pub fn rebuild_group_summaries(st: &mut Staging<'_>, maps: &Maps) -> io::Result<
         // A bitmap that already says this is left as it is.
         for (blk, want) in [(bb, &bmap), (ib, &imap)] {
             if blk != 0 && blk < geo.blocks_count {
+                let blk = ext4_layout::types::PhysBlock(blk);
                 let same = st.read(blk, &mut cur).is_ok() && cur == *want;
                 if !same {
                     st.fresh_block(blk, Kind::Plain).copy_from_slice(want);

@@ -6,7 +6,7 @@
 //! indexed with leaves filled to 80%, and the blocks no longer needed
 //! freed).
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::collections::BTreeSet;
 
 use ext4_layout::dirent::{self, rec_len_for, write_tail, DirWalk, DIR_TAIL_SIZE};
@@ -45,7 +45,7 @@ struct Collected {
     /// Its other live entries, in block order.
     entries: Vec<Entry>,
     /// Its (logical, physical) blocks, 0 to n - 1 without holes.
-    blocks: Vec<(u64, u64)>,
+    blocks: Vec<(u64, PhysBlock)>,
     /// The hash version an index would record.
     base_version: u8,
     /// Whether hashes could be computed (and so an index built).
@@ -235,7 +235,7 @@ pub fn optimize<'f>(
     stage: &mut Staging<'f>,
     dir: Ino,
     keep_size: bool,
-) -> Result<Vec<u64>, Skip> {
+) -> Result<Vec<PhysBlock>, Skip> {
     let raw = rewritable(stage, dir)?;
     let inode = Inode::new(&raw).ok_or("bad inode")?;
     if inode.has_flag(flags::ENCRYPT) {
@@ -292,11 +292,11 @@ pub fn optimize<'f>(
         super::map::truncate_map(stage, dir, end as u64)
             .map_err(|_| "cannot unmap the blocks past the end")?;
     }
-    let after: BTreeSet<u64> = super::map::all_blocks_of(stage, dir)
+    let after: BTreeSet<PhysBlock> = super::map::all_blocks_of(stage, dir)
         .map_err(|_| "unreadable blocks")?
         .into_iter()
         .collect();
-    let freed: Vec<u64> = before.into_iter().filter(|b| !after.contains(b)).collect();
+    let freed: Vec<PhysBlock> = before.into_iter().filter(|b| !after.contains(b)).collect();
     let r = stage.inode(dir).map_err(|_| "unwritable inode")?;
     let mut fl = field::i_flags.get(r);
     if linear {
@@ -336,18 +336,18 @@ fn htree_blocks(g: &Geo, leaves: usize) -> Result<usize, Skip> {
 fn blocks_for<'f>(
     stage: &mut Staging<'f>,
     dir: Ino,
-    blocks: &[(u64, u64)],
+    blocks: &[(u64, PhysBlock)],
     needed: usize,
     extents: bool,
-) -> Result<Vec<u64>, Skip> {
-    let mut phys: Vec<u64> = blocks.iter().map(|&(_, p)| p).collect();
+) -> Result<Vec<PhysBlock>, Skip> {
+    let mut phys: Vec<PhysBlock> = blocks.iter().map(|&(_, p)| p).collect();
     if needed > phys.len() && stage.fs().geo.cluster_ratio > 1 {
         // A new block would have to share its cluster with its logical
         // neighbours (bigalloc's rule); this rewrite does not place them.
         return Err("bigalloc: no block can be added");
     }
     while phys.len() < needed {
-        let goal = phys.last().copied().unwrap_or(0);
+        let goal = phys.last().copied().unwrap_or(PhysBlock(0));
         let b = stage.alloc_block(goal).ok_or("no free block")?;
         if !extents {
             super::map::map_block(stage, dir, phys.len() as u64, b).map_err(|_| "cannot map")?;
@@ -359,14 +359,14 @@ fn blocks_for<'f>(
 
 /// Maps `phys` as the logical blocks 0.. of an extent-mapped directory,
 /// in one new tree.
-fn map_extents<'f>(stage: &mut Staging<'f>, dir: Ino, phys: &[u64]) -> Result<(), Skip> {
+fn map_extents<'f>(stage: &mut Staging<'f>, dir: Ino, phys: &[PhysBlock]) -> Result<(), Skip> {
     let mut runs: Vec<check_core::walk::LeafExtent> = Vec::new();
     for (l, &p) in phys.iter().enumerate() {
         match runs.last_mut() {
-            Some(r) if r.pblk + r.len == p && r.lblk + r.len == l as u64 => r.len += 1,
+            Some(r) if r.pblk + r.len == p.0 && r.lblk + r.len == l as u64 => r.len += 1,
             _ => runs.push(check_core::walk::LeafExtent {
                 lblk: l as u64,
-                pblk: p,
+                pblk: p.0,
                 len: 1,
                 uninit: false,
             }),
@@ -452,7 +452,7 @@ fn write_linear(
     g: &Geo,
     c: &Collected,
     leaves: &[Vec<usize>],
-    phys: &[u64],
+    phys: &[PhysBlock],
 ) {
     let ft_dir = ext4_layout::dirent::ft::DIR;
     for (i, leaf) in leaves.iter().enumerate() {
@@ -481,7 +481,7 @@ fn write_htree(
     g: &Geo,
     c: &Collected,
     leaves: &[Vec<usize>],
-    phys: &[u64],
+    phys: &[PhysBlock],
 ) {
     let entries = &c.entries;
     let root_limit = htree::root_limit(g.bs, g.csum);

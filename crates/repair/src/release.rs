@@ -12,7 +12,7 @@
 //! read, a broken orphan file) the release stops there and the file
 //! system is marked not clean, so that the full check runs.
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -146,7 +146,7 @@ impl<'f> Release<'f> {
                 seed: fs.geo.csum_seed,
                 ino: ino.get(),
                 generation,
-                block: blk,
+                block: blk.0,
             });
             let mut buf = vec![0u8; bs as usize];
             self.st
@@ -236,17 +236,17 @@ impl<'f> Release<'f> {
     /// The clusters of `blocks`, each once, after checking that each is
     /// inside the file system and marked in use, as e2fsck does before it
     /// frees an orphan's block.
-    fn check_freeable(&mut self, ino: Ino, blocks: &[u64]) -> Result<Vec<u64>, Stop> {
+    fn check_freeable(&mut self, ino: Ino, blocks: &[PhysBlock]) -> Result<Vec<u64>, Stop> {
         let geo = &self.fs.geo;
         let mut clusters = Vec::with_capacity(blocks.len());
         let mut seen = BTreeSet::new();
         for &b in blocks {
-            if b < geo.first_data_block || b >= geo.blocks_count {
+            if !geo.block_in_range(b.0) {
                 return Err(format!(
                     "inode {ino} holds block {b}, outside the file system"
                 ));
             }
-            let c = b >> geo.cluster_bits;
+            let c = b.0 >> geo.cluster_bits;
             if !seen.insert(c) {
                 continue;
             }
@@ -269,7 +269,8 @@ impl<'f> Release<'f> {
         if blk == 0 {
             return Ok(());
         }
-        if blk >= fs.geo.first_data_block && blk < fs.geo.blocks_count {
+        if fs.geo.block_in_range(blk) {
+            let blk = PhysBlock(blk);
             let mut buf = vec![0u8; fs.block_size()];
             self.st
                 .read(blk, &mut buf)
@@ -287,7 +288,7 @@ impl<'f> Release<'f> {
             if fs.metadata_csum()
                 && !self.st.has(blk)
                 && !xattr::XattrBlock::new(&buf)
-                    .is_some_and(|x| x.checksum_ok(fs.geo.csum_seed, blk))
+                    .is_some_and(|x| x.checksum_ok(fs.geo.csum_seed, blk.0))
             {
                 return Err(format!(
                     "inode {ino}'s attribute block {blk} has a bad checksum"
@@ -297,7 +298,7 @@ impl<'f> Release<'f> {
             let b = self.st.block(blk, Kind::Xattr).map_err(|e| e.to_string())?;
             xattr::field::h_refcount.set(b, count);
             if count == 0 {
-                let c = blk >> fs.geo.cluster_bits;
+                let c = blk.0 >> fs.geo.cluster_bits;
                 self.charge(inode, (fs.block_size() as u64) << fs.geo.cluster_bits, 0);
                 account(fs, &mut self.st, &[c], &[], None);
             }

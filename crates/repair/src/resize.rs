@@ -8,7 +8,7 @@
 //! The file's size is what a double indirect map can address, so that the
 //! kernel's online resize finds every reserved block where it expects it.
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::io;
 
 use ext4_layout::blockmap::put_pointer;
@@ -63,14 +63,14 @@ pub(crate) fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::R
         && !st.maps.metadata.get(old_dind)
         && !st.maps.block_found.get(old_dind >> geo.cluster_bits)
     {
-        stage.free_block(old_dind);
+        stage.free_block(PhysBlock(old_dind));
     }
     let goal =
         sb_blk + u64::from(geo.desc_blocks) + reserved + 2 + u64::from(geo.inode_blocks_per_group);
     let dind = stage
-        .alloc_block(goal)
+        .alloc_block(PhysBlock(goal))
         .ok_or_else(|| io::Error::other("no free block for the double indirect block"))?;
-    let dind32 = u32::try_from(dind)
+    let dind32 = u32::try_from(dind.0)
         .map_err(|_| io::Error::other("a block past 2^32 for the resize inode"))?;
     let backups: Vec<u64> = geo.backup_groups().map(|g| u64::from(g.0)).collect();
     // Blocks the inode counts: the double indirect block, each primary
@@ -82,7 +82,7 @@ pub(crate) fn recreate<'f>(st: &'f CheckState, stage: &mut Staging<'f>) -> io::R
         let slot = ((u64::from(geo.desc_blocks) + i) % per) as usize;
         put_pointer(&mut slots, slot, primary as u32);
         blocks += 1;
-        let b = stage.fresh_block(primary, Kind::Plain);
+        let b = stage.fresh_block(PhysBlock(primary), Kind::Plain);
         b.fill(0);
         for (k, &g) in backups.iter().take(per as usize).enumerate() {
             put_pointer(b, k, (primary + g * u64::from(geo.blocks_per_group)) as u32);

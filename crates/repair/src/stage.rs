@@ -11,7 +11,7 @@ use std::io;
 use ext4_layout::edit;
 use ext4_layout::group_desc as gd;
 use ext4_layout::inode::{inode_csum_seed, Inode};
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 
 use check_core::fs::Fs;
 use check_core::io::Io;
@@ -95,26 +95,27 @@ impl<'f> Staging<'f> {
     }
 
     /// A free block, the first at or after `goal`.
-    pub fn alloc_block(&mut self, goal: u64) -> Option<u64> {
-        self.alloc.block(goal)
+    pub fn alloc_block(&mut self, goal: PhysBlock) -> Option<PhysBlock> {
+        self.alloc.block(goal.0).map(PhysBlock)
     }
 
     /// Block `b` is no longer used by anything (see
     /// [`super::alloc::Allocator::release`]).
-    pub fn release_block(&mut self, b: u64) {
-        self.alloc.release(b);
+    pub fn release_block(&mut self, b: PhysBlock) {
+        self.alloc.release(b.0);
     }
 
     /// Block `b` is free from now on, whether the round gave it or the
     /// check found it in use (see [`super::alloc::Allocator::free`]).
-    pub fn free_block(&mut self, b: u64) {
-        self.alloc.free(b);
+    pub fn free_block(&mut self, b: PhysBlock) {
+        self.alloc.free(b.0);
     }
 
     /// Records that block `b`'s cluster is in use (or no longer is), for
     /// the rebuild of the group summaries; nothing else changes.
-    pub fn mark_block(&mut self, b: u64, used: bool) {
-        self.alloc.mark_cluster(b >> self.fs.geo.cluster_bits, used);
+    pub fn mark_block(&mut self, b: PhysBlock, used: bool) {
+        self.alloc
+            .mark_cluster(b.0 >> self.fs.geo.cluster_bits, used);
     }
 
     /// Whether inode `ino` is in use, as the round leaves it.
@@ -143,27 +144,27 @@ impl<'f> Staging<'f> {
     }
 
     /// Blocks in use at the check that the round released.
-    pub fn released(&self) -> Vec<u64> {
-        self.alloc.released()
+    pub fn released(&self) -> Vec<PhysBlock> {
+        self.alloc.released().into_iter().map(PhysBlock).collect()
     }
 
     /// A run of `n` free blocks inside `[lo, hi]`.
-    pub fn alloc_run_in(&mut self, lo: u64, hi: u64, n: u64) -> Option<u64> {
-        self.alloc.run_in(lo, hi, n)
+    pub fn alloc_run_in(&mut self, lo: PhysBlock, hi: PhysBlock, n: u64) -> Option<PhysBlock> {
+        self.alloc.run_in(lo.0, hi.0, n).map(PhysBlock)
     }
 
     /// `n` free blocks as extents from logical block 0: one run at or
     /// after `goal` when there is one, else block by block.
     pub fn alloc_extents(
         &mut self,
-        goal: u64,
+        goal: PhysBlock,
         n: u64,
     ) -> Option<Vec<check_core::walk::LeafExtent>> {
         use check_core::walk::LeafExtent;
         if let Some(b) = self.alloc_run(goal, n) {
             return Some(vec![LeafExtent {
                 lblk: 0,
-                pblk: b,
+                pblk: b.0,
                 len: n,
                 uninit: false,
             }]);
@@ -173,10 +174,10 @@ impl<'f> Staging<'f> {
         for got in 0..n {
             let b = self.alloc_block(g)?;
             match runs.last_mut() {
-                Some(r) if r.pblk + r.len == b => r.len += 1,
+                Some(r) if r.pblk + r.len == b.0 => r.len += 1,
                 _ => runs.push(LeafExtent {
                     lblk: got,
-                    pblk: b,
+                    pblk: b.0,
                     len: 1,
                     uninit: false,
                 }),
@@ -187,8 +188,8 @@ impl<'f> Staging<'f> {
     }
 
     /// A run of `n` free blocks, the first at or after `goal`.
-    pub fn alloc_run(&mut self, goal: u64, n: u64) -> Option<u64> {
-        self.alloc.run(goal, n)
+    pub fn alloc_run(&mut self, goal: PhysBlock, n: u64) -> Option<PhysBlock> {
+        self.alloc.run(goal.0, n).map(PhysBlock)
     }
 
     /// A free inode near `near`. If its group's descriptor marks it
@@ -219,14 +220,17 @@ impl<'f> Staging<'f> {
 
     /// Keeps block `b` from being allocated (it is in use though the maps
     /// do not say so).
-    pub fn reserve_block(&mut self, b: u64) {
-        self.alloc.reserve(b);
+    pub fn reserve_block(&mut self, b: PhysBlock) {
+        self.alloc.reserve(b.0);
     }
 
     /// The blocks and inodes allocated in this round.
-    pub fn allocated(&self) -> (Vec<u64>, Vec<Ino>) {
+    pub fn allocated(&self) -> (Vec<PhysBlock>, Vec<Ino>) {
         let (blocks, inodes) = self.alloc.taken();
-        (blocks, inodes.into_iter().filter_map(Ino::new).collect())
+        (
+            blocks.into_iter().map(PhysBlock).collect(),
+            inodes.into_iter().filter_map(Ino::new).collect(),
+        )
     }
 
     /// Whether nothing has been changed.
@@ -240,7 +244,8 @@ impl<'f> Staging<'f> {
     }
 
     /// A block for editing (read from the device the first time).
-    pub fn block(&mut self, blk: u64, kind: Kind) -> io::Result<&mut Vec<u8>> {
+    pub fn block(&mut self, blk: PhysBlock, kind: Kind) -> io::Result<&mut Vec<u8>> {
+        let blk = blk.0;
         if !self.blocks.contains_key(&blk) {
             if blk >= self.fs.geo.blocks_count {
                 return Err(io::Error::new(
@@ -263,7 +268,8 @@ impl<'f> Staging<'f> {
     }
 
     /// A block to be overwritten whole (not read first).
-    pub fn fresh_block(&mut self, blk: u64, kind: Kind) -> &mut Vec<u8> {
+    pub fn fresh_block(&mut self, blk: PhysBlock, kind: Kind) -> &mut Vec<u8> {
+        let blk = blk.0;
         let bs = self.fs.block_size();
         let e = self
             .blocks
@@ -275,31 +281,31 @@ impl<'f> Staging<'f> {
     }
 
     /// Reads a block through the overlay.
-    pub fn read(&mut self, blk: u64, buf: &mut [u8]) -> io::Result<()> {
-        match self.blocks.get(&blk) {
+    pub fn read(&mut self, blk: PhysBlock, buf: &mut [u8]) -> io::Result<()> {
+        match self.blocks.get(&blk.0) {
             Some((b, _)) => {
                 buf.copy_from_slice(&b[..buf.len()]);
                 Ok(())
             }
-            None => self.io.read_blocks(blk, buf),
+            None => self.io.read_blocks(blk.0, buf),
         }
     }
 
     /// Whether a block has been staged.
-    pub fn has(&self, blk: u64) -> bool {
-        self.blocks.contains_key(&blk)
+    pub fn has(&self, blk: PhysBlock) -> bool {
+        self.blocks.contains_key(&blk.0)
     }
 
     /// Where inode `ino` lives: (block, byte offset in it).
-    pub fn inode_location(&self, ino: Ino) -> Option<(u64, usize)> {
+    pub fn inode_location(&self, ino: Ino) -> Option<(PhysBlock, usize)> {
         let off = Io::inode_offset(self.fs, ino.get())?;
         let bs = self.fs.block_size() as u64;
-        Some((off / bs, (off % bs) as usize))
+        Some((PhysBlock(off / bs), (off % bs) as usize))
     }
 
     /// Inode `ino`'s block, its offset there, and the inode size; an
     /// inode number outside the file system is an error.
-    fn inode_place(&self, ino: Ino) -> io::Result<(u64, usize, usize)> {
+    fn inode_place(&self, ino: Ino) -> io::Result<(PhysBlock, usize, usize)> {
         let (blk, off) = self.inode_location(ino).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -396,7 +402,7 @@ impl<'f> Staging<'f> {
             for ino in inodes {
                 if let Some((blk, off)) = self.inode_location(ino) {
                     let isz = geo.inode_size as usize;
-                    if let Some((b, _)) = self.blocks.get_mut(&blk) {
+                    if let Some((b, _)) = self.blocks.get_mut(&blk.0) {
                         edit::set_inode_checksum(&mut b[off..off + isz], seed, ino.get());
                     }
                 }
@@ -525,7 +531,7 @@ impl<'a> Round<'_, 'a, '_> {
             let mut data = vec![0u8; self.st.fs.block_size()];
             check_core::io::salvage_block(&self.st.fs, blk, &mut data);
             self.stage
-                .fresh_block(blk, Kind::Plain)
+                .fresh_block(PhysBlock(blk), Kind::Plain)
                 .copy_from_slice(&data);
             self.fixed.push(f);
         }

@@ -1,6 +1,6 @@
 //! Writing a file's extent tree anew from its leaf extents.
 
-use ext4_layout::types::Ino;
+use ext4_layout::types::{Ino, PhysBlock};
 use std::io;
 
 use check_core::walk::LeafExtent;
@@ -44,7 +44,7 @@ pub fn write_extent_tree(
     ext.sort_by_key(|e| e.lblk);
     let bs = stage.fs().block_size();
     let per = extent::entries_per_block(bs);
-    let goal = ext.first().map_or(0, |e| e.pblk);
+    let goal = PhysBlock(ext.first().map_or(0, |e| e.pblk));
     // Level 0 holds the extents; each level above holds index entries
     // (first logical block, child block) until four fit in the inode.
     let mut level: Vec<(u64, [u8; 12])> = ext
@@ -67,7 +67,7 @@ pub fn write_extent_tree(
             for (k, (_, e)) in chunk.iter().enumerate() {
                 extent::put_entry(b, k, e);
             }
-            up.push((chunk[0].0, extent::encode_index(chunk[0].0 as u32, blk)));
+            up.push((chunk[0].0, extent::encode_index(chunk[0].0 as u32, blk.0)));
         }
         level = up;
         depth += 1;
