@@ -206,10 +206,19 @@ fn fix_entry_inodes<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) -> BTre
 }
 
 /// Marks the blocks of inode `ino` free in the check's maps, except those
-/// another inode claims too.
+/// another inode claims too. An inode whose block words hold no block
+/// numbers (a fast symlink, inline data, a device) frees nothing, as
+/// e2fsck frees nothing for it: what those words hold may look like the
+/// number of a block in use by the file system.
 fn forget_blocks<'f>(st: &'f CheckState, stage: &mut Staging<'f>, ino: Ino) {
     let bits = st.fs.geo.cluster_bits;
-    if let Ok(all) = super::map::all_blocks_of(stage, ino) {
+    let has_blocks = stage.inode_copy(ino).is_ok_and(|raw| {
+        Inode::new(&raw).is_some_and(|i| check_core::walk::inode_has_valid_blocks(&st.fs, &i))
+    });
+    if let Some(all) = has_blocks
+        .then(|| super::map::all_blocks_of(stage, ino).ok())
+        .flatten()
+    {
         for b in all {
             let c = b.0 >> bits;
             if !stage.shared(c) {
