@@ -1960,3 +1960,67 @@ fn an_invalid_fast_symlink_frees_no_block_its_target_names() {
         }
     }
 }
+
+/// A size fix of 2 GiB or more on a file system without large_file turns
+/// the feature on as it writes the size, as e2fsck's library does without
+/// a word: the same exit code and features as e2fsck -fy, no
+/// "large-file-feature-missing" line (e2fsck prints none, though -n
+/// reports it where the resize inode is that large), one round, e2fsck
+/// -fn clean and every file kept; on every checksum set, with 1 KiB and
+/// 4 KiB blocks.
+#[test]
+fn a_size_fixed_past_2_gib_turns_large_file_on_as_e2fsck_does() {
+    if !have_all(&["debugfs", "e2fsck", "dumpe2fs"]) {
+        return;
+    }
+    let scratch = Scratch::new("large-size");
+    for bs in ["1024", "4096"] {
+        for (set, features) in CSUM_SETS {
+            let name = format!("large-size-{set}-{bs}");
+            let tree = scratch.path(&format!("{name}-tree"));
+            std::fs::create_dir_all(&tree).expect("mkdir");
+            std::fs::write(tree.join("small"), b"hi\n").expect("write");
+            {
+                use std::os::unix::fs::FileExt;
+                let f = std::fs::File::create(tree.join("big")).expect("create");
+                f.write_all_at(&[b'x'; 100], 3 << 30).expect("write");
+            }
+            let img = scratch.path(&format!("{name}.img"));
+            let p = img.to_str().expect("path");
+            mkfs_from(&tree, &img, bs, features, &[], "16M");
+            for req in ["feature -large_file", "sif /big size 4096"] {
+                let out = tool("debugfs", &["-w", "-R", req, p]);
+                assert!(out.status.success(), "{name}: debugfs {req}");
+            }
+            compare_damaged(&scratch, &name, &img);
+            let features_of = |img: &Path| {
+                let out = tool("dumpe2fs", &["-h", img.to_str().expect("path")]);
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .find(|l| l.starts_with("Filesystem features:"))
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let theirs = scratch.path(&format!("{name}-e2fsck.img"));
+            let ours = scratch.path(&format!("{name}-ext4chk.img"));
+            assert!(features_of(&theirs).contains("large_file"), "{name}");
+            assert_eq!(features_of(&theirs), features_of(&ours), "{name}");
+            let again = scratch.path(&format!("{name}-again.img"));
+            std::fs::copy(&img, &again).expect("copy");
+            let out = run(&["-y", "-d", again.to_str().expect("path")]);
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                !text.contains("large-file-feature-missing"),
+                "{name}\n{text}"
+            );
+            assert!(
+                text.contains("ext4chk: 1 check-and-fix round(s)"),
+                "{name}: more than one round\n{text}"
+            );
+        }
+    }
+}

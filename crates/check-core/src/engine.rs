@@ -452,7 +452,22 @@ impl<'a> LaterPasses<'_, 'a> {
             return (abort, Some(p2));
         }
         if abort.is_none() {
+            // A repair that sets a regular file's size to 2 GiB or more
+            // turns large_file on as it writes the size, in pass 1, as
+            // e2fsck's library does: pass 2 then finds it on.
+            let set_by_a_size = self.report.findings.iter().any(|f| {
+                f.code == Code::BadISize
+                    && f.expected().is_some_and(|v| v >= 0x8000_0000)
+                    && f.ino
+                        .is_some_and(|i| i != 0 && maps.inode_reg.get(u64::from(i - 1)))
+                    && crate::ctx::answered_yes(
+                        self.opts.repairing,
+                        self.opts.answers.as_deref(),
+                        f,
+                    )
+            });
             if self.p1.stats.large_files > 0
+                && !set_by_a_size
                 && !fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE)
             {
                 self.report

@@ -349,6 +349,7 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     }
     fix_ea_blocks(r, mine, stopped_at);
     fix_sizes(r, mine, stopped_at, &changed_blocks);
+    features_for_large_sizes(r, fixed_before);
     // Then the clones, as e2fsck's passes 1B to 1D follow pass 1, when
     // no fix changed which blocks an inode holds (the check's record of
     // the blocks claimed twice then still holds).
@@ -933,6 +934,45 @@ fn fix_sizes<'a>(
         }
         r.fixed.push(f);
     }
+}
+
+/// A size of 2 GiB or more set by this round's fixes turns on the
+/// feature that allows it (large_file for a regular file, largedir for a
+/// directory), and a revision 0 superblock becomes a dynamic one, as
+/// e2fsck's library does without a word whenever it writes such a size.
+fn features_for_large_sizes(r: &mut Round<'_, '_, '_>, from: usize) {
+    const LARGE: u64 = 0x8000_0000;
+    let mut ro_compat = 0u32;
+    let mut incompat = 0u32;
+    let sizes: Vec<(Ino, u64)> = r.fixed[from..]
+        .iter()
+        .filter(|f| f.code == Code::BadISize)
+        .filter_map(|f| Some((f.inode()?, f.expected()?)))
+        .filter(|&(_, v)| v >= LARGE)
+        .collect();
+    for (ino, _) in sizes {
+        let Ok(raw) = r.stage.inode_copy(ino) else {
+            continue;
+        };
+        match ext4_layout::inode::Inode::new(&raw).and_then(|i| i.file_type()) {
+            Some(ext4_layout::inode::FileType::Regular) => {
+                ro_compat |= ext4_layout::features::RoCompatFeatures::LARGE_FILE.0;
+            }
+            Some(ext4_layout::inode::FileType::Directory) => {
+                incompat |= IncompatFeatures::LARGEDIR.0;
+            }
+            _ => {}
+        }
+    }
+    let sb = &r.stage.sb;
+    let missing_ro = ro_compat & !super::raw::sbf::RO_COMPAT.get(sb);
+    let missing_in = incompat & !super::raw::sbf::INCOMPAT.get(sb);
+    if missing_ro == 0 && missing_in == 0 {
+        return;
+    }
+    super::raw::set_feature(r.stage, super::raw::sbf::RO_COMPAT, missing_ro);
+    super::raw::set_feature(r.stage, super::raw::sbf::INCOMPAT, missing_in);
+    super::raw::dynamic_revision(r.stage);
 }
 
 /// Fixes that change how an inode's blocks are interpreted.

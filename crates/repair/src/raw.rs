@@ -27,6 +27,20 @@ pub fn set_feature(stage: &mut Staging<'_>, word: Field<u32>, bits: u32) {
     word.set(sb, v);
 }
 
+/// Makes a revision 0 superblock a dynamic-revision one, with the first
+/// inode and inode size that revision 0 implies written out, so that its
+/// feature words count.
+pub fn dynamic_revision(stage: &mut Staging<'_>) {
+    use ext4_layout::superblock::field;
+    if field::s_rev_level.get(&stage.sb) != ext4_layout::superblock::GOOD_OLD_REV {
+        return;
+    }
+    let sb = stage.sb_mut();
+    field::s_rev_level.set(sb, ext4_layout::superblock::DYNAMIC_REV);
+    field::s_first_ino_raw.set(sb, 11);
+    field::s_inode_size_raw.set(sb, 128);
+}
+
 /// Clears bits in a superblock feature word.
 pub fn clear_feature(stage: &mut Staging<'_>, word: Field<u32>, bits: u32) {
     let sb = stage.sb_mut();

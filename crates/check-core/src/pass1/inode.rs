@@ -319,6 +319,17 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         {
             return;
         }
+        // A size of 2 GiB or more on a file system without large_file
+        // turns the feature on too: a change to the superblock, which the
+        // round's plan makes.
+        let large_file = fs.geo.ro_compat.contains(RoCompatFeatures::LARGE_FILE);
+        if !large_file
+            && found
+                .iter()
+                .any(|f| f.code == Code::BadISize && f.expected().is_some_and(|v| v >= 0x8000_0000))
+        {
+            return;
+        }
         let fix = LocalFix {
             ino,
             offset,
