@@ -770,7 +770,7 @@ pub fn loaded(prog: &str) -> Result<(), String> {
     match load() {
         Ok(c) => {
             for w in &c.warnings {
-                eprintln!("{prog}: {w}");
+                errln!("{prog}: {w}");
             }
             Ok(())
         }

@@ -1,6 +1,9 @@
 //! `ext4chk`: check (and repair) an ext2/3/4 file system. Installed as
 //! `fsck.ext4` (or `e2fsck`), it stands in for e2fsck.
 
+#[macro_use]
+mod out;
+
 mod ask;
 mod cli;
 mod conf;
@@ -13,7 +16,6 @@ mod progress;
 mod render;
 mod run;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use check_core::report::exit;
@@ -38,18 +40,18 @@ fn main() -> ExitCode {
                 None => run::run(&inv),
             },
             Err(line) => {
-                eprintln!("{line}");
+                errln!("{line}");
                 if let Some(doc) =
                     render::error_document(inv.format, &inv.device, &line, exit::OPERATIONAL)
                 {
-                    print!("{doc}");
+                    out!("{doc}");
                 }
                 exit::OPERATIONAL
             }
         },
         Err(early) => {
-            print!("{}", early.stdout);
-            eprint!("{}", early.stderr);
+            out!("{}", early.stdout);
+            err!("{}", early.stderr);
             // A pipeline that asked for JSON (or JUnit) gets a document
             // even when the command line is wrong.
             if early.code != 0 {
@@ -57,12 +59,12 @@ fn main() -> ExitCode {
                 if let Some(doc) =
                     render::error_document(render::format_in(&argv), "", msg, early.code)
                 {
-                    print!("{doc}");
+                    out!("{doc}");
                 }
             }
             early.code
         }
     };
-    let _ = std::io::stdout().flush();
+    out::flush();
     ExitCode::from(u8::try_from(code).unwrap_or(exit::OPERATIONAL as u8))
 }

@@ -520,10 +520,10 @@ fn check_with(
 /// `ext4chk --online PATH`.
 pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
     let refuse = |why: String| {
-        eprintln!("{}: {why}", inv.prog);
+        errln!("{}: {why}", inv.prog);
         if let Some(doc) = crate::render::error_document(inv.format, &inv.device, &why, OPERATIONAL)
         {
-            print!("{doc}");
+            out!("{doc}");
         }
         OPERATIONAL
     };
@@ -805,7 +805,7 @@ fn finish(
     }
     if inv.debug {
         for d in &r.diagnostics {
-            eprintln!("{}: {d}", inv.prog);
+            errln!("{}: {d}", inv.prog);
         }
     }
     crate::render::print(inv, &r);

@@ -305,6 +305,7 @@ impl Display {
         p: &'static Progress,
         debug: bool,
         eta: bool,
+        bar_on_stderr: bool,
     ) -> Option<Display> {
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
         if debug {
@@ -325,7 +326,7 @@ impl Display {
                     last: (0, 0, 0),
                 }))
             }
-            Some(ProgressTo::Bar) => Some(Box::new(TextBar::new(name))),
+            Some(ProgressTo::Bar) => Some(Box::new(TextBar::new(name, bar_on_stderr))),
             None => (eta && std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .then(|| Box::new(Eta::new(name)) as Box<dyn Sink>),
         };
@@ -451,7 +452,7 @@ impl Sink for EtaCheck {
                 .unwrap_or_else(Instant::now)
                 .duration_since(at)
                 .as_secs_f64();
-            eprintln!(
+            errln!(
                 "ext4chk: progress: half way, {said:.2} s were estimated to be left; the rest took {took:.2} s ({:+.0}%)",
                 if took > 0.0 { 100.0 * (said - took) / took } else { 0.0 }
             );
@@ -479,8 +480,10 @@ impl Sink for FdLines {
     }
 }
 
-/// `-C 0`: e2fsck's bar on standard output.
+/// `-C 0`: e2fsck's bar on standard output (on standard error when
+/// standard output carries a JSON or JUnit document).
 struct TextBar {
+    on_stderr: bool,
     label: String,
     /// `\x01` and `\x02` around each draw when not interactive, for
     /// logsave to strip.
@@ -491,10 +494,16 @@ struct TextBar {
 }
 
 impl TextBar {
-    fn new(label: &str) -> TextBar {
+    fn new(label: &str, on_stderr: bool) -> TextBar {
         use std::io::IsTerminal;
-        let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        let interactive = std::io::stdin().is_terminal()
+            && if on_stderr {
+                std::io::stderr().is_terminal()
+            } else {
+                std::io::stdout().is_terminal()
+            };
         TextBar {
+            on_stderr,
             label: label.to_string(),
             marks: if interactive {
                 ("", "")
@@ -504,6 +513,15 @@ impl TextBar {
             spin: 0,
             last_tenths: -1,
             last_tick: None,
+        }
+    }
+
+    /// Draws a line (a closed pipe ends the run as any output's does).
+    fn draw(&self, l: &str) {
+        if self.on_stderr {
+            crate::out::stderr(l);
+        } else {
+            crate::out::stdout(l);
         }
     }
 
@@ -550,16 +568,13 @@ impl Sink for TextBar {
         self.last_tenths = tenths;
         self.last_tick = Some(now);
         let l = self.line(pct);
-        let mut o = std::io::stdout().lock();
-        let _ = o.write_all(l.as_bytes());
-        let _ = o.flush();
+        self.draw(&l);
     }
 
     fn finish(&mut self) {
         if self.last_tenths >= 0 {
-            let mut o = std::io::stdout().lock();
-            let _ = write!(o, "{}{}\r{}", self.marks.0, " ".repeat(79), self.marks.1);
-            let _ = o.flush();
+            let l = format!("{}{}\r{}", self.marks.0, " ".repeat(79), self.marks.1);
+            self.draw(&l);
         }
     }
 }
@@ -664,6 +679,7 @@ mod tests {
     #[test]
     fn the_text_bar_has_e2fsck_s_shape() {
         let mut b = TextBar {
+            on_stderr: false,
             label: "p.img".into(),
             marks: ("\x01", "\x02"),
             spin: 1,

@@ -55,7 +55,7 @@ pub fn run(inv: &Invocation) -> i32 {
         code = 0;
     }
     if inv.timing > 0 && report.skipped.is_none() {
-        print!("{}", output::timing(Some(&report), inv.timing, started));
+        out!("{}", output::timing(Some(&report), inv.timing, started));
     }
     code
 }
@@ -64,7 +64,7 @@ pub fn run(inv: &Invocation) -> i32 {
 /// the file system is left with errors); with `--format json`, also a
 /// report that says why, so that a pipeline reading it gets a document.
 fn refused(inv: &Invocation, why: &str, uncorrected: bool) -> i32 {
-    eprintln!("{}: {why}", inv.prog);
+    errln!("{}: {why}", inv.prog);
     let report = Report {
         device: inv.device.clone(),
         aborted: Some(why.to_string()),
@@ -72,7 +72,7 @@ fn refused(inv: &Invocation, why: &str, uncorrected: bool) -> i32 {
         ..Default::default()
     };
     if let Some(doc) = render::document(inv.format, &report) {
-        print!("{doc}");
+        out!("{doc}");
     }
     report.exit_code()
 }
@@ -150,7 +150,17 @@ fn progress_display(inv: &Invocation, target: &Target) -> Option<progress::Displ
         label,
         ..Default::default()
     };
-    progress::Display::start(to, &display_name(inv, &probe), &PROGRESS, inv.debug, eta)
+    // A JSON or JUnit document owns standard output: -C 0's bar goes to
+    // standard error.
+    let machine = inv.format != crate::cli::Format::Text;
+    progress::Display::start(
+        to,
+        &display_name(inv, &probe),
+        &PROGRESS,
+        inv.debug,
+        eta,
+        machine,
+    )
 }
 
 /// The volume label, read straight from the primary superblock.
@@ -329,7 +339,7 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
         .ok()
         .and_then(|m| m.into_iter().next())
     {
-        eprintln!(
+        errln!(
             "{}: warning: {} is mounted on {}; a check of a mounted file system can report problems that are not there",
             inv.prog,
             target.path.display(),
@@ -346,9 +356,10 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
             if direct {
                 if let Err(e) = d.go_direct() {
                     if inv.debug || inv.direct_io == DirectIo::On {
-                        eprintln!(
+                        errln!(
                             "{}: {}: O_DIRECT refused ({e}); reading through the page cache",
-                            inv.prog, inv.device
+                            inv.prog,
+                            inv.device
                         );
                     }
                 }
@@ -364,7 +375,7 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
         }
     };
     if inv.debug {
-        eprintln!(
+        errln!(
             "{}: {}: using {} I/O, {} thread(s){}{}",
             inv.prog,
             inv.device,
@@ -405,7 +416,7 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
                 .incompat()
                 .contains(ext4_layout::features::IncompatFeatures::RECOVER)
             {
-                println!("Warning: skipping journal recovery because doing a read-only filesystem check.");
+                outln!("Warning: skipping journal recovery because doing a read-only filesystem check.");
             }
             let clock = clock();
             match due::check_due(&sb, clock, false) {
@@ -490,16 +501,20 @@ fn repair(
     };
     if let Some(u) = &undo {
         if inv.mode != Mode::Check && !inv.dry_run {
-            println!(
+            outln!(
                 "Overwriting existing filesystem; this can be undone using the command:\n    e2undo {} {}\n",
                 u.display(),
                 inv.device
             );
         }
     }
-    let r = repair::repair(target, &opts);
+    // A closed pipe must not end the run while it may be writing.
+    let r = {
+        let _writing = (!inv.dry_run).then(crate::out::Writing::begin);
+        repair::repair(target, &opts)
+    };
     if inv.debug {
-        eprintln!("{}: {} check-and-fix round(s)", inv.prog, r.rounds);
+        errln!("{}: {} check-and-fix round(s)", inv.prog, r.rounds);
     }
     r.report
 }
@@ -519,7 +534,7 @@ fn interactive(
         let plan = repair(&dry, target, journal.clone(), None);
         let fixes: Vec<&check_core::Finding> = plan.findings.iter().filter(|f| f.fixed).collect();
         if plan.aborted.is_none() && plan.skipped.is_none() && !fixes.is_empty() {
-            print!("{}", crate::plan::summary(&fixes));
+            out!("{}", crate::plan::summary(&fixes));
             match crate::plan::choose() {
                 crate::plan::Choice::All => return repair(inv, target, journal, None),
                 crate::plan::Choice::OneByOne => {}
@@ -580,13 +595,13 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
     }
     if inv.debug {
         for d in &report.diagnostics {
-            eprintln!("{}: {d}", inv.prog);
+            errln!("{}: {d}", inv.prog);
         }
     }
     if report.cancelled && report.skipped.is_none() && inv.format == crate::cli::Format::Text {
         match inv.personality {
-            Personality::E2fsck => println!("{}: e2fsck canceled.", report.device),
-            Personality::Ext4chk => println!("{}: canceled.", report.device),
+            Personality::E2fsck => outln!("{}: e2fsck canceled.", report.device),
+            Personality::Ext4chk => outln!("{}: canceled.", report.device),
         }
     }
     // Nothing was checked (not an ext2/3/4 image, an unsupported
@@ -599,9 +614,9 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
         && !report.modified;
     let one_line = |why: &str| {
         if why.starts_with(report.device.as_str()) {
-            eprintln!("{}: {why}", inv.prog);
+            errln!("{}: {why}", inv.prog);
         } else {
-            eprintln!("{}: {}: {why}", inv.prog, report.device);
+            errln!("{}: {}: {why}", inv.prog, report.device);
         }
     };
     if let Some(s) = &report.skipped {
@@ -610,7 +625,7 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
         // (the line follows below)
     } else {
         if let Some(r) = &report.forced {
-            println!("{} {}, check forced.", report.device, r.describe());
+            outln!("{} {}, check forced.", report.device, r.describe());
         }
         render::print(inv, &report);
     }
@@ -629,7 +644,7 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
                 format!("{} --repair {}", inv.prog, inv.device),
             ),
         };
-        eprintln!(
+        errln!(
             "\n\n{dev}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)\n\
              {dev}: preen cannot fix: {why}; run \"{ask}\" to be asked about each problem, or \"{all}\" to fix them all",
             dev = report.device,
@@ -645,18 +660,18 @@ fn print_skipped(inv: &Invocation, r: &Report, s: &Skipped) {
     }
     if inv.mode != Mode::Preen {
         for (what, was, now) in &s.counts_set {
-            println!("Setting free {what} count to {now} (was {was})");
+            outln!("Setting free {what} count to {now} (was {was})");
         }
     }
     if s.interval_ignored && inv.format == crate::cli::Format::Text {
-        println!(
+        outln!(
             "{}: ignoring check interval, broken_system_clock set",
             r.device
         );
     }
     match render::document(inv.format, r) {
-        Some(doc) => print!("{doc}"),
-        None => println!(
+        Some(doc) => out!("{doc}"),
+        None => outln!(
             "{}: clean, {}/{} files, {}/{} blocks{}",
             r.device,
             s.inodes_used,

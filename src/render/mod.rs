@@ -40,7 +40,7 @@ pub fn error_document(
 /// Prints the report as the invocation asks.
 pub fn print(inv: &Invocation, report: &Report) {
     match document(inv.format, report) {
-        Some(doc) => print!("{doc}"),
+        Some(doc) => out!("{doc}"),
         None => text::print(inv, report),
     }
 }

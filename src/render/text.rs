@@ -17,15 +17,15 @@ pub fn print(inv: &Invocation, report: &Report) {
         String::new()
     };
     if e2fsck && preen {
-        print!("{}", preen_text(report, &notices));
+        out!("{}", preen_text(report, &notices));
     } else {
         // An interactive repair has shown every problem already.
         let list = inv.mode != Mode::Interactive;
-        print!("{}", text(report, &notices, list));
+        out!("{}", text(report, &notices, list));
     }
     if inv.verbose {
         if let Some(s) = &report.summary {
-            print!("{}", verbose_stats(s));
+            out!("{}", verbose_stats(s));
         }
     }
 }

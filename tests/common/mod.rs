@@ -321,11 +321,26 @@ pub fn summary_counts(line: &str) -> Option<(u64, u64, String, u64, u64)> {
 /// Runs debugfs on an image with a list of commands; returns the output
 /// of each command (debugfs echoes "debugfs: CMD" before each).
 pub fn debugfs_batch(img: &Path, cmds: &[String], scratch: &Path) -> Option<Vec<String>> {
+    debugfs_commands(img, cmds, scratch, false)
+}
+
+/// [`debugfs_batch`] with the image opened for writing (`-w`).
+pub fn debugfs_batch_w(img: &Path, cmds: &[String], scratch: &Path) -> Option<Vec<String>> {
+    debugfs_commands(img, cmds, scratch, true)
+}
+
+fn debugfs_commands(
+    img: &Path,
+    cmds: &[String],
+    scratch: &Path,
+    write: bool,
+) -> Option<Vec<String>> {
     let debugfs = find_tool("debugfs")?;
     static N: AtomicU64 = AtomicU64::new(0);
     let f = scratch.join(format!("cmds-{}", N.fetch_add(1, Ordering::Relaxed)));
     std::fs::write(&f, cmds.join("\n") + "\n").ok()?;
     let out = Command::new(debugfs)
+        .args(write.then_some("-w"))
         .arg("-f")
         .arg(&f)
         .arg(img)

@@ -3,6 +3,7 @@
 
 use ext4_layout::inode::field;
 use ext4_layout::types::Ino;
+use std::io::Write as _;
 
 use check_core::engine::CheckState;
 use check_core::problem::{Code, Finding, Pass, Severity};
@@ -149,7 +150,9 @@ pub(crate) fn plan_round<'a, 'f>(
             Pass::Super => inodes::fix_super(&mut r, &mine),
         }
         if std::env::var_os("EXT4CHK_DEBUG_ROUNDS").is_some() {
-            eprintln!(
+            // A debugging aid: a closed stderr must not stop a repair.
+            let _ = writeln!(
+                std::io::stderr(),
                 "pass {}: {} findings planned in {:.3} s",
                 pass.name(),
                 mine.len(),

@@ -2,6 +2,7 @@
 //! before the passes, the rounds of check and fix, pass 3A, and the
 //! record of the check.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -915,7 +916,7 @@ impl<'a> Run<'a> {
         }
         if std::env::var_os("EXT4CHK_DEBUG_ROUNDS").is_some() {
             for f in &fixed {
-                eprintln!("round {rounds}: {}", f.message());
+                let _ = writeln!(std::io::stderr(), "round {rounds}: {}", f.message());
             }
         }
         let quiet: std::collections::HashSet<*const Finding> =
