@@ -89,8 +89,13 @@ pub(crate) fn plan_round<'a, 'f>(
     // (Superblock and descriptor fixes still go first: until a bad
     // descriptor checksum is fixed, the check may not see the root it
     // would create.)
+    // And group metadata that must move goes before it: the root's inode
+    // may live in an inode table that is not there yet (e2fsck relocates
+    // in pass 1, restarts, and only then makes the root).
     if to_fix.iter().any(|f| f.code == Code::NoRootInode)
-        && !to_fix.iter().any(|f| stage_of(f) == Pass::Super)
+        && !to_fix
+            .iter()
+            .any(|f| stage_of(f) == Pass::Super || moves_group_metadata(f.code))
     {
         let mine: Vec<&'a Finding> = to_fix
             .iter()
@@ -201,6 +206,17 @@ pub(crate) fn plan_round<'a, 'f>(
     r.fixed.retain(|f| seen.insert(std::ptr::from_ref(*f)));
     *quiet = std::mem::take(&mut r.quiet);
     r.fixed
+}
+
+/// Whether fixing `code` moves a group's bitmap or inode table.
+fn moves_group_metadata(code: Code) -> bool {
+    matches!(
+        code,
+        Code::RelocateMetadata
+            | Code::BlockBitmapConflict
+            | Code::InodeBitmapConflict
+            | Code::InodeTableConflict
+    )
 }
 
 /// Pass 4's fixes that leave block ownership as the check saw it.

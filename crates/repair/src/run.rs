@@ -164,7 +164,9 @@ fn preen_primary(dev: &Arc<Device>, path: &Path, on_backup: bool) -> Result<(), 
     if on_backup {
         // The superblock is sound: its descriptors sent the check to a
         // backup.
-        if let Some(why) = check_core::fs::metadata_outside_group(&primary.fs) {
+        let why = check_core::fs::metadata_outside_group(&primary.fs)
+            .or_else(|| missing_metadata_preen_stops_at(dev, &primary.fs));
+        if let Some(why) = why {
             let mut r = refuse(path, String::new());
             r.report.aborted = None;
             r.report.preen_halt = Some(why);
@@ -172,6 +174,48 @@ fn preen_primary(dev: &Arc<Device>, path: &Path, on_backup: bool) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// A bitmap or inode table the primary descriptors put at block 0 (the
+/// backup's are used): what stops preen there, if anything. e2fsck -p
+/// reads the bad blocks inode from group 0's table before anything else
+/// and stops when there is none. Elsewhere it relocates in pass 1, to
+/// fresh blocks: a group whose inodes are in use (by the backup's count)
+/// would lose them all, where a repair on the backup keeps them, so
+/// preen stops and leaves that to the repair; a group with none in use
+/// loses nothing, and preen goes on with the backup, as e2fsck -p goes
+/// on (exit 1).
+fn missing_metadata_preen_stops_at(
+    dev: &Arc<Device>,
+    primary: &check_core::fs::Fs,
+) -> Option<String> {
+    if primary.gd(0).inode_table() == 0 {
+        return Some(
+            "a block group is missing an inode table while reading the bad blocks inode".into(),
+        );
+    }
+    let backup =
+        check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default()).ok()?;
+    let ipg = primary.geo.inodes_per_group;
+    (1..primary.geo.group_count).find_map(|g| {
+        let gd = primary.gd(g);
+        if gd.block_bitmap() != 0 && gd.inode_bitmap() != 0 && gd.inode_table() != 0 {
+            return None;
+        }
+        let bgd = backup.fs.gd(g);
+        let uninit = backup.fs.has_gdt_csum()
+            && bgd.has_flag(ext4_layout::group_desc::BG_INODE_UNINIT);
+        let used = if uninit {
+            0
+        } else {
+            ipg.saturating_sub(bgd.free_inodes_count())
+        };
+        (used > 0).then(|| {
+            format!(
+                "the primary descriptors of group {g} put its metadata at block 0; relocating it would lose the group's {used} inodes in use"
+            )
+        })
+    })
 }
 
 /// Whether preen may fix `f`: the problem table's preen column, and the

@@ -433,6 +433,22 @@ impl<'f> Staging<'f> {
                 offset: 1024,
                 data: self.sb.clone(),
             });
+            // On a backup superblock (the primary's descriptors are
+            // unusable), the check reads the backup again after this
+            // commit: it gets the change too, under its own group number,
+            // or a fix of it (a journal cleared) would not be seen.
+            if fs.backup_in_use && fs.sb_block != 0 {
+                let mut backup = self.sb.clone();
+                let nr = fs.sb().s_block_group_nr();
+                ext4_layout::superblock::field::s_block_group_nr.set(&mut backup, nr);
+                if csum {
+                    edit::set_superblock_checksum(&mut backup);
+                }
+                data.push(fixer::Write {
+                    offset: fs.sb_block * bs,
+                    data: backup,
+                });
+            }
         }
         data
     }
@@ -470,12 +486,16 @@ impl<'f> Staging<'f> {
             desc_blocks
         };
         let mut out = Vec::new();
+        // On a backup, the table beside it gets the same blocks (its
+        // meta_bg part aside), as the superblock does (see `into_writes`).
+        let backup = (fs.backup_in_use && fs.sb_block != 0).then_some(fs.sb_block);
         for i in 0..desc_blocks {
             let blk = if i < first_meta {
                 group_block + zero_adjust + 1 + i as u64
             } else {
                 geo.descriptor_block(group_block, i as u32).0 + if i == 0 { zero_adjust } else { 0 }
             };
+            let beside_backup = backup.filter(|_| i < first_meta).map(|b| b + 1 + i as u64);
             let mut b = vec![0u8; bs];
             // Bytes past the last descriptor keep what the device has.
             let _ = self.io.read_blocks(blk, &mut b);
@@ -483,6 +503,12 @@ impl<'f> Staging<'f> {
             let hi = ((i + 1) * bs).min(self.gdt.len());
             if lo < hi {
                 b[..hi - lo].copy_from_slice(&self.gdt[lo..hi]);
+            }
+            if let Some(at) = beside_backup {
+                out.push(fixer::Write {
+                    offset: at * bs as u64,
+                    data: b.clone(),
+                });
             }
             out.push(fixer::Write {
                 offset: blk * bs as u64,

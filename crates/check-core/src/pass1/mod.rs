@@ -82,7 +82,7 @@ impl<'a> Pass1<'a> {
     /// judged against the metadata alone, as in e2fsck's inode order.
     pub(crate) fn check_bad_blocks_inode(&self, io: &mut Io<'a>) -> P1Out {
         let mut w = Worker::new(self, io);
-        if self.fs.inodes_to_scan(0) > 0 {
+        if self.fs.inodes_to_scan(0) > 0 && self.fs.gd(0).inode_table() != 0 {
             let chunk = Chunk {
                 group: 0,
                 first: 0,

@@ -272,13 +272,20 @@ pub struct Chunk {
 /// Inodes per chunk: enough to amortise a read, small enough to balance.
 pub(crate) const CHUNK_INODES: u32 = 2048;
 
-/// Cuts the inode tables into chunks of whole inode-table blocks.
+/// Cuts the inode tables into chunks of whole inode-table blocks. A
+/// group whose descriptor puts its inode table at block 0 has none to
+/// read: as e2fsck's scan skips a missing table, none of its inodes is
+/// read (a repair relocates the table first).
 pub fn chunks(fs: &Fs) -> Vec<Chunk> {
     let ipb = fs.geo.inodes_per_block.max(1);
     let per = (CHUNK_INODES / ipb).max(1) * ipb;
     let mut v = Vec::new();
     for g in 0..fs.geo.group_count {
-        let n = fs.inodes_to_scan(g);
+        let n = if fs.gd(g).inode_table() == 0 {
+            0
+        } else {
+            fs.inodes_to_scan(g)
+        };
         let mut first = 0;
         while first < n {
             let count = per.min(n - first);
