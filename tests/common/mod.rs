@@ -118,6 +118,37 @@ pub fn tool(name: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("{name} fails to start: {e}"))
 }
 
+/// Runs a tool at a given path, with [`tool`]'s environment, killed
+/// (SIGKILL, exit 137) if it runs past two minutes: e2fsck 1.47.4 can
+/// hang under `-n` (a lock taken twice after a write it cannot make).
+pub fn tool_at(path: &Path, args: &[&str]) -> Output {
+    Command::new("timeout")
+        .args(["-s", "KILL", "120"])
+        .arg(path)
+        .args(args)
+        .env("LC_ALL", "C")
+        .env("TZ", "GMT0")
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .env("MKE2FS_CONFIG", "/dev/null")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{} fails to start: {e}", path.display()))
+}
+
+/// e2fsck 1.47.4, the newest release, where it is built: `EXT4CHK_E2FSCK_NEW`,
+/// else `target/e2fsprogs-1.47.4/build/e2fsck/e2fsck` (what `.ci/run`
+/// builds from `../shared/oracle`). It can hang under `-n`: run it
+/// through [`tool_at`], which kills it after a timeout.
+pub fn e2fsck_1474() -> Option<PathBuf> {
+    let p = std::env::var_os("EXT4CHK_E2FSCK_NEW")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target/e2fsprogs-1.47.4/build/e2fsck/e2fsck")
+        });
+    p.is_file().then_some(p)
+}
+
 /// One row of the corpus manifest.
 #[derive(Clone, Debug)]
 pub struct Row {

@@ -266,6 +266,10 @@ fn pre_pass(fs: &Fs, io: &mut Io<'_>, opts: &CheckOptions, report: &mut Report) 
         }
     };
     report.findings.extend(sc.findings);
+    // As e2fsck, asked only when it may write.
+    if opts.repairing {
+        report.findings.extend(super_check::rev0_with_features(fs));
+    }
     if let Some(t) = opts.times {
         report.findings.extend(super_check::future_times(fs, t));
     }

@@ -241,6 +241,14 @@ fn load_inode(
             "journal inode number {inum} is invalid"
         )));
     }
+    // The library reads no inode past the superblock's own count (which
+    // is checked only later, with the rest of the superblock).
+    if inum > sb.s_inodes_count() {
+        return Err(LoadErr::BadInode(format!(
+            "the journal inode cannot be read: inode {inum} is past the superblock's inode count, {}",
+            sb.s_inodes_count()
+        )));
+    }
     let mut ib = vec![0u8; geo.inode_size as usize];
     let read = io.read_inode(inum, &mut ib);
     if let (Err(e), false) = (&read, backup_on_read_error) {

@@ -62,6 +62,6 @@ pub(crate) mod zeroed;
 pub use ctx::{CheckOptions, Choices, Maps, TimeCheck};
 pub use problem::{Code, Finding, Pass, Severity};
 pub use report::{Report, Summary};
-pub use super_check::mmp_refusal;
+pub use super_check::{mmp_refusal, values_in_range};
 
 pub use engine::check;

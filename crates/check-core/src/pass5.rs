@@ -61,7 +61,9 @@ pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
                 d.block_tail_problem = true;
             }
             let base = u64::from(g) * cpg;
-            for i in 0..cpg.min(bs as u64 * 8) {
+            // As the library reads a bitmap: whole bytes only, so the
+            // bits of a last partial byte are never loaded.
+            for i in 0..(bnbytes.min(bs) as u64 * 8) {
                 if buf[(i / 8) as usize] & (1 << (i % 8)) != 0 {
                     d.blocks.test_and_set(base + i);
                 }
@@ -77,7 +79,7 @@ pub fn read_bitmaps(fs: &Fs, io: &mut Io<'_>) -> DiskBitmaps {
                 d.inode_tail_problem = true;
             }
             let base = u64::from(g) * ipg;
-            for i in 0..ipg.min(bs as u64 * 8) {
+            for i in 0..(inbytes.min(bs) as u64 * 8) {
                 if buf[(i / 8) as usize] & (1 << (i % 8)) != 0 {
                     d.inodes.test_and_set(base + i);
                 }

@@ -462,6 +462,10 @@ codes! {
     /// 64bit-without-extents (e2fsck PR_0_64BIT_WITHOUT_EXTENTS).
     Bit64WithoutExtents = 0x000048, "64bit-without-extents", Super, Notice [preen],
         "64bit is set without extents";
+    /// rev0-with-features (e2fsck PR_0_FS_REV_LEVEL). Raised only under
+    /// a repair, as e2fsck asks only then.
+    Rev0WithFeatures = 0x00001a, "rev0-with-features", Super, Notice [preen fix keeps],
+        "the file system has feature flags set, but is a revision 0 file system";
     /// first-meta-bg-too-big (e2fsck PR_0_FIRST_META_BG_TOO_BIG).
     FirstMetaBgTooBig = 0x000049, "first-meta-bg-too-big", Super, Notice [fix],
         "s_first_meta_bg {found} is larger than the descriptor table ({limit} blocks)";

@@ -230,9 +230,11 @@ impl Geometry {
             }
         })?;
         let incompat = sb.incompat();
+        // Any size that fits a block can be walked; e2fsck's rules (a
+        // power of two, 64 to 1024 bytes) are the opener's to apply, and
+        // it loads a superblock that breaks them "despite errors".
         let desc_size = u32::from(sb.desc_size());
-        if incompat.contains(IncompatFeatures::BIT64)
-            && (!(32..=1024).contains(&desc_size) || !desc_size.is_power_of_two())
+        if incompat.contains(IncompatFeatures::BIT64) && (desc_size == 0 || desc_size > block_size)
         {
             return Err(GeometryError::BadDescSize(sb.desc_size()));
         }

@@ -226,6 +226,11 @@ pub fn fix_super<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
                 }
                 continue;
             }
+            Code::Rev0WithFeatures => {
+                super::raw::dynamic_revision(stage);
+                fixed.push(f);
+                continue;
+            }
             Code::BadMinExtraIsize => {
                 ext4_layout::superblock::field::s_min_extra_isize.set(stage.sb_mut(), 32);
                 fixed.push(f);

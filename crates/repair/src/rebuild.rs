@@ -68,7 +68,11 @@ pub fn rebuild_group_summaries(st: &mut Staging<'_>, maps: &Maps) -> io::Result<
             }
             if !(used || c > last_cluster) {
                 free += 1;
-                bmap[(i / 8) as usize] &= !(1 << (i % 8));
+                // The library writes whole bytes of a bitmap and sets the
+                // rest of the block: a last partial byte stays set.
+                if i < cpg / 8 * 8 {
+                    bmap[(i / 8) as usize] &= !(1 << (i % 8));
+                }
             }
         }
         total_free_clusters += free;
@@ -96,7 +100,9 @@ pub fn rebuild_group_summaries(st: &mut Staging<'_>, maps: &Maps) -> io::Result<
                 }
             } else {
                 ifree += 1;
-                imap[(i / 8) as usize] &= !(1 << (i % 8));
+                if i < ipg / 8 * 8 {
+                    imap[(i / 8) as usize] &= !(1 << (i % 8));
+                }
             }
         }
         total_free_inodes += ifree;
@@ -104,8 +110,9 @@ pub fn rebuild_group_summaries(st: &mut Staging<'_>, maps: &Maps) -> io::Result<
             let d = ext4_layout::group_desc::GroupDesc::over(st.gd(g));
             (d.block_bitmap(), d.inode_bitmap())
         };
-        let nb = (cpg as usize).div_ceil(8).min(bs);
-        let ni = (ipg as usize).div_ceil(8).min(bs);
+        // The checksums cover the whole bytes, as the library's.
+        let nb = (cpg as usize / 8).min(bs);
+        let ni = (ipg as usize / 8).min(bs);
         // A bitmap that already says this is left as it is.
         for (blk, want) in [(bb, &bmap), (ib, &imap)] {
             if blk != 0 && blk < geo.blocks_count {

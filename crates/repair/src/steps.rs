@@ -197,7 +197,9 @@ pub(crate) fn fix_superblock_fields(
     let mut counted = None;
     let want = u64::from(fs.geo.group_count) * u64::from(fs.geo.inodes_per_group);
     let have = u64::from(fs.sb().s_inodes_count());
-    if have != want && want <= u64::from(u32::MAX) {
+    // e2fsck checks the superblock's values first, and stops on one out
+    // of range (a zero inode count among them) before this fix.
+    if have != want && want <= u64::from(u32::MAX) && check_core::values_in_range(&fs) {
         sb_field::s_inodes_count.set(stage.sb_mut(), want as u32);
         counted = Some(Finding::new(Code::InodeCountWrong).mismatch(have, want));
     }

@@ -72,6 +72,9 @@ enum OpenErr {
     BadDescSize,
     JournalDev,
     BadFirstIno(u32),
+    /// A value e2fsprogs' open accepts and e2fsck's own check of the
+    /// superblock then refuses (no backup is tried: exit 8).
+    Refused(String),
 }
 
 impl OpenErr {
@@ -93,6 +96,7 @@ impl OpenErr {
             OpenErr::BadFirstIno(n) => {
                 format!("the superblock is corrupt: its first inode, {n}, is out of range")
             }
+            OpenErr::Refused(why) => format!("the superblock is corrupt: {why}"),
         }
     }
 
@@ -222,14 +226,23 @@ fn check_shape(sb: &Superblock<'_>, ignore_sb_errors: bool) -> Result<(), OpenEr
         if ds == 0 || (!ignore_sb_errors && (!(64..=1024).contains(&ds) || !ds.is_power_of_two())) {
             return Err(OpenErr::BadDescSize);
         }
+        // Loaded despite errors, any size up to a block opens; the
+        // descriptor check then sends a bad one to a backup.
+        if u32::from(ds) > bs {
+            return Err(OpenErr::Corrupt(format!(
+                "group descriptor size {ds} is larger than a block"
+            )));
+        }
     }
-    let ratio_bits = if bigalloc { log_cluster - log_block } else { 0 };
-    if u64::from(sb.s_blocks_per_group()) != u64::from(sb.s_clusters_per_group()) << ratio_bits
-        && bigalloc
-    {
-        return Err(OpenErr::Corrupt(
-            "blocks per group disagrees with clusters per group".into(),
-        ));
+    // As the library compares them, with or without bigalloc (without it
+    // the two sizes are equal, so the counts must be too), in 32 bits.
+    let ratio_bits = log_cluster.saturating_sub(log_block);
+    if sb.s_blocks_per_group() != sb.s_clusters_per_group() << ratio_bits {
+        return Err(OpenErr::Corrupt(format!(
+            "blocks per group ({}) disagrees with clusters per group ({})",
+            sb.s_blocks_per_group(),
+            sb.s_clusters_per_group()
+        )));
     }
     if sb.s_inodes_per_group() == 0 {
         return Err(OpenErr::Corrupt("inodes per group is zero".into()));
@@ -272,6 +285,12 @@ fn geometry_err(e: GeometryError) -> OpenErr {
         GeometryError::BadMagic(_) => OpenErr::BadMagic,
         GeometryError::BadRevision(_) => OpenErr::RevTooHigh,
         GeometryError::BadDescSize(_) => OpenErr::BadDescSize,
+        // Past the library's open (`check_shape` has passed), these are
+        // e2fsck's check of the superblock's values, which stops the run
+        // where it is.
+        e @ (GeometryError::BadClusterSize(_)
+        | GeometryError::BadPerGroup { .. }
+        | GeometryError::BadInodesCount { .. }) => OpenErr::Refused(e.to_string()),
         other => OpenErr::Corrupt(other.to_string()),
     }
 }
