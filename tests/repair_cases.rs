@@ -2021,3 +2021,42 @@ fn a_size_fixed_past_2_gib_turns_large_file_on_as_e2fsck_does() {
         }
     }
 }
+
+/// A '.' entry whose record runs past its 12 bytes (a bit flip in its
+/// rec_len): e2fsck -y splits it before it walks on, so what the record
+/// covered ('..' and the next entries) is checked, and what lies past its
+/// end is never salvaged; -n declines the split and stops at the entry
+/// its end points into. A record of 140 bytes (ending inside the last
+/// entry: the fuzzer's find, where the repair saw nothing to fix and left
+/// the block corrupt) and one of 36 (ending on an entry) on
+/// {no checksums, uninit_bg, metadata_csum} x {1 KiB, 4 KiB}: e2fsck's
+/// exit codes under -n and -y, e2fsck -fn clean after, files kept.
+#[test]
+fn a_big_dot_entry_is_split_before_the_walk_goes_on() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let scratch = Scratch::new("split-dot");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("sub")).expect("mkdir");
+    for i in 1..=4 {
+        std::fs::write(tree.join("sub").join(format!("s{i}")), format!("{i}")).expect("write");
+    }
+    std::fs::write(tree.join("top"), b"top").expect("write");
+    for bs in ["1024", "4096"] {
+        for (set, features) in CSUM_SETS {
+            for rec_len in [140u16, 36] {
+                let name = format!("{set}-{bs}-{rec_len}");
+                let img = scratch.path(&format!("{name}.img"));
+                mkfs_from(&tree, &img, bs, features, &[], "8M");
+                let blk = map_block_of(img.to_str().expect("path"), "/sub", "0");
+                let mut bytes = std::fs::read(&img).expect("image");
+                let at = blk as usize * bs.parse::<usize>().expect("bs");
+                // rec_len of '.', 4..6.
+                bytes[at + 4..at + 6].copy_from_slice(&rec_len.to_le_bytes());
+                std::fs::write(&img, bytes).expect("write");
+                compare_damaged(&scratch, &name, &img);
+            }
+        }
+    }
+}

@@ -388,7 +388,6 @@ fn put_terminated_name(b: &mut [u8], offset: usize, name: &[u8], file_type: u8) 
 /// splits off the room past its 12 bytes (as an empty entry, unless '..'
 /// is already there). True if anything changed.
 pub fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> bool {
-    let bs = b.len();
     let mut modified = false;
     let e = inode_at(b, offset);
     let name = &b[offset + 8..offset + 10];
@@ -400,16 +399,27 @@ pub fn fix_dot(b: &mut [u8], offset: usize, rl: usize, ino: u32, ft_dir: u8) -> 
         set_inode(b, offset, ino);
         modified = true;
     }
-    if rl > 24 {
-        set_rec_len(b, offset, bs, 12);
-        let n = offset + 12;
-        let keeps = &b[n + 8..n + 10] == b".." && name_len_at(b, n) == 2;
-        if !keeps {
-            put_entry(b, n, bs, 0, rl - 12, b"", ft_dir);
-        }
-        modified = true;
-    }
+    modified |= split_dot(b, offset, rl, ft_dir);
     modified
+}
+
+/// Splits a '.' entry of `rl` bytes that has room for another entry
+/// after it (e2fsck's "entry for '.' is big"): '.' keeps 12 bytes, and
+/// the rest becomes an empty entry unless what follows already reads as
+/// '..' (its name bytes "..\0"), which is left for the '..' checks. True
+/// if it split.
+pub fn split_dot(b: &mut [u8], offset: usize, rl: usize, ft_dir: u8) -> bool {
+    let bs = b.len();
+    if rl <= 24 || offset + rl > bs {
+        return false;
+    }
+    set_rec_len(b, offset, bs, 12);
+    let n = offset + 12;
+    let keeps = b.get(n + 8..n + 11) == Some(&b"..\0"[..]);
+    if !keeps {
+        put_entry(b, n, bs, 0, rl - 12, b"", ft_dir);
+    }
+    true
 }
 
 /// Makes the entry at `offset` a '..' if it is not one; it names the

@@ -504,15 +504,22 @@ impl<'c> BlockCheck<'c, '_, '_> {
         while at < max && ok(lay.data, at) {
             at += dirent::rec_len_at(lay.data, at, bs);
         }
-        if at >= max {
+        let (ino, lblk) = (self.ino(), self.work.lblk);
+        // A '.' with room for another entry is split first (the walk
+        // then goes through what it covered), as e2fsck -y does.
+        let big_dot = lblk == 0 && ok(lay.data, 0) && dirent::rec_len_at(lay.data, 0, bs) > 24;
+        let split_yes = big_dot
+            && self
+                .cx
+                .says_yes(&Finding::new(Code::SplitDot).dir(ino).found(0));
+        if at >= max && !split_yes {
             return None;
         }
-        let (ino, lblk) = (self.ino(), self.work.lblk);
         // Salvaging is the answer to the first damage found.
         let first = Finding::new(Code::DirCorrupted)
             .dir(ino)
             .offset(lblk, at as u64);
-        if !self.cx.says_yes(&first) {
+        if at < max && !split_yes && !self.cx.says_yes(&first) {
             return None;
         }
         let mut b = lay.data.to_vec();
@@ -533,14 +540,16 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 continue;
             }
             let rl = dirent::rec_len_at(&b, offset, bs);
-            match dot_state {
-                0 => {
-                    dirent::fix_dot(&mut b, offset, rl, ino, ft_dir);
+            // e2fsck splits a big '.' before it walks on, so what lies
+            // past it is never salvaged. Only the split changes where
+            // the walk goes; the rest of '.' and '..' is left for their
+            // checks on the copy to find and report.
+            if dot_state == 0 && rl > 24 {
+                let split = Finding::new(Code::SplitDot).dir(ino).found(rl as u64);
+                if self.cx.says_yes(&split) {
+                    self.push(split);
+                    dirent::split_dot(&mut b, offset, rl, ft_dir);
                 }
-                1 => {
-                    dirent::fix_dotdot(&mut b, offset, ft_dir);
-                }
-                _ => {}
             }
             prev = Some(offset);
             offset += dirent::rec_len_at(&b, offset, bs);
