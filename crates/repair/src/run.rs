@@ -176,8 +176,8 @@ fn preen_primary(dev: &Arc<Device>, path: &Path, on_backup: bool) -> Result<(), 
     Ok(())
 }
 
-/// A bitmap or inode table the primary descriptors put at block 0 (the
-/// backup's are used): what stops preen there, if anything. e2fsck -p
+/// An inode table the primary descriptors put at block 0 (the backup's
+/// descriptors are used): what stops preen there, if anything. e2fsck -p
 /// reads the bad blocks inode from group 0's table before anything else
 /// and stops when there is none. Elsewhere it relocates in pass 1, to
 /// fresh blocks: a group whose inodes are in use (by the backup's count)
@@ -198,8 +198,9 @@ fn missing_metadata_preen_stops_at(
         check_core::fs::open_fs(dev.clone(), check_core::fs::OpenOptions::default()).ok()?;
     let ipg = primary.geo.inodes_per_group;
     (1..primary.geo.group_count).find_map(|g| {
-        let gd = primary.gd(g);
-        if gd.block_bitmap() != 0 && gd.inode_bitmap() != 0 && gd.inode_table() != 0 {
+        // A bitmap moved to a fresh block is rebuilt by pass 5; only a
+        // fresh inode table loses what the group held.
+        if primary.gd(g).inode_table() != 0 {
             return None;
         }
         let bgd = backup.fs.gd(g);
