@@ -724,3 +724,279 @@ fn a_directory_link_count_left_at_overflow_gets_its_exact_value() {
         String::from_utf8_lossy(&stat.stdout)
     );
 }
+
+/// The fast-commit feature sets of the name-change workload.
+const FC_SETS: &[Features] = &[
+    Features {
+        name: "fc-metadata_csum-4k",
+        args: &["-I", "256", "-O", EXT4, "-O", "fast_commit", "-b", "4096"],
+    },
+    Features {
+        name: "fc-nocsum-4k",
+        args: &[
+            "-I",
+            "256",
+            "-O",
+            "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,sparse_super,\
+             large_file,huge_file,dir_nlink,extra_isize,fast_commit",
+            "-b",
+            "4096",
+        ],
+    },
+    Features {
+        name: "fc-metadata_csum-1k",
+        args: &["-I", "256", "-O", EXT4, "-O", "fast_commit", "-b", "1024"],
+    },
+];
+
+/// Seeds per fast-commit feature set.
+const FC_SEEDS: u64 = 6;
+
+/// A workload of name changes, which fast commits log as names and
+/// inodes (never as directory blocks): files created, written and
+/// fsynced (each fsync a fast commit), renamed across directories,
+/// unlinked, hard-linked; directories made and removed; a directory big
+/// enough to be indexed. Then the power is cut.
+fn name_workload(mnt: &Path, seed: &str) {
+    use std::io::Write;
+    let mut rng = Rng::new(seed);
+    let mut dirs: Vec<PathBuf> = (0..8).map(|d| mnt.join(format!("d{d}"))).collect();
+    let big = mnt.join("big");
+    dirs.push(big.clone());
+    for d in &dirs {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    for i in 0..300 {
+        std::fs::write(big.join(format!("pre-{i:04}-{}", "x".repeat(40))), b"p").expect("write");
+    }
+    // SAFETY: sync takes no arguments.
+    unsafe { libc::sync() };
+    let fsync = |p: &Path| {
+        if let Ok(f) = std::fs::File::open(p) {
+            let _ = f.sync_all();
+        }
+    };
+    let mut files: Vec<PathBuf> = Vec::new();
+    let ops = 200 + rng.below(300);
+    let sync_at = rng.below(ops);
+    for i in 0..ops {
+        if i == sync_at {
+            // SAFETY: sync takes no arguments.
+            unsafe { libc::sync() };
+        }
+        let d = dirs[rng.below(dirs.len() as u64) as usize].clone();
+        let pick = |rng: &mut Rng, v: &Vec<PathBuf>| {
+            (!v.is_empty()).then(|| v[rng.below(v.len() as u64) as usize].clone())
+        };
+        match rng.below(20) {
+            0..=6 => {
+                let p = d.join(format!("f{i}-{}", "n".repeat(rng.below(30) as usize)));
+                let n = [10u64, 3000, 20_000, 200_000][rng.below(4) as usize];
+                if let Ok(mut f) = std::fs::File::create(&p) {
+                    let _ = f.write_all(&bytes(&mut rng, n));
+                    if rng.below(3) == 0 {
+                        let _ = f.sync_all();
+                    }
+                    files.push(p);
+                }
+            }
+            7..=9 => {
+                if let Some(q) = pick(&mut rng, &files) {
+                    let p = dirs[rng.below(dirs.len() as u64) as usize].join(format!("r{i}"));
+                    if std::fs::rename(&q, &p).is_ok() {
+                        files.retain(|x| x != &q);
+                        if rng.below(3) == 0 {
+                            fsync(&p);
+                        }
+                        files.push(p);
+                    }
+                }
+            }
+            10..=12 => {
+                if let Some(q) = pick(&mut rng, &files) {
+                    if std::fs::remove_file(&q).is_ok() {
+                        files.retain(|x| x != &q);
+                    }
+                }
+            }
+            13..=14 => {
+                let sd = d.join(format!("sub{i}"));
+                if std::fs::create_dir(&sd).is_ok() {
+                    if rng.below(2) == 0 {
+                        fsync(&sd);
+                    }
+                    dirs.push(sd);
+                }
+            }
+            15 => {
+                if dirs.len() > 9 {
+                    let k = 9 + rng.below(dirs.len() as u64 - 9) as usize;
+                    if std::fs::remove_dir(&dirs[k]).is_ok() {
+                        dirs.remove(k);
+                    }
+                }
+            }
+            16 => {
+                if let Some(q) = pick(&mut rng, &files) {
+                    let l = d.join(format!("l{i}"));
+                    if std::fs::hard_link(&q, &l).is_ok() {
+                        files.push(l);
+                    }
+                }
+            }
+            17 => {
+                if let Some(q) = pick(&mut rng, &files) {
+                    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&q) {
+                        let n = [100u64, 5000][rng.below(2) as usize];
+                        let _ = f.write_all(&bytes(&mut rng, n));
+                        let _ = f.sync_all();
+                    }
+                }
+            }
+            18 => {
+                if let Some(q) = pick(&mut rng, &files) {
+                    fsync(&q);
+                }
+            }
+            _ => {
+                let target = "t".repeat([5usize, 100][rng.below(2) as usize]);
+                let _ = std::os::unix::fs::symlink(target, d.join(format!("s{i}")));
+            }
+        }
+    }
+    let m = std::fs::File::open(mnt).expect("open the mount point");
+    let flag = GOING_NOLOGFLUSH;
+    // SAFETY: the ioctl reads one u32 through the pointer, which lives
+    // across the call.
+    let rc = unsafe { libc::ioctl(m.as_raw_fd(), FS_IOC_SHUTDOWN, &flag as *const u32) };
+    assert_eq!(
+        rc,
+        0,
+        "FS_IOC_SHUTDOWN: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// One fast-commit crash image, replayed by ext4chk (`fsck.ext4 -p`) and
+/// by the kernel (a mount and an unmount of a copy): what went wrong, or
+/// `None` when the kernel cannot mount it (then nothing judges the
+/// replay).
+fn judge_fast_commit(
+    set: &Features,
+    seed: u64,
+    scratch: &Scratch,
+) -> Option<(String, Vec<String>)> {
+    let name = format!("{}-{seed}", set.name);
+    let img = scratch.path(&format!("{name}.img"));
+    let mnt = scratch.path(&format!("{name}.mnt"));
+    let _ = std::fs::remove_file(&img);
+    let f = std::fs::File::create(&img).expect("image");
+    f.set_len(256 << 20).expect("size the image");
+    drop(f);
+    let mut args: Vec<&str> = set.args.to_vec();
+    args.push(img.to_str().expect("path"));
+    common::mke2fs(&args);
+    std::fs::create_dir_all(&mnt).expect("mount point");
+    let mounted = Command::new(find_tool("mount").expect("mount"))
+        .args(["-t", "ext4", "-o", "loop"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .expect("mount runs");
+    assert!(
+        mounted.status.success(),
+        "{name}: mount: {}",
+        String::from_utf8_lossy(&mounted.stderr)
+    );
+    name_workload(&mnt, &format!("fc-{name}"));
+    for _ in 0..100 {
+        let out = Command::new(find_tool("umount").expect("umount"))
+            .arg(&mnt)
+            .output()
+            .expect("umount runs");
+        if out.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let ours = scratch.path(&format!("{name}.ours.img"));
+    let kernel = scratch.path(&format!("{name}.kernel.img"));
+    std::fs::copy(&img, &ours).expect("copy");
+    std::fs::copy(&img, &kernel).expect("copy");
+    let _ = std::fs::remove_file(&img);
+    if !kernel_replay(&kernel, &mnt) {
+        let _ = std::fs::remove_file(&ours);
+        let _ = std::fs::remove_file(&kernel);
+        return None;
+    }
+    let mut problems = Vec::new();
+    let (p, p_out) = ext4chk_as_fsck(&["-p"], &ours);
+    if p > 1 {
+        problems.push(format!("fsck.ext4 -p exits {p}:\n{p_out}"));
+    }
+    let (after, after_out) = e2fsck(&["-fn"], &ours);
+    if after != 0 {
+        problems.push(format!(
+            "after fsck.ext4 -p (exit {p}) e2fsck -fn exits {after}:\n{p_out}\n{after_out}"
+        ));
+    }
+    let t = scratch.path(&format!("{name}.trees"));
+    match (common::file_tree(&ours, &t), common::file_tree(&kernel, &t)) {
+        (Some(o), Some(k)) => {
+            for (path, h) in &k {
+                match o.get(path) {
+                    None => problems.push(format!("the kernel's replay has {path}, ext4chk's not")),
+                    Some(x) if x != h => problems.push(format!("{path} differs")),
+                    _ => {}
+                }
+            }
+            for path in o.keys().filter(|p| !k.contains_key(*p)) {
+                problems.push(format!("ext4chk's replay has {path}, the kernel's not"));
+            }
+        }
+        _ => problems.push("debugfs cannot list the files".into()),
+    }
+    let _ = std::fs::remove_dir_all(&t);
+    let _ = std::fs::remove_file(&ours);
+    let _ = std::fs::remove_file(&kernel);
+    Some((name, problems))
+}
+
+/// After a power cut on fast_commit (with and without metadata_csum, 1
+/// and 4 KiB blocks), ext4chk's replay of the log leaves the tree the
+/// kernel's own replay leaves (every file's path and content), and
+/// e2fsck -fn finds it clean: names removed with their inodes when the
+/// last link goes (an inode number reused in the same log starts empty),
+/// new directories with their '.' and '..', indexed directories indexed
+/// again, every block written with its checksum. (e2fsck 1.47 cannot
+/// replay these logs at all; the kernel is the judge.)
+#[test]
+fn a_fast_commit_replay_leaves_the_tree_the_kernels_replay_leaves() {
+    let scratch = Scratch::new("fc-crash");
+    if !can_mount(&scratch) {
+        return;
+    }
+    let cases: Vec<(usize, u64)> = (0..FC_SETS.len())
+        .flat_map(|s| (0..FC_SEEDS).map(move |k| (s, k)))
+        .collect();
+    let results = par_map(&cases, |&(s, k)| {
+        judge_fast_commit(&FC_SETS[s], k, &scratch)
+    });
+    let mut judged = 0;
+    let mut failures = Vec::new();
+    for (name, problems) in results.into_iter().flatten() {
+        judged += 1;
+        eprintln!("{name}: {} problems", problems.len());
+        failures.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
+    }
+    assert!(
+        judged >= FC_SETS.len() * FC_SEEDS as usize / 2,
+        "the kernel could replay only {judged} of the crash images"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} problems:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}

@@ -10,13 +10,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use ext4_layout::csum::crc32c_raw;
+use ext4_layout::dirent::{self, ft, DIR_TAIL_SIZE};
 use ext4_layout::extent;
 use ext4_layout::features::IncompatFeatures;
+use ext4_layout::htree;
 use ext4_layout::inode::{field, I_BLOCK, I_BLOCK_OFFSET};
-use ext4_layout::inode::{flags, FileType};
+use ext4_layout::inode::{flags, FileType, Inode};
 use ext4_layout::journal::fast_commit::{self as fc, Tag};
+use ext4_layout::xattr;
 
-use super::stage::Staging;
+use super::stage::{Kind, Staging};
 use check_core::fs::Fs;
 use check_core::walk::LeafExtent;
 
@@ -27,8 +30,16 @@ pub enum Change {
     AddRange { ino: Ino, ext: LeafExtent },
     /// A logical range unmapped.
     DelRange { ino: Ino, lblk: u64, len: u64 },
-    /// A name linked (created or hard-linked) in a directory.
+    /// A name linked (hard-linked, or the new name of a rename) in a
+    /// directory.
     Link {
+        parent: Ino,
+        ino: Ino,
+        name: Vec<u8>,
+    },
+    /// A name created in a directory for a new inode (a new directory
+    /// gets its '.' and '..' here: the log never holds directory blocks).
+    Create {
         parent: Ino,
         ino: Ino,
         name: Vec<u8>,
@@ -119,6 +130,9 @@ fn change_of(tag: Tag<'_>) -> Option<Change> {
             let parent = Ino::new(parent)?;
             if tag == fc::TAG_UNLINK {
                 Change::Unlink { parent, ino, name }
+            } else if tag == fc::TAG_CREAT {
+                let ino = Ino::new(ino)?;
+                Change::Create { parent, ino, name }
             } else {
                 let ino = Ino::new(ino)?;
                 Change::Link { parent, ino, name }
@@ -178,9 +192,29 @@ fn modify(list: &mut Vec<LeafExtent>, lblk: u64, len: u64, add: Option<LeafExten
     *list = merged;
 }
 
-/// Applies a validated log to the staged file system. Returns how many
-/// changes were applied; a change that cannot be applied (a name in an
-/// inline directory, say) is skipped, as e2fsck goes on past it.
+/// Applies a validated log to the staged file system, as the kernel's
+/// replay applies it at mount. Returns how many changes were applied; a
+/// change the kernel would skip (an inode or directory not in use, a
+/// name already there or already gone) is skipped.
+///
+/// The kernel's rules, change by change:
+/// * a change to an inode that is not in use (no links) does nothing,
+///   and neither does a name change in a directory that is not in use;
+/// * a link adds the name unless it is there already, and counts a link;
+/// * an unlink finds the name; the entry goes only if it names the
+///   logged inode, and the inode loses a link; at none it is deleted
+///   (its blocks and attribute block freed, its block map emptied), so a
+///   later change that reuses its number starts from an empty inode;
+/// * a create follows the logged inode, and for a directory makes its
+///   first block ('.' and '..');
+/// * an inode's fields come from the log, its block map from the disk
+///   and the ranges.
+///
+/// Beyond the kernel, so that the result is consistent (the kernel leaves
+/// these for fsck): a new directory has two links and raises its
+/// parent's count; an unlinked directory is deleted and lowers it; an
+/// indexed directory that gains a name is indexed again at the end.
+/// The bitmaps and counts follow every inode the log touched.
 pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Result<usize> {
     // Blocks the log maps are in use, whatever the bitmaps say.
     for c in log {
@@ -190,8 +224,9 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
             }
         }
     }
-    // What the ranges' inodes held before, to bring the bitmaps up to date
-    // afterwards (as e2fsck marks them while it replays).
+    // What every inode the log names held before, to bring the bitmaps up
+    // to date afterwards (as the kernel marks them at the end of its
+    // replay).
     let bits = fs.geo.cluster_bits;
     let clusters_of = |stage: &mut Staging<'f>, ino: Ino| -> BTreeSet<u64> {
         super::map::all_blocks_of(stage, ino)
@@ -200,14 +235,22 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
     };
     let mut before: BTreeMap<Ino, BTreeSet<u64>> = BTreeMap::new();
     for c in log {
-        if let Change::AddRange { ino, .. } | Change::DelRange { ino, .. } = c {
-            if !before.contains_key(ino) {
-                let b = clusters_of(stage, *ino);
-                before.insert(*ino, b);
+        for ino in c.inodes() {
+            if !before.contains_key(&ino) {
+                let b = clusters_of(stage, ino);
+                before.insert(ino, b);
             }
         }
     }
-    let mut cached: Option<(Ino, Vec<LeafExtent>)> = None;
+    let mut r = Replay {
+        fs,
+        stage,
+        cached: None,
+        reindex: BTreeSet::new(),
+        born: BTreeSet::new(),
+        deleted: BTreeSet::new(),
+        freed_xattr: Vec::new(),
+    };
     let mut applied = 0;
     for c in log {
         // The extents gathered for one inode are written when the log
@@ -217,42 +260,46 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
             Change::Inode { ino, .. } => Some(*ino),
             _ => None,
         };
-        if cached.as_ref().is_some_and(|(i, _)| Some(*i) != keep) {
-            if let Some((i, list)) = cached.take() {
-                flush(stage, i, &list)?;
-            }
+        if r.cached.as_ref().is_some_and(|(i, _)| Some(*i) != keep) {
+            r.flush()?;
         }
         let ok = match c {
-            Change::AddRange { ino, ext } => {
-                let list = extent_list(stage, &mut cached, *ino);
-                if let Some(list) = list {
-                    modify(list, ext.lblk, ext.len, Some(*ext));
+            Change::AddRange { ino, ext } => r.range(*ino, ext.lblk, ext.len, Some(*ext)),
+            Change::DelRange { ino, lblk, len } => r.range(*ino, *lblk, *len, None),
+            Change::Link { parent, ino, name } => r.link(*parent, *ino, name).unwrap_or(false),
+            Change::Create { parent, ino, name } => r.create(*parent, *ino, name).unwrap_or(false),
+            Change::Unlink { parent, ino, name } => r.unlink(*parent, *ino, name).unwrap_or(false),
+            Change::Inode { ino, raw } => {
+                let ok = replay_inode(fs, r.stage, *ino, raw).is_ok();
+                if ok && field::i_links_count.get(raw) != 0 {
+                    r.born.insert(*ino);
+                    r.deleted.remove(ino);
                 }
-                cached.is_some()
+                ok
             }
-            Change::DelRange { ino, lblk, len } => {
-                let list = extent_list(stage, &mut cached, *ino);
-                if let Some(list) = list {
-                    modify(list, *lblk, *len, None);
-                }
-                cached.is_some()
-            }
-            Change::Link { parent, ino, name } => link(fs, stage, *parent, *ino, name).is_ok(),
-            Change::Unlink { parent, name, .. } => {
-                super::connect::remove_entry(stage, *parent, name).is_ok()
-            }
-            Change::Inode { ino, raw } => replay_inode(fs, stage, *ino, raw).is_ok(),
             Change::Tail => true,
         };
         if ok {
             applied += 1;
         }
     }
-    if let Some((i, list)) = cached.take() {
-        flush(stage, i, &list)?;
+    r.flush()?;
+    // Indexed directories that gained names: indexed again (one too small
+    // for an index stays linear).
+    for dir in std::mem::take(&mut r.reindex) {
+        if loaded(r.stage, dir) {
+            let _ = super::rehash::rebuild(fs, r.stage, dir);
+        }
     }
-    // Bitmaps: clusters the ranges freed and took, inodes in use or not.
-    let mut freed = BTreeSet::new();
+    let Replay {
+        stage,
+        born,
+        deleted,
+        freed_xattr,
+        ..
+    } = r;
+    // Bitmaps: clusters the changes freed and took, inodes in use or not.
+    let mut freed: BTreeSet<u64> = freed_xattr.into_iter().collect();
     let mut taken = BTreeSet::new();
     for (&ino, old) in &before {
         let now = clusters_of(stage, ino);
@@ -267,72 +314,327 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
     let freed: Vec<u64> = freed.into_iter().collect();
     let taken: Vec<u64> = taken.into_iter().collect();
     super::account::account(fs, stage, &freed, &taken, None);
-    let inodes: BTreeSet<Ino> = log
-        .iter()
-        .filter_map(|c| match c {
-            Change::Inode { ino, .. } => Some(*ino),
-            _ => None,
-        })
-        .collect();
-    for ino in inodes {
-        if let Ok(r) = stage.inode_copy(ino) {
-            let links = field::i_links_count.get(&r);
-            let dir = FileType::from_mode(field::i_mode.get(&r)) == Some(FileType::Directory);
+    for ino in born.iter().chain(deleted.iter()) {
+        if let Ok(raw) = stage.inode_copy(*ino) {
+            let links = field::i_links_count.get(&raw);
+            let dir = FileType::from_mode(field::i_mode.get(&raw)) == Some(FileType::Directory);
             super::account::account(fs, stage, &[], &[], Some((ino.get(), dir, links == 0)));
         }
     }
+    free_counts_from_groups(fs, stage);
     Ok(applied)
 }
 
-/// The extent list of `ino` being gathered, read from its tree first.
-fn extent_list<'c, 'f>(
-    stage: &mut Staging<'f>,
-    cached: &'c mut Option<(Ino, Vec<LeafExtent>)>,
-    ino: Ino,
-) -> Option<&'c mut Vec<LeafExtent>> {
-    if cached.as_ref().is_none_or(|(i, _)| *i != ino) {
-        let list = super::map::extents_of_inode(stage, ino).ok()?;
-        *cached = Some((ino, list));
+/// The superblock's free counts as the sums of the groups', as the
+/// kernel writes them when the replayed file system is unmounted (it
+/// keeps them lazily while mounted, so a crash leaves them stale).
+fn free_counts_from_groups<'f>(fs: &'f Fs, stage: &mut Staging<'f>) {
+    use ext4_layout::group_desc as gd;
+    use ext4_layout::superblock as sbl;
+    let (mut blocks, mut inodes) = (0u64, 0u64);
+    for g in 0..fs.geo.group_count {
+        let d = stage.gd(g);
+        blocks += u64::from(gd::FREE_BLOCKS.get(d));
+        inodes += u64::from(gd::FREE_INODES.get(d));
     }
-    cached.as_mut().map(|(_, l)| l)
+    let sb = stage.sb_mut();
+    sbl::FREE_BLOCKS_COUNT.set(sb, blocks << fs.geo.cluster_bits);
+    sbl::field::s_free_inodes_count.set(sb, u32::try_from(inodes).unwrap_or(u32::MAX));
 }
 
-fn flush<'f>(stage: &mut Staging<'f>, ino: Ino, list: &[LeafExtent]) -> io::Result<()> {
-    super::tree::write_extent_tree(stage, ino, list)?;
-    super::map::recount_i_blocks(stage, ino)
+impl Change {
+    /// The inodes the change names (the directory of a name change too).
+    fn inodes(&self) -> Vec<Ino> {
+        match self {
+            Change::AddRange { ino, .. } | Change::DelRange { ino, .. } => vec![*ino],
+            Change::Inode { ino, .. } => vec![*ino],
+            Change::Link { parent, ino, .. } | Change::Create { parent, ino, .. } => {
+                vec![*parent, *ino]
+            }
+            Change::Unlink { parent, ino, .. } => {
+                let mut v = vec![*parent];
+                v.extend(Ino::new(*ino));
+                v
+            }
+            Change::Tail => Vec::new(),
+        }
+    }
 }
 
-/// Links `name` in `parent` to `ino` (an entry of that name is replaced).
-fn link<'f>(
+/// Whether the kernel's replay can load `ino`: it is in use (has links).
+fn loaded(stage: &mut Staging<'_>, ino: Ino) -> bool {
+    stage
+        .inode_copy(ino)
+        .is_ok_and(|r| field::i_links_count.get(&r) != 0)
+}
+
+/// A replay under way: the staged changes and what they did so far.
+struct Replay<'s, 'f> {
     fs: &'f Fs,
-    stage: &mut Staging<'f>,
-    parent: Ino,
-    ino: Ino,
-    name: &[u8],
-) -> io::Result<()> {
-    let mode = field::i_mode.get(&stage.inode_copy(ino)?);
-    let ft = FileType::from_mode(mode)
-        .ok_or_else(|| io::Error::other("unknown file type"))?
-        .dirent_code();
-    let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
-        ft
-    } else {
-        0
-    };
-    {
-        let p = stage.inode(parent)?;
-        let pf = field::i_flags.get(p);
+    stage: &'s mut Staging<'f>,
+    /// The extent list of the inode whose ranges are being gathered.
+    cached: Option<(Ino, Vec<LeafExtent>)>,
+    /// Indexed directories that gained names (their index was dropped).
+    reindex: BTreeSet<Ino>,
+    /// Inodes the replay brought into use.
+    born: BTreeSet<Ino>,
+    /// Inodes it deleted.
+    deleted: BTreeSet<Ino>,
+    /// Clusters of attribute blocks whose last reference went.
+    freed_xattr: Vec<u64>,
+}
+
+impl<'f> Replay<'_, 'f> {
+    /// Writes the extent list being gathered.
+    fn flush(&mut self) -> io::Result<()> {
+        if let Some((i, list)) = self.cached.take() {
+            super::tree::write_extent_tree(self.stage, i, &list)?;
+            super::map::recount_i_blocks(self.stage, i)?;
+        }
+        Ok(())
+    }
+
+    /// A range mapped (`add`) or unmapped in a file in use.
+    fn range(&mut self, ino: Ino, lblk: u64, len: u64, add: Option<LeafExtent>) -> bool {
+        if self.cached.as_ref().is_none_or(|(i, _)| *i != ino) {
+            if !loaded(self.stage, ino) {
+                return false;
+            }
+            let Ok(list) = super::map::extents_of_inode(self.stage, ino) else {
+                return false;
+            };
+            self.cached = Some((ino, list));
+        }
+        match self.cached.as_mut() {
+            Some((_, list)) => {
+                modify(list, lblk, len, add);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A link: the name added unless it is there, and a link counted.
+    fn link(&mut self, parent: Ino, ino: Ino, name: &[u8]) -> io::Result<bool> {
+        if !loaded(self.stage, ino) || !loaded(self.stage, parent) {
+            return Ok(false);
+        }
+        if !self.add_name(parent, ino, name)? {
+            return Ok(true);
+        }
+        let r = self.stage.inode(ino)?;
+        let links = field::i_links_count.get(r);
+        field::i_links_count.set(r, links.saturating_add(1));
+        Ok(true)
+    }
+
+    /// A create: the inode (logged just before) gets its name, with one
+    /// link; a directory first gets its block of '.' and '..', two links,
+    /// and its parent one more.
+    fn create(&mut self, parent: Ino, ino: Ino, name: &[u8]) -> io::Result<bool> {
+        if !loaded(self.stage, ino) {
+            return Ok(false);
+        }
+        let mode = field::i_mode.get(&self.stage.inode_copy(ino)?);
+        let dir = FileType::from_mode(mode) == Some(FileType::Directory);
+        if dir && (!loaded(self.stage, parent) || !self.make_dir_block(ino, parent)?) {
+            return Ok(false);
+        }
+        if !loaded(self.stage, parent) {
+            return Ok(false);
+        }
+        self.add_name(parent, ino, name)?;
+        self.born.insert(ino);
+        self.deleted.remove(&ino);
+        field::i_links_count.set(self.stage.inode(ino)?, if dir { 2 } else { 1 });
+        if dir {
+            adjust_dir_links(self.stage.inode(parent)?, 1);
+        }
+        Ok(true)
+    }
+
+    /// An unlink: the entry goes when it names the logged inode, and the
+    /// inode loses a link (at none, or for a directory, it is deleted).
+    fn unlink(&mut self, parent: Ino, ino: u32, name: &[u8]) -> io::Result<bool> {
+        let Some(ino) = Ino::new(ino) else {
+            return Ok(false);
+        };
+        if !loaded(self.stage, ino) || !loaded(self.stage, parent) {
+            return Ok(false);
+        }
+        let Some(named) = super::connect::lookup(self.stage, parent, name)? else {
+            return Ok(false);
+        };
+        if named == ino {
+            super::connect::remove_entry(self.stage, parent, name)?;
+        }
+        let raw = self.stage.inode_copy(ino)?;
+        let dir = FileType::from_mode(field::i_mode.get(&raw)) == Some(FileType::Directory);
+        let links = field::i_links_count.get(&raw);
+        // A directory is only ever unlinked whole (rmdir): its '.' and its
+        // entry in the parent go together.
+        let left = if dir { 0 } else { links.saturating_sub(1) };
+        field::i_links_count.set(self.stage.inode(ino)?, left);
+        if dir {
+            adjust_dir_links(self.stage.inode(parent)?, -1);
+        }
+        if left == 0 {
+            self.delete(ino)?;
+        }
+        Ok(true)
+    }
+
+    /// Adds `name` -> `ino` to `parent` unless a name so spelled is there
+    /// already (the kernel's "exists"): whether it added it. An indexed
+    /// directory loses its index first, and is indexed again at the end.
+    fn add_name(&mut self, parent: Ino, ino: Ino, name: &[u8]) -> io::Result<bool> {
+        if super::connect::lookup(self.stage, parent, name)?.is_some() {
+            return Ok(false);
+        }
+        let pf = field::i_flags.get(&self.stage.inode_copy(parent)?);
         if pf & flags::INLINE_DATA != 0 {
             return Err(io::Error::other("an inline directory"));
         }
-        // An entry added out of hash order would break an index: the
-        // directory is read linearly from now on.
         if pf & flags::INDEX != 0 {
-            field::i_flags.set(p, pf & !flags::INDEX);
+            self.unindex(parent)?;
         }
+        let mode = field::i_mode.get(&self.stage.inode_copy(ino)?);
+        let ft = FileType::from_mode(mode)
+            .ok_or_else(|| io::Error::other("unknown file type"))?
+            .dirent_code();
+        let ft = if self.fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+            ft
+        } else {
+            0
+        };
+        super::connect::add_entry(self.fs, self.stage, parent, ino, name, ft)?;
+        Ok(true)
     }
-    super::connect::remove_entry(stage, parent, name)?;
-    super::connect::add_entry(fs, stage, parent, ino, name, ft)
+
+    /// Drops a directory's htree index: the root becomes '.', '..' and
+    /// room, each interior node one empty entry (with their checksum
+    /// tails), so names can be added to any block; the directory is
+    /// indexed again once the replay is over.
+    fn unindex(&mut self, dir: Ino) -> io::Result<()> {
+        let fs = self.fs;
+        let bs = fs.block_size();
+        let csum = fs.metadata_csum();
+        let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+        let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+            ft::DIR
+        } else {
+            0
+        };
+        let mut b = vec![0u8; bs];
+        for (lblk, pblk) in super::map::blocks_of(self.stage, dir)? {
+            self.stage.read(pblk, &mut b)?;
+            let index = if lblk == 0 {
+                htree::looks_like_root(&b)
+            } else {
+                htree::looks_like_node(&b, csum)
+            };
+            if !index {
+                continue;
+            }
+            let parent = dirent::inode_at(&b, 12);
+            let nb = self.stage.fresh_block(pblk, Kind::DirLeaf(dir));
+            if lblk == 0 {
+                dirent::put_dots(nb, bs, dir.get(), parent, end, ft);
+            } else {
+                dirent::put_entry(nb, 0, bs, 0, end, b"", 0);
+            }
+            if csum {
+                dirent::write_tail(nb, 0);
+            }
+        }
+        let r = self.stage.inode(dir)?;
+        let fl = field::i_flags.get(r);
+        field::i_flags.set(r, fl & !flags::INDEX);
+        self.reindex.insert(dir);
+        Ok(())
+    }
+
+    /// A new directory's first block: '.' and '..', at logical block 0
+    /// (refused, as the kernel refuses, when something is mapped there).
+    fn make_dir_block(&mut self, ino: Ino, parent: Ino) -> io::Result<bool> {
+        self.flush()?;
+        if !super::map::blocks_of(self.stage, ino)?.is_empty() {
+            return Ok(false);
+        }
+        let fs = self.fs;
+        let bs = fs.block_size();
+        let csum = fs.metadata_csum();
+        let end = if csum { bs - DIR_TAIL_SIZE } else { bs };
+        let ft = if fs.geo.incompat.contains(IncompatFeatures::FILETYPE) {
+            ft::DIR
+        } else {
+            0
+        };
+        let goal = super::map::blocks_of(self.stage, parent)?
+            .first()
+            .map_or(ext4_layout::types::PhysBlock(0), |&(_, p)| p);
+        let blk = self
+            .stage
+            .alloc_block(goal)
+            .ok_or_else(|| io::Error::other("no free block for a directory"))?;
+        {
+            let b = self.stage.fresh_block(blk, Kind::DirLeaf(ino));
+            dirent::put_dots(b, bs, ino.get(), parent.get(), end, ft);
+            if csum {
+                dirent::write_tail(b, 0);
+            }
+        }
+        super::map::map_block(self.stage, ino, 0, blk)?;
+        super::map::recount_i_blocks(self.stage, ino)?;
+        super::raw::set_size(self.stage.inode(ino)?, bs as u64);
+        Ok(true)
+    }
+
+    /// Deletes an inode as the kernel's eviction of its last link does:
+    /// its blocks go (the bitmaps follow at the end of the replay), its
+    /// attribute block loses this reference, and it is marked deleted.
+    fn delete(&mut self, ino: Ino) -> io::Result<()> {
+        self.flush()?;
+        let fs = self.fs;
+        let raw = self.stage.inode_copy(ino)?;
+        let inode = Inode::new(&raw).ok_or_else(|| io::Error::other("bad inode"))?;
+        if check_core::walk::inode_has_valid_blocks(fs, &inode) {
+            super::map::truncate_map(self.stage, ino, 0)?;
+        }
+        let is64 = fs.geo.incompat.contains(IncompatFeatures::BIT64);
+        let acl = inode.file_acl(is64);
+        if acl != 0 && fs.geo.block_in_range(acl) {
+            let blk = ext4_layout::types::PhysBlock(acl);
+            let b = self.stage.block(blk, Kind::Xattr)?;
+            let magic = xattr::field::h_magic.get(b);
+            if magic == xattr::EA_MAGIC && xattr::field::h_blocks.get(b) == 1 {
+                let count = xattr::field::h_refcount.get(b).saturating_sub(1);
+                xattr::field::h_refcount.set(b, count);
+                if count == 0 {
+                    self.freed_xattr.push(acl >> fs.geo.cluster_bits);
+                }
+            }
+        }
+        let r = self.stage.inode(ino)?;
+        ext4_layout::inode::FILE_ACL.set(r, 0);
+        field::i_links_count.set(r, 0);
+        field::i_dtime.set(r, super::raw::now());
+        super::raw::set_size(r, 0);
+        super::map::recount_i_blocks(self.stage, ino)?;
+        self.deleted.insert(ino);
+        self.born.remove(&ino);
+        Ok(())
+    }
+}
+
+/// Raises or lowers a directory's link count by one, leaving a count of
+/// one (dir_nlink's "too many to count") as it is.
+fn adjust_dir_links(raw: &mut [u8], by: i32) {
+    let links = field::i_links_count.get(raw);
+    if links > 1 {
+        let n = (i32::from(links) + by).clamp(2, i32::from(u16::MAX - 1));
+        field::i_links_count.set(raw, n as u16);
+    }
 }
 
 /// Replays an inode: its fields from the log, its block map or extent

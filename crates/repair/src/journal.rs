@@ -251,6 +251,7 @@ impl JournalStep<'_, '_> {
                 "Fast commits replayed: {n} of {} changes.",
                 fc_log.len()
             ));
+            pre.fast_commits_replayed = true;
             commit(self.fx, st3, pre)?;
         }
         // The replay may have rewritten the superblock: clear

@@ -30,6 +30,9 @@ pub struct PrePass {
     /// Whether group descriptors were fixed (the check then runs, as
     /// e2fsck does not skip a file system whose descriptors it fixed).
     pub descriptors_fixed: bool,
+    /// Whether a fast-commit log was replayed (the check then runs: the
+    /// replay rebuilt directories and inodes the journal never held).
+    pub fast_commits_replayed: bool,
     /// Orphaned inodes released.
     pub orphans_released: u64,
     /// Blocks replayed from the journal.

@@ -167,8 +167,13 @@ impl<'a> Iterator for Records<'a> {
     type Item = Record<'a>;
 
     fn next(&mut self) -> Option<Record<'a>> {
-        let end = self.block.len().saturating_sub(1);
-        if self.cut || self.at + TL_SIZE > end {
+        // A record may start anywhere before the block's last byte, and
+        // its tag and length must fit (a zero-length pad can take the
+        // block's last four bytes, and counts in the checksum).
+        if self.cut
+            || self.at >= self.block.len().saturating_sub(1)
+            || self.at + TL_SIZE > self.block.len()
+        {
             return None;
         }
         let at = self.at;
