@@ -196,8 +196,11 @@ fn preen_text(r: &Report, notices: &str) -> String {
         out.push_str(&format!("{}: {n}\n", r.device));
     }
     let mut shown = Shown::new(r);
+    // Stopped: what preen fixed, then the problem it stopped at, as
+    // e2fsck -p prints them (the rest was never reached).
+    let halted = r.preen_halt.is_some();
     for f in &r.findings {
-        if f.code.preen_nomessage() {
+        if f.code.preen_nomessage() || (halted && !f.fixed) {
             continue;
         }
         let (show, said) = shown.take(f);
@@ -218,6 +221,10 @@ fn preen_text(r: &Report, notices: &str) -> String {
     }
     if let Some(reason) = &r.aborted {
         out.push_str(&format!("{}: check stopped: {reason}\n", r.device));
+    }
+    if let Some(why) = &r.preen_halt {
+        out.push_str(&format!("{}: {why}\n", r.device));
+        return out;
     }
     out.push_str(notices);
     if let Some(s) = &r.summary {

@@ -86,9 +86,16 @@ impl Code {
         self.overridden().and_then(|o| o.max_count)
     }
 
-    /// Whether preen prints nothing about it.
+    /// Whether preen prints nothing about it: e2fsck.conf's word, else
+    /// e2fsck's own (its PR_PREEN_NOMSG: pass 5's bitmap differences and
+    /// counts, the superblock's free counts, the journal reset).
     pub fn preen_nomessage(self) -> bool {
-        self.overridden().and_then(|o| o.preen_nomessage) == Some(true)
+        self.overridden()
+            .and_then(|o| o.preen_nomessage)
+            .unwrap_or_else(|| {
+                let code = self.e2fsck_code();
+                code != 0 && PREEN_NOMSG.contains(&code)
+            })
     }
 
     /// Whether the default answer is no.
@@ -96,3 +103,11 @@ impl Code {
         self.overridden().and_then(|o| o.no_default) == Some(true)
     }
 }
+
+/// The e2fsck problem codes its table marks PR_PREEN_NOMSG (those a
+/// finding of ext4chk's can carry).
+const PREEN_NOMSG: &[u32] = &[
+    0x000019, 0x00003f, 0x000040, 0x050003, 0x050004, 0x050005, 0x050006, 0x050007, 0x050008,
+    0x050009, 0x05000a, 0x05000b, 0x05000c, 0x05000d, 0x05000e, 0x05000f, 0x050014, 0x050015,
+    0x050016, 0x050017, 0x06000d,
+];

@@ -690,7 +690,9 @@ impl<'a> Run<'a> {
         let mut after_pass_3a = false;
         loop {
             self.rounds(current);
-            if after_pass_3a {
+            // A preen that stops writes nothing more: pass 3A waits for
+            // the repair the admin runs.
+            if after_pass_3a || self.preen_halt.is_some() {
                 break;
             }
             self.restructure(current);
@@ -1056,8 +1058,20 @@ impl<'a> Run<'a> {
                 finish::Outcome::Valid
             };
             let unshare = self.check_opts.choices.unshare_blocks;
+            let halted = outcome == finish::Outcome::PreenHalt;
             match finish::record_check(&self.dev, &self.fx, outcome, unshare) {
-                Ok(f) => self.fixed_all.extend(f),
+                Ok(f) => {
+                    self.fixed_all.extend(f);
+                    if halted {
+                        // The one write of a stopped preen after its
+                        // check: said, as every write is.
+                        self.modified = true;
+                        self.notes.push(
+                            "The superblock is marked as having errors, so that the next check is a full one."
+                                .into(),
+                        );
+                    }
+                }
                 Err(_) if self.fx.failure().is_some() => {}
                 Err(e) => self
                     .notes
