@@ -167,11 +167,9 @@ fn a_preen_that_stops_writes_only_what_it_reports() {
                 serde_json::from_slice(&out.stdout).expect("a JSON document");
             assert_eq!(v["modified"], true, "{name}: {v}");
             assert!(
-                v["notes"]
-                    .as_array()
-                    .is_some_and(|n| n.iter().any(|x| x
-                        .as_str()
-                        .is_some_and(|s| s.contains("marked as having errors")))),
+                v["notes"].as_array().is_some_and(|n| n.iter().any(|x| x
+                    .as_str()
+                    .is_some_and(|s| s.contains("marked as having errors")))),
                 "{name}: {v}"
             );
         }

@@ -571,3 +571,29 @@ pub fn files_lost(theirs: &Path, ours: &Path, scratch: &Path) -> Option<(Vec<Str
         .count();
     Some((lost, extra))
 }
+
+/// [`files_lost`], where a file also counts as kept when ours holds it as
+/// the damaged image `before` held it (e2fsck's repair can change a file
+/// it keeps: it writes through a map block that is another file's data,
+/// or copies a block its pointer names after changing it).
+pub fn files_lost_either(
+    theirs: &Path,
+    before: &Path,
+    ours: &Path,
+    scratch: &Path,
+) -> Option<Vec<String>> {
+    let (lost, _) = files_lost(theirs, ours, scratch)?;
+    if lost.is_empty() {
+        return Some(lost);
+    }
+    let b = file_tree_inodes(before, scratch)?;
+    let o = file_tree_inodes(ours, scratch)?;
+    Some(
+        lost.into_iter()
+            .filter(|entry| {
+                let path = entry.rsplit_once(" (").map_or(entry.as_str(), |(p, _)| p);
+                !matches!((b.get(path), o.get(path)), (Some((_, hb)), Some((_, ho))) if hb == ho)
+            })
+            .collect(),
+    )
+}

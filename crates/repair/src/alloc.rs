@@ -116,6 +116,11 @@ impl<'a> Allocator<'a> {
             .map(|(&i, &(used, dir))| (i, used, dir))
     }
 
+    /// Whether block `b` holds critical metadata, as the check mapped it.
+    pub fn is_metadata(&self, b: u64) -> bool {
+        b < self.fs.geo.blocks_count && self.maps.metadata.get(b)
+    }
+
     fn block_free(&self, b: u64) -> bool {
         let geo = &self.fs.geo;
         let c = b >> geo.cluster_bits;

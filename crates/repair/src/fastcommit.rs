@@ -537,7 +537,8 @@ impl<'f> Replay<'_, 'f> {
                 continue;
             }
             let parent = dirent::inode_at(&b, 12);
-            let nb = self.stage.fresh_block(pblk, Kind::DirLeaf(dir));
+            let nb = self.stage.block(pblk, Kind::DirLeaf(dir))?;
+            nb.fill(0);
             if lblk == 0 {
                 dirent::put_dots(nb, bs, dir.get(), parent, end, ft);
             } else {

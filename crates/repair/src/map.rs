@@ -45,7 +45,7 @@ macro_rules! staged_editor {
             fn write_staged(&mut self, blk: u64, bytes: &[u8]) -> std::io::Result<()> {
                 let b = self.stage.block(
                     ext4_layout::types::PhysBlock(blk),
-                    super::stage::Kind::Plain,
+                    super::stage::Kind::FileMap,
                 )?;
                 b.copy_from_slice(bytes);
                 Ok(())

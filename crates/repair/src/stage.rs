@@ -33,6 +33,25 @@ pub enum Kind {
     Xattr,
     /// An inode table block (inodes get their checksums one by one).
     InodeTable,
+    /// An indirect block of a file's block map.
+    FileMap,
+}
+
+impl Kind {
+    /// Whether the block belongs to a file (its data structures: a
+    /// directory block, an extent or indirect block, an attribute block)
+    /// rather than to the file system.
+    fn of_a_file(self) -> bool {
+        matches!(
+            self,
+            Kind::DirLeaf(_)
+                | Kind::DxRoot(_)
+                | Kind::DxNode(_)
+                | Kind::Extent(_)
+                | Kind::Xattr
+                | Kind::FileMap
+        )
+    }
 }
 
 /// A repair's edit session: the blocks and metadata it has changed, the
@@ -244,7 +263,19 @@ impl<'f> Staging<'f> {
     }
 
     /// A block for editing (read from the device the first time).
+    ///
+    /// A block of the file system's own metadata (a superblock or its
+    /// descriptors, a bitmap, an inode table) is never edited as a file's
+    /// block: a file that claims one has a bad pointer, and writing
+    /// through it would destroy what the metadata holds (e2fsck copies
+    /// such a block to a new one before it edits it).
     pub fn block(&mut self, blk: PhysBlock, kind: Kind) -> io::Result<&mut Vec<u8>> {
+        if kind.of_a_file() && self.alloc.is_metadata(blk.0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("block {blk} holds the file system's metadata; a file's pointer to it is not written through"),
+            ));
+        }
         let blk = blk.0;
         if !self.blocks.contains_key(&blk) {
             if blk >= self.fs.geo.blocks_count {
@@ -562,5 +593,51 @@ impl<'a> Round<'_, 'a, '_> {
             self.fixed.push(f);
         }
         rest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// The demo image's check state (no writes: everything is staged).
+    fn demo() -> check_core::engine::CheckState {
+        let img = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/demo.img");
+        let dev = pipeline::open_device(&pipeline::Target::whole(img), pipeline::IoMode::Pread)
+            .expect("the demo image opens");
+        check_core::engine::check_with_state(Arc::new(dev), &check_core::CheckOptions::default())
+            .state
+            .expect("the demo image is checked")
+    }
+
+    #[test]
+    fn a_file_block_on_metadata_is_never_staged() {
+        let st = demo();
+        let mut stage = Staging::new(&st.fs, &st.maps, true);
+        let table = PhysBlock(st.fs.gd(0).inode_table());
+        let bitmap = PhysBlock(st.fs.gd(0).block_bitmap());
+        let dir = Ino::ROOT;
+        for kind in [
+            Kind::DirLeaf(dir),
+            Kind::DxNode(dir),
+            Kind::Extent(dir),
+            Kind::Xattr,
+            Kind::FileMap,
+        ] {
+            for blk in [table, bitmap] {
+                assert!(
+                    stage.block(blk, kind).is_err(),
+                    "{kind:?} staged on metadata block {blk}"
+                );
+            }
+        }
+        assert!(
+            !stage.has(table) && !stage.has(bitmap),
+            "nothing was staged"
+        );
+        // The file system's own writers still reach them.
+        assert!(stage.block(table, Kind::InodeTable).is_ok());
+        assert!(stage.block(bitmap, Kind::Plain).is_ok());
     }
 }
