@@ -67,6 +67,9 @@ pub struct Console {
     state: Mutex<State>,
     cancelled: AtomicBool,
     declined: AtomicBool,
+    /// The file system as the device holds it, to name directories by
+    /// path in the questions (as e2fsck does).
+    fs: Option<check_core::fs::Fs>,
 }
 
 impl std::fmt::Debug for Console {
@@ -100,7 +103,33 @@ impl Console {
             }),
             cancelled: AtomicBool::new(false),
             declined: AtomicBool::new(false),
+            fs: None,
         }
+    }
+
+    /// A console that names directories in its questions by their paths
+    /// in `fs`.
+    pub fn naming_paths_in(mut self, fs: check_core::fs::Fs) -> Console {
+        self.fs = Some(fs);
+        self
+    }
+
+    /// `f` with the paths a question shows: the directory an entry is in,
+    /// and the directory pass 3 judges, read from the device.
+    fn with_paths(&self, f: &Finding) -> Finding {
+        let mut f = f.clone();
+        let Some(fs) = &self.fs else {
+            return f;
+        };
+        if let (Some(d), None) = (f.dir, &f.dir_path) {
+            f.dir_path = check_core::paths::pathname(fs, d);
+        }
+        if f.code.pass() == Pass::P3 && f.ino_path.is_none() {
+            if let Some(i) = f.ino {
+                f.ino_path = check_core::paths::pathname(fs, i);
+            }
+        }
+        f
     }
 
     /// Whether a question was answered no.
@@ -118,6 +147,8 @@ impl Console {
     }
 
     fn ask(&self, st: &mut State, f: &Finding) -> bool {
+        let named = self.with_paths(f);
+        let f = &named;
         let mut out = io::stdout().lock();
         Self::heading(st, &mut out, f);
         let prompt = match f.code.prompt() {
@@ -217,7 +248,7 @@ impl Answers for Console {
             if st.shown.insert(ProblemKey::of(f)) {
                 let mut out = io::stdout().lock();
                 Self::heading(&mut st, &mut out, f);
-                let _ = writeln!(out, "{}.", f.message());
+                let _ = writeln!(out, "{}.", self.with_paths(f).message());
             }
         }
     }

@@ -60,7 +60,10 @@ pub enum DirectIo {
     long_about,
     disable_help_flag = true,
     disable_version_flag = true,
-    args_override_self = true
+    args_override_self = true,
+    // One device is taken (the argument is a list only so that a second
+    // one gets e2fsck's usage error).
+    override_usage = "ext4chk [OPTIONS] DEVICE"
 )]
 pub struct Args {
     /// The file system: an image file or a block device. IMAGE?offset=BYTES
@@ -433,7 +436,7 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
     writable_options(&prog, &args, read_only, bad_file.is_some())?;
     let ext = extended_options(&prog, &args, read_only, bad_file.is_some())?;
     let (threads, partition) = own_options(&prog, &args)?;
-    let mode = chosen_mode(&prog, mode, personality)?;
+    let mode = chosen_mode(&prog, mode, personality, &args.devices[0])?;
     dry_run_fits(&prog, &args, mode)?;
     let online = online_fits(&prog, &args, mode)?;
     Ok(Invocation {
@@ -725,7 +728,12 @@ fn own_options(prog: &str, args: &Args) -> Result<((usize, bool), Option<u32>), 
 }
 
 /// The mode: as given, or what the name the program runs under implies.
-fn chosen_mode(prog: &str, mode: Option<Mode>, personality: Personality) -> Result<Mode, Early> {
+fn chosen_mode(
+    prog: &str,
+    mode: Option<Mode>,
+    personality: Personality,
+    device: &str,
+) -> Result<Mode, Early> {
     let mode = match (mode, personality) {
         (Some(m), _) => m,
         (None, Personality::Ext4chk) => Mode::Check,
@@ -733,6 +741,16 @@ fn chosen_mode(prog: &str, mode: Option<Mode>, personality: Personality) -> Resu
         (None, Personality::E2fsck) => Mode::Interactive,
     };
     if mode == Mode::Interactive && !crate::ask::can_ask() {
+        // As e2fsck, a mounted file system is named first: it is the
+        // reason nothing can be done, whatever the options.
+        let path = device.split_once('?').map_or(device, |(p, _)| p);
+        if fixer::safety::mounted(std::path::Path::new(path)).is_ok_and(|m| !m.is_empty()) {
+            return Err(Early {
+                code: exit::OPERATIONAL,
+                stdout: format!("{device} is mounted.\n"),
+                stderr: format!("{prog}: cannot continue, aborting.\n"),
+            });
+        }
         // As e2fsck, before the file system is opened, clean or not.
         return Err(Early::err(
             exit::OPERATIONAL,

@@ -115,12 +115,44 @@ The run was interrupted (SIGINT or SIGTERM).
         let mut out = Vec::new();
         man.render_title(&mut out).expect("render");
         man.render_name_section(&mut out).expect("render");
-        man.render_synopsis_section(&mut out).expect("render");
+        out.extend_from_slice(synopsis(&Args::command()).as_bytes());
         man.render_description_section(&mut out).expect("render");
         man.render_options_section(&mut out).expect("render");
         out.extend_from_slice(EXTRA.as_bytes());
         man.render_version_section(&mut out).expect("render");
         out
+    }
+
+    /// The SYNOPSIS: every visible option with the name of its value
+    /// (`-C FD`, `-E OPTIONS`, `-b BLOCK`), then the one device.
+    fn synopsis(cmd: &clap::Command) -> String {
+        let roff = |s: &str| s.replace('-', "\\-");
+        let mut line = String::from(".SH SYNOPSIS\n\\fBext4chk\\fR");
+        for a in cmd.get_arguments() {
+            if a.is_positional() || a.is_hide_set() || a.get_id() == "help" {
+                continue;
+            }
+            let mut names = Vec::new();
+            if let Some(c) = a.get_short() {
+                names.push(format!("\\fB{}\\fR", roff(&format!("-{c}"))));
+            }
+            if let Some(l) = a.get_long() {
+                names.push(format!("\\fB{}\\fR", roff(&format!("--{l}"))));
+            }
+            let value = a
+                .get_action()
+                .takes_values()
+                .then(|| {
+                    a.get_value_names()
+                        .and_then(|v| v.first())
+                        .map_or_else(|| a.get_id().as_str().to_uppercase(), |v| v.to_string())
+                })
+                .map(|v| format!(" \\fI{}\\fR", roff(&v)))
+                .unwrap_or_default();
+            line.push_str(&format!(" [{}{value}]", names.join("|")));
+        }
+        line.push_str(" \\fIDEVICE\\fR\n");
+        line
     }
 
     /// A shell's completions, registered for `fsck.ext4` (and e2fsck's

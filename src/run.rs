@@ -40,15 +40,33 @@ pub fn run(inv: &Invocation) -> i32 {
         Err(why) => return refused(inv, &why.to_string(), true),
     };
     let display = progress_display(inv, &target);
-    let report = match inv.mode {
-        Mode::Check => check_only(inv, &target, journal),
+    // A read-only check's text report goes out pass by pass when it is
+    // read from a pipe or a file (a log shows the check as it goes); on a
+    // terminal the bar shows progress and the report comes at the end.
+    let stream = (inv.mode == Mode::Check
+        && inv.format == crate::cli::Format::Text
+        && !std::io::IsTerminal::is_terminal(&std::io::stdout()))
+    .then(|| Arc::new(render::text::Stream::default()));
+    let mut report = match inv.mode {
+        Mode::Check => check_only(inv, &target, journal, stream.clone()),
         Mode::Preen | Mode::Repair => repair(inv, &target, journal, None),
         Mode::Interactive => interactive(inv, &target, journal),
     };
+    // A file system skipped as clean was never opened by a check: its
+    // label (the name e2fsck gives it) comes from the superblock.
+    if report.label.is_empty() && report.aborted.is_none() {
+        report.label = peek_label(&target).unwrap_or_default();
+    }
+    // A repair that never ran (quit at the plan) or stopped (preen) was
+    // summed up as it would have left the file system: the counts are
+    // the disk's instead.
+    if report.preen_halt.is_some() || report.quit_at_plan {
+        counts_on_disk(&target, &mut report);
+    }
     if let Some(d) = display {
         d.stop();
     }
-    let mut code = finish(inv, &report);
+    let mut code = finish(inv, &report, stream.as_deref());
     // e2fsck.conf's allow_cancellation: a canceled run that left no
     // errors behind is not a failure.
     if code == check_core::report::exit::CANCELLED && crate::conf::get().allow_cancellation {
@@ -161,6 +179,23 @@ fn progress_display(inv: &Invocation, target: &Target) -> Option<progress::Displ
         eta,
         machine,
     )
+}
+
+/// The summary's counts as the primary superblock on the device holds
+/// them.
+fn counts_on_disk(target: &Target, report: &mut Report) {
+    let (Some(raw), Some(s)) = (peek_super(target), report.summary.as_mut()) else {
+        return;
+    };
+    let Some(sb) = ext4_layout::superblock::Superblock::new(&raw) else {
+        return;
+    };
+    s.inodes_count = u64::from(sb.s_inodes_count());
+    s.inodes_used = s
+        .inodes_count
+        .saturating_sub(u64::from(sb.s_free_inodes_count()));
+    s.blocks_count = sb.blocks_count();
+    s.blocks_used = s.blocks_count.saturating_sub(sb.free_blocks_count());
 }
 
 /// The volume label, read straight from the primary superblock.
@@ -328,8 +363,14 @@ fn time_check(inv: &Invocation) -> Option<check_core::TimeCheck> {
 }
 
 /// A read-only check (`-n`).
-fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::Device>>) -> Report {
+fn check_only(
+    inv: &Invocation,
+    target: &Target,
+    journal: Option<Arc<pipeline::Device>>,
+    stream: Option<Arc<render::text::Stream>>,
+) -> Report {
     let mut opts = check_options(inv, journal);
+    opts.stream = stream.map(|s| s as Arc<dyn check_core::answers::PassListener>);
     // Ctrl-C and SIGTERM stop the passes at their next unit of work; the
     // findings so far are reported, and the exit code is e2fsck's 32.
     if fixer::safety::install_interrupt_handler().is_ok() {
@@ -429,8 +470,24 @@ fn check_only(inv: &Invocation, target: &Target, journal: Option<Arc<pipeline::D
             }
         }
     }
+    // Streamed, the reason the check runs comes first, as it does at the
+    // end of a report printed whole.
+    if let (Some(r), true) = (&forced_by, opts.stream.is_some()) {
+        let probe = Report {
+            label: peek_label(target).unwrap_or_default(),
+            device: inv.device.clone(),
+            ..Default::default()
+        };
+        outln!(
+            "{} {}, check forced.",
+            display_name(inv, &probe),
+            r.describe()
+        );
+    }
     let mut report = check_core::check(dev.clone(), &opts);
-    report.forced = forced_by;
+    if opts.stream.is_none() {
+        report.forced = forced_by;
+    }
     if let Some((fetched, taken, waited_ns)) = dev.read_ahead_counts() {
         report.diagnostics.push(format!(
             "direct reads: {} MiB read ahead, {} MiB of it used; readers waited {:.3} s for reads in flight",
@@ -540,6 +597,7 @@ fn interactive(
                 crate::plan::Choice::OneByOne => {}
                 crate::plan::Choice::Quit => {
                     let mut r = plan;
+                    r.quit_at_plan = true;
                     r.dry_run = None;
                     r.modified = false;
                     r.repair = None;
@@ -556,7 +614,15 @@ fn interactive(
     // e2fsck asks them: a person answering sets the pace, not the disk.
     let mut one = inv.clone();
     one.threads = (1, false);
-    let console = Arc::new(crate::ask::Console::new());
+    let mut console = crate::ask::Console::new();
+    // The questions name directories by path, read from the device as it
+    // is when they are asked (the first check's, before any write).
+    if let Ok(dev) = open_device(target, IoMode::Pread) {
+        if let Ok(o) = open_fs(Arc::new(dev), OpenOptions::default()) {
+            console = console.naming_paths_in(o.fs);
+        }
+    }
+    let console = Arc::new(console);
     let mut report = repair(&one, target, journal, Some(console.clone()));
     if console.cancelled() {
         report.cancelled = true;
@@ -588,7 +654,7 @@ pub fn display_name(inv: &Invocation, report: &Report) -> String {
 }
 
 /// Prints the outcome and returns the exit code.
-fn finish(inv: &Invocation, report: &Report) -> i32 {
+fn finish(inv: &Invocation, report: &Report, stream: Option<&render::text::Stream>) -> i32 {
     let mut report = report.clone();
     if inv.personality == Personality::E2fsck || inv.device_name.is_some() {
         report.device = display_name(inv, &report);
@@ -627,7 +693,10 @@ fn finish(inv: &Invocation, report: &Report) -> i32 {
         if let Some(r) = &report.forced {
             outln!("{} {}, check forced.", report.device, r.describe());
         }
-        render::print(inv, &report);
+        match (stream, inv.format) {
+            (Some(s), crate::cli::Format::Text) => render::text::print_after(inv, &report, Some(s)),
+            _ => render::print(inv, &report),
+        }
     }
     if let Some(why) = &report.aborted {
         one_line(why);

@@ -221,7 +221,8 @@ pub fn render(report: &Report) -> String {
             confirmed: o.confirmed,
             dropped: &o.dropped,
             freeze_longest_ms: o.freezes.iter().copied().fold(0.0, f64::max) * 1000.0,
-            freeze_total_ms: o.freezes.iter().sum::<f64>() * 1000.0,
+            // Summed from +0.0: an empty sum of floats is -0.0.
+            freeze_total_ms: o.freezes.iter().fold(0.0, |a, b| a + b) * 1000.0,
             freezes: o.freezes.len(),
             from_journal: o.from_journal,
             frozen_bytes: o.frozen_bytes,

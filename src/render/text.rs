@@ -7,8 +7,68 @@ use check_core::{Report, Summary};
 
 use crate::cli::{Invocation, Mode, Personality};
 
+/// What a report printed as the check went has shown already: the
+/// passes, the notes, and how many of each code (e2fsck.conf's limits
+/// run over the whole report).
+#[derive(Debug, Default)]
+struct Streamed {
+    passes: Vec<Pass>,
+    notes: usize,
+    shown: Option<Shown>,
+    /// The findings printed so far.
+    findings: Vec<Finding>,
+}
+
+/// A read-only check's text report, printed pass by pass as the check
+/// ends each one (a check of a large file system shows its progress in a
+/// log, not only at its end); [`print`] then prints the rest.
+#[derive(Debug, Default)]
+pub struct Stream {
+    state: std::sync::Mutex<Streamed>,
+}
+
+impl check_core::answers::PassListener for Stream {
+    fn pass_done(&self, pass: Pass, found: &[Finding], notes: &[String], lines: &[String]) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let mut out = String::new();
+        for n in notes.iter().skip(st.notes) {
+            out.push_str(n);
+            out.push('\n');
+        }
+        st.notes = notes.len();
+        let mut shown = st.shown.take().unwrap_or_else(|| Shown::read_only());
+        let mine: Vec<&Finding> = found.iter().collect();
+        // A pass's heading once; passes 1 to 5 have one even when they
+        // found nothing (the report printed whole has them too).
+        let heading_printed = st.passes.contains(&pass);
+        if !(heading_printed && mine.is_empty()) {
+            let part = section(pass, &mine, lines, &mut shown, false, true);
+            let part = if heading_printed {
+                part.split_once('\n')
+                    .map_or(part.clone(), |(_, rest)| rest.to_string())
+            } else {
+                part
+            };
+            out.push_str(&part);
+        }
+        st.shown = Some(shown);
+        if !heading_printed {
+            st.passes.push(pass);
+        }
+        st.findings.extend(found.iter().cloned());
+        crate::out::stdout(&out);
+    }
+}
+
 /// Prints the text report.
 pub fn print(inv: &Invocation, report: &Report) {
+    print_after(inv, report, None);
+}
+
+/// Prints the text report, less what `stream` printed already.
+pub fn print_after(inv: &Invocation, report: &Report, stream: Option<&Stream>) {
     let e2fsck = inv.personality == Personality::E2fsck;
     let preen = inv.mode == Mode::Preen;
     let notices = if e2fsck {
@@ -21,7 +81,9 @@ pub fn print(inv: &Invocation, report: &Report) {
     } else {
         // An interactive repair has shown every problem already.
         let list = inv.mode != Mode::Interactive;
-        out!("{}", text(report, &notices, list));
+        let mut streamed =
+            stream.and_then(|s| s.state.lock().ok().map(|mut g| std::mem::take(&mut *g)));
+        out!("{}", text(report, &notices, list, streamed.as_mut()));
     }
     if inv.verbose {
         if let Some(s) = &report.summary {
@@ -34,6 +96,7 @@ pub fn print(inv: &Invocation, report: &Report) {
 /// code's own `max_count` (past the limit, its findings are suppressed,
 /// with one line saying so), and `no_nomsg` (a problem left by -n or by
 /// `force_no` is not printed). The JSON report keeps every finding.
+#[derive(Debug)]
 struct Shown {
     counts: std::collections::HashMap<check_core::problem::Code, i64>,
     max: i64,
@@ -46,6 +109,15 @@ impl Shown {
             counts: std::collections::HashMap::new(),
             max: crate::conf::get().max_count_problems,
             read_only: r.repair.is_none() && r.dry_run.is_none(),
+        }
+    }
+
+    /// For a read-only check's report.
+    fn read_only() -> Shown {
+        Shown {
+            counts: std::collections::HashMap::new(),
+            max: crate::conf::get().max_count_problems,
+            read_only: true,
         }
     }
 
@@ -78,9 +150,17 @@ impl Shown {
 
 /// The human-readable report: findings grouped by pass, then `notices`
 /// (e2fsck's closing lines, under its names) and the summary.
-fn text(r: &Report, notices: &str, list: bool) -> String {
+fn text(r: &Report, notices: &str, list: bool, streamed: Option<&mut Streamed>) -> String {
     let mut out = String::new();
-    let mut shown = Shown::new(r);
+    let (done, notes_done, mut shown, printed) = match streamed {
+        Some(s) => (
+            std::mem::take(&mut s.passes),
+            s.notes,
+            s.shown.take().unwrap_or_else(|| Shown::new(r)),
+            std::mem::take(&mut s.findings),
+        ),
+        None => (Vec::new(), 0, Shown::new(r), Vec::new()),
+    };
     if let Some(blocks) = r.dry_run {
         out.push_str(&format!(
             "Dry run: nothing is written to {}; below is what the repair would do \
@@ -88,41 +168,29 @@ fn text(r: &Report, notices: &str, list: bool) -> String {
             r.device
         ));
     }
-    for n in &r.notes {
+    for n in r.notes.iter().skip(notes_done) {
         out.push_str(n);
         out.push('\n');
     }
     for p in super::mark::PASSES.into_iter().filter(|_| list) {
-        let mine: Vec<&Finding> = r.findings.iter().filter(|f| f.code.pass() == p).collect();
-        let always = matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
-        if mine.is_empty() && !(always && r.summary.is_some()) {
+        // What the stream printed is not printed again.
+        let mine: Vec<&Finding> = r
+            .findings
+            .iter()
+            .filter(|f| f.code.pass() == p && !printed.contains(f))
+            .collect();
+        if done.contains(&p) && mine.is_empty() {
             continue;
         }
-        out.push_str(p.heading());
-        out.push('\n');
-        if p == Pass::P1 {
-            for l in &r.pass1_lines {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        for f in mine {
-            let (show, said) = shown.take(f);
-            if let Some(line) = said {
-                out.push_str(&format!("  {line}\n"));
-            }
-            if !show {
-                continue;
-            }
-            let mark = super::mark::mark(f, r.dry_run.is_some());
-            out.push_str(&format!(
-                "  {}: {} [{} 0x{:06x}]\n",
-                mark,
-                f.message(),
-                f.code.name(),
-                f.code.e2fsck_code()
-            ));
-        }
+        let always = r.summary.is_some() && !done.contains(&p);
+        out.push_str(&section(
+            p,
+            &mine,
+            &r.pass1_lines,
+            &mut shown,
+            r.dry_run.is_some(),
+            always,
+        ));
     }
     if let Some(reason) = &r.aborted {
         out.push_str(&format!("{}: check stopped: {}\n", r.device, reason));
@@ -157,6 +225,51 @@ fn text(r: &Report, notices: &str, list: bool) -> String {
         ));
     } else {
         out.push_str(&format!("{}: {}\n", r.device, state));
+    }
+    out
+}
+
+/// One pass's part of the report: its heading (for passes 1 to 5 when
+/// `always`, else only when it found something), pass 1's `-E fragcheck`
+/// lines, and its findings.
+fn section(
+    p: Pass,
+    mine: &[&Finding],
+    pass1_lines: &[String],
+    shown: &mut Shown,
+    dry_run: bool,
+    always: bool,
+) -> String {
+    let mut out = String::new();
+    let heading_always =
+        always && matches!(p, Pass::P1 | Pass::P2 | Pass::P3 | Pass::P4 | Pass::P5);
+    if mine.is_empty() && !heading_always {
+        return out;
+    }
+    out.push_str(p.heading());
+    out.push('\n');
+    if p == Pass::P1 {
+        for l in pass1_lines {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    for f in mine {
+        let (show, said) = shown.take(f);
+        if let Some(line) = said {
+            out.push_str(&format!("  {line}\n"));
+        }
+        if !show {
+            continue;
+        }
+        let mark = super::mark::mark(f, dry_run);
+        out.push_str(&format!(
+            "  {}: {} [{} 0x{:06x}]\n",
+            mark,
+            f.message(),
+            f.code.name(),
+            f.code.e2fsck_code()
+        ));
     }
     out
 }

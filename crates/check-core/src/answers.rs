@@ -30,6 +30,23 @@ pub trait Answers: Send + Sync + fmt::Debug {
     }
 }
 
+/// Told of each pass of a read-only check as it ends: what it found,
+/// sorted as the report sorts it and named (paths) as the report names
+/// it, so that a report can be printed as the check goes. Passes come in
+/// report order; the checks before pass 1 and passes 1, 1B and 2 come
+/// together once pass 2 is over (pass 2 names what pass 1 found).
+pub trait PassListener: Send + Sync + fmt::Debug {
+    /// `pass` has ended and found `found`; `notes` are the report's notes
+    /// so far, and `lines` pass 1's `-E fragcheck` lines (with pass 1).
+    fn pass_done(
+        &self,
+        pass: crate::problem::Pass,
+        found: &[Finding],
+        notes: &[String],
+        lines: &[String],
+    );
+}
+
 /// What identifies a problem across the checks of one repair: its code,
 /// where it is and what was found there, not what was expected (a count
 /// that a fix of something else changes is still the same question).

@@ -51,6 +51,9 @@ pub struct CheckOptions {
     /// The file system is mounted and in use (`--online`): the inodes on
     /// its orphan list and in its orphan file are live.
     pub live: bool,
+    /// Told of each pass as it ends, with what it found (a report
+    /// printed as the check goes).
+    pub stream: Option<std::sync::Arc<dyn crate::answers::PassListener>>,
 }
 
 impl CheckOptions {
@@ -148,6 +151,7 @@ impl Default for CheckOptions {
             interrupt: None,
             mmp_held: false,
             live: false,
+            stream: None,
         }
     }
 }

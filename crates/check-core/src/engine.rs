@@ -151,6 +151,7 @@ pub fn check_fixing(dev: Arc<Device>, opts: &CheckOptions, sink: Option<&dyn Fix
         tl: &mut tl,
         report: &mut report,
         dup_inodes: Default::default(),
+        emitted: std::cell::Cell::new(0),
     };
     let (abort, p2out) = later.run(abort, &mut p2cx, accs);
     let dup_inodes = std::mem::take(&mut later.dup_inodes);
@@ -418,6 +419,8 @@ struct LaterPasses<'r, 'a> {
     /// Pass 1B's owners of shared blocks.
     dup_inodes: std::collections::BTreeMap<u32, Vec<u64>>,
     report: &'r mut Report,
+    /// How many of the report's findings the stream was told of.
+    emitted: std::cell::Cell<usize>,
 }
 
 impl<'a> LaterPasses<'_, 'a> {
@@ -478,6 +481,7 @@ impl<'a> LaterPasses<'_, 'a> {
                     .findings
                     .push(Finding::new(Code::FeatureLargeFiles));
             }
+            self.stream(None, &p2.dirs);
             self.phase(3);
             let mut p3 = pass3::run(fs, maps, &p2);
             if self.opts.repairing {
@@ -489,6 +493,9 @@ impl<'a> LaterPasses<'_, 'a> {
             self.report.findings.extend(p3.findings);
             self.asked(from);
             abort = p3.abort;
+            if abort.is_none() {
+                self.stream(Some(Pass::P3), &p2.dirs);
+            }
         }
         if self.opts.interrupted() {
             return (abort, Some(p2));
@@ -508,9 +515,15 @@ impl<'a> LaterPasses<'_, 'a> {
             self.report.findings.extend(p4.findings);
             self.asked(from);
             abort = p4.abort;
+            if abort.is_none() {
+                self.stream(Some(Pass::P4), &p2.dirs);
+            }
         }
         if abort.is_none() && !self.opts.interrupted() {
             abort = self.pass5_and_after();
+            if abort.is_none() {
+                self.stream(Some(Pass::P5), &p2.dirs);
+            }
         }
         (abort, Some(p2))
     }
@@ -544,6 +557,46 @@ impl<'a> LaterPasses<'_, 'a> {
             let mut found = self.report.findings[from..].to_vec();
             found.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
             a.pass_done(&found);
+        }
+    }
+
+    /// Tells the listener (if any) what the check found since it last
+    /// told it, named and sorted as the report names and sorts it: after
+    /// pass 2 (`pass` None), by pass (the checks before pass 1, passes 1,
+    /// 1B and 2); after a later pass, all of it under that pass (pass 4
+    /// also judges the bad inodes no entry reached, with pass 2's
+    /// problems). Only a read-only check streams (a repair's report is
+    /// its rounds').
+    fn stream(&self, pass: Option<Pass>, dirs: &pass2::DirTable) {
+        let Some(s) = self.opts.stream.as_ref().filter(|_| !self.opts.repairing) else {
+            return;
+        };
+        if self.opts.interrupted() {
+            return;
+        }
+        let from = self.emitted.replace(self.report.findings.len());
+        let mut found: Vec<Finding> = self.report.findings[from..].to_vec();
+        crate::paths::name_findings(self.fs, self.maps, dirs, &mut found);
+        found.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        found.dedup();
+        let notes = &self.report.notes;
+        match pass {
+            Some(p) => s.pass_done(p, &found, notes, &[]),
+            None => {
+                for p in [Pass::Super, Pass::P1, Pass::P1B, Pass::P2] {
+                    let mine: Vec<Finding> = found
+                        .iter()
+                        .filter(|f| f.code.pass() == p)
+                        .cloned()
+                        .collect();
+                    let lines: &[String] = if p == Pass::P1 {
+                        &self.report.pass1_lines
+                    } else {
+                        &[]
+                    };
+                    s.pass_done(p, &mine, notes, lines);
+                }
+            }
         }
     }
 

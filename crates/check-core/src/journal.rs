@@ -344,8 +344,18 @@ fn load(fs: &Fs, io: &mut Io<'_>, repairing: bool) -> Result<Vec<u8>, LoadErr> {
     let (inode_raw, _, first_block) = load_inode(fs, io, repairing)?;
     let bs = fs.block_size();
     let mut jsb = vec![0u8; bs.max(1024)];
-    io.read_blocks(first_block, &mut jsb[..bs])
-        .map_err(|e| LoadErr::ReadError(format!("cannot read the journal superblock: {e}")))?;
+    io.read_blocks(first_block, &mut jsb[..bs]).map_err(|e| {
+        // A journal past the end of a device shorter than the file
+        // system: the cause is the size, and the message says so.
+        if first_block >= fs.dev_blocks && fs.dev_blocks < fs.geo.blocks_count {
+            LoadErr::ReadError(format!(
+                "the journal superblock (block {first_block}) lies past the end of the device,                  which holds {} of the file system's {} blocks: the superblock or the                  partition table is likely corrupt",
+                fs.dev_blocks, fs.geo.blocks_count
+            ))
+        } else {
+            LoadErr::ReadError(format!("cannot read the journal superblock: {e}"))
+        }
+    })?;
     let total = Inode::new(&inode_raw).map_or(0, |i| i.size() / bs as u64);
     validate_jsb(fs, jsb, total)
 }

@@ -46,7 +46,7 @@ pub(crate) mod pass2;
 pub(crate) mod pass3;
 pub(crate) mod pass4;
 pub(crate) mod pass5;
-mod paths;
+pub mod paths;
 pub(crate) mod postpass;
 pub mod problem;
 pub mod progress;

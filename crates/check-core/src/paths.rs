@@ -179,6 +179,7 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
         names: HashMap::new(),
     };
     name_shared(&mut n, findings);
+    name_link_counts(&mut n, findings);
     for f in findings.iter_mut() {
         if let Some(d) = f.dir {
             if maps.is_dir(d) || d == 2 {
@@ -198,6 +199,15 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
         }
         if f.code.pass() == Pass::P3 && maps.is_dir(ino) {
             f.ino_path = n.path(ino);
+        } else if let (Some(d), Some(name), None) = (f.entry_dir, &f.name, &f.ino_path) {
+            if let Some(dp) = (maps.is_dir(d) || d == 2).then(|| n.path(d)).flatten() {
+                let name = crate::problem::printable(name);
+                f.ino_path = Some(if dp == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{dp}/{name}")
+                });
+            }
         } else if f.code.deallocates_inode() {
             if let (Some(dp), Some(name)) = (&f.dir_path, &f.name) {
                 let name = crate::problem::printable(name);
@@ -207,6 +217,30 @@ pub(crate) fn name_findings(fs: &Fs, maps: &Maps, dirs: &DirTable, findings: &mu
                     format!("{dp}/{name}")
                 });
             }
+        }
+    }
+}
+
+/// Wrong link counts name their file by its first name found, as the
+/// tree knows it, when there are few of them: each one asks for a walk of
+/// every directory (one walk serves them all), which a check of a
+/// damaged file system with thousands would pay for in time.
+const NAMED_LINK_COUNTS: usize = 256;
+
+fn name_link_counts(n: &mut Namer<'_, '_>, findings: &mut [Finding]) {
+    let is_count = |f: &Finding| f.code == Code::BadRefCount && f.ino_path.is_none();
+    let want: std::collections::HashSet<u32> = findings
+        .iter()
+        .filter(|f| is_count(f))
+        .filter_map(|f| f.ino)
+        .collect();
+    if want.is_empty() || want.len() > NAMED_LINK_COUNTS {
+        return;
+    }
+    let names = n.find_files(&want);
+    for f in findings.iter_mut().filter(|f| is_count(f)) {
+        if let Some(p) = f.ino.and_then(|i| names.get(&i)) {
+            f.ino_path = Some(p.clone());
         }
     }
 }
@@ -247,4 +281,83 @@ fn name_shared(n: &mut Namer<'_, '_>, findings: &mut [Finding]) {
             f.detail = Some(parts.join(", "));
         }
     }
+}
+
+/// The entries of directory `dir` as the device holds it, '..' included
+/// ('.' left out): (inode, name), in block order.
+fn entries_on_disk(fs: &Fs, io: &mut Io<'_>, dir: u32) -> Vec<(u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut raw = vec![0u8; fs.geo.inode_size as usize];
+    if io.read_inode(dir, &mut raw).is_err() {
+        return out;
+    }
+    let Some(inode) = Inode::new(&raw) else {
+        return out;
+    };
+    if !inode.is_dir() || inode.has_flag(flags::INLINE_DATA) {
+        return out;
+    }
+    let mut blocks = Vec::new();
+    crate::blockiter::for_each_block(io, &inode, &mut |b, l| {
+        if l >= 0 {
+            blocks.push(b);
+        }
+    });
+    let bs = fs.block_size();
+    let filetype = fs.geo.incompat.contains(IncompatFeatures::FILETYPE);
+    let mut buf = vec![0u8; bs];
+    for b in blocks.into_iter().take(1 << 16) {
+        if !fs.geo.block_in_range(b) || io.read_blocks(b, &mut buf).is_err() {
+            continue;
+        }
+        for w in DirWalk::new(&buf, bs, filetype) {
+            let target = w.entry.inode();
+            if target != 0 && w.entry.name() != b"." {
+                out.push((target, w.entry.name().to_vec()));
+            }
+        }
+    }
+    out
+}
+
+/// The path of directory `dir` read from the device as it is, as e2fsck
+/// names a directory when it asks a question in the middle of a pass: up
+/// its '..' entries to the root, each name found in the parent. `None`
+/// when the chain breaks (a '..' that leads nowhere, a name not found, a
+/// loop).
+pub fn pathname(fs: &Fs, dir: u32) -> Option<String> {
+    let mut io = Io::new(fs);
+    let mut names: Vec<String> = Vec::new();
+    let mut at = dir;
+    while at != 2 {
+        if names.len() > MAX_DEPTH {
+            return None;
+        }
+        let entries = entries_on_disk(fs, &mut io, at);
+        let parent = entries
+            .iter()
+            .find(|(_, n)| n.as_slice() == b"..")
+            .map(|&(p, _)| p)?;
+        if parent == at {
+            return None;
+        }
+        let name = entries_on_disk(fs, &mut io, parent)
+            .into_iter()
+            .find(|(t, n)| *t == at && n.as_slice() != b"..")
+            .map(|(_, n)| crate::problem::printable(&n))?;
+        names.push(name);
+        at = parent;
+    }
+    names.reverse();
+    Some(format!("/{}", names.join("/")))
+}
+
+/// The inode the root directory's entry `name` names, as the device
+/// holds it.
+pub(crate) fn entry_of_root(fs: &Fs, name: &[u8]) -> Option<u32> {
+    let mut io = Io::new(fs);
+    entries_on_disk(fs, &mut io, 2)
+        .into_iter()
+        .find(|(_, n)| n.as_slice() == name)
+        .map(|(t, _)| t)
 }

@@ -1510,6 +1510,10 @@ pub struct Finding {
     pub dir_path: Option<String>,
     /// The path of `ino`, where e2fsck names it.
     pub ino_path: Option<String>,
+    /// When the finding is about the inode an entry leads to (not the
+    /// entry): the directory holding that entry, `name` being its name,
+    /// so the inode can be named by path.
+    pub entry_dir: Option<u32>,
 }
 
 impl Finding {
@@ -1530,7 +1534,15 @@ impl Finding {
             quiet: false,
             dir_path: None,
             ino_path: None,
+            entry_dir: None,
         }
+    }
+
+    /// Sets the entry that leads to the inode: its directory and name.
+    pub fn via_entry(mut self, dir: u32, name: &[u8]) -> Self {
+        self.entry_dir = Some(dir);
+        self.name = Some(name.to_vec());
+        self
     }
 
     /// Sets the inode.

@@ -96,6 +96,9 @@ pub struct Report {
     /// "UNEXPECTED INCONSISTENCY"): the exit code is 4, whatever was
     /// fixed before.
     pub preen_halt: Option<String>,
+    /// At an interactive repair's plan, the person chose to quit: nothing
+    /// was written.
+    pub quit_at_plan: bool,
     /// A repair was interrupted (SIGINT or SIGTERM) at a safe point.
     pub cancelled: bool,
     /// In an interactive repair, whether a question was answered no

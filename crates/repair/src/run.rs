@@ -348,7 +348,7 @@ impl<'a> Run<'a> {
                 format!(
                     "the superblock says the file system is {fs_bytes} bytes long but the device \
                      holds only {}; the superblock or the partition table is likely corrupt, so \
-                     nothing was changed (ext4chk -n checks it as it is)",
+                     nothing was changed (ext4chk -n checks what the device holds)",
                     dev.size()
                 ),
             );

@@ -608,7 +608,7 @@ impl<'c> BlockCheck<'c, '_, '_> {
             // is rewritten by pass 3A once the problem is fixed. Either
             // way the checksum is no longer judged (e2fsck's order).
             tail = 0;
-            if self.cx.yes && work.meta.to_index {
+            if self.cx.yes && work.meta.to_index && self.cx.lost_found != Some(ino) {
                 failed_csum = false;
             } else {
                 let f = Finding::new(Code::LeafMissingCsum).dir(ino).logical(lblk);
@@ -992,7 +992,9 @@ impl<'c> BlockCheck<'c, '_, '_> {
                         if dealloc && f.code.deallocates_inode() {
                             f.dir(dir).name(name_of(e.name))
                         } else {
-                            f
+                            // Named by the entry that reached it, as e2fsck
+                            // names it ("inode 35 (/data/f3)").
+                            f.via_entry(dir, e.name)
                         }
                     }));
                     if dealloc {

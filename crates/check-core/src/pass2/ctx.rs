@@ -80,6 +80,9 @@ pub struct P2Ctx<'a> {
     pub(crate) yes: bool,
     /// Who answers (see [`crate::ctx::CheckOptions::answers`]).
     pub answers: Option<std::sync::Arc<dyn crate::answers::Answers>>,
+    /// The inode the root's "lost+found" entry names, as the device holds
+    /// it: pass 3A never rewrites it, so it is never judged as rewritten.
+    pub lost_found: Option<u32>,
     /// Of late, how many directory-block reads (per thousand) had to wait
     /// for the device: a moving average that decides whether pass 1
     /// fetches directory blocks ahead. It starts high (assume a cold cache).
@@ -111,6 +114,7 @@ impl<'a> P2Ctx<'a> {
             miss_permille: AtomicU32::new(1000),
             yes: false,
             answers: None,
+            lost_found: crate::paths::entry_of_root(fs, b"lost+found"),
         }
     }
 
