@@ -267,6 +267,11 @@ fn the_answers_decide_the_repair() {
             s.out.contains("Fix<y>? yes"),
             s.out.clone(),
         );
+        expect(
+            "questions name the directory by its path, as the plan does",
+            s.out.contains("in directory /d ("),
+            s.out.clone(),
+        );
 
         // All no: only the superblock changes (its error state), exit 4,
         // as e2fsck answered no all the way.
@@ -361,6 +366,25 @@ fn the_answers_decide_the_repair() {
         let img = copy(&base, &scratch.path(&format!("{name}-q.img")));
         let s = at_terminal(&prog, &["-f", &p(&img)], b"q");
         expect("q exits 4", s.code == 4, s.out.clone());
+        // Its summary is the disk's (as e2fsck -fn counts it), not the
+        // plan's, which counted what the repair would have left.
+        let counts = |t: &str| {
+            t.lines()
+                .rev()
+                .find_map(common::summary_counts)
+                .map(|(u, n, _, b, m)| (u, n, b, m))
+        };
+        let disk = tool("e2fsck", &["-fn", &p(&base)]);
+        expect(
+            "q's summary is the disk's",
+            counts(&s.out) == counts(&String::from_utf8_lossy(&disk.stdout)),
+            format!(
+                "{:?} vs e2fsck -fn's {:?}\n{}",
+                counts(&s.out),
+                counts(&String::from_utf8_lossy(&disk.stdout)),
+                s.out
+            ),
+        );
         expect(
             "q writes nothing",
             differing_blocks(&base, &img, 1024).is_empty(),

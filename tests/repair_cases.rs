@@ -2060,3 +2060,76 @@ fn a_big_dot_entry_is_split_before_the_walk_goes_on() {
         }
     }
 }
+
+/// A bigalloc file whose extent tree could be shorter (a depth-1 tree
+/// left with three extents after a punch) is shortened as e2fsck -fy
+/// shortens it: the old tree block's cluster is freed with the rebuild,
+/// so no bitmap or free-count difference follows and the repair exits as
+/// e2fsck's does (0), on three checksum sets and two block sizes.
+#[test]
+fn a_bigalloc_tree_that_could_be_shorter_is_shortened_without_count_fixes() {
+    if !have_all(&["mke2fs", "e2fsck", "debugfs"]) {
+        eprintln!("skipped: e2fsprogs missing");
+        return;
+    }
+    let scratch = Scratch::new("bigalloc-narrow");
+    for (set, features) in CSUM_SETS {
+        for (bs, cluster, size) in [("4096", "16384", "128M"), ("1024", "4096", "32M")] {
+            let name = format!("{set}-{bs}");
+            let tree = scratch.path(&format!("{name}-tree"));
+            std::fs::create_dir_all(&tree).expect("mkdir");
+            // One written block every 32 blocks: one extent each, too many
+            // for the inode, so the file gets a tree of depth 1.
+            let step = 32 * bs.parse::<u64>().expect("bs");
+            let mut f = std::fs::File::create(tree.join("sp")).expect("create");
+            for i in 0..200u64 {
+                use std::io::{Seek, SeekFrom, Write};
+                f.seek(SeekFrom::Start(i * step)).expect("seek");
+                f.write_all(&[i as u8 + 1; 512]).expect("write");
+            }
+            drop(f);
+            let img = scratch.path(&format!("{name}.img"));
+            mkfs_from(
+                &tree,
+                &img,
+                bs,
+                &format!("bigalloc,{features}"),
+                &["-C", cluster],
+                size,
+            );
+            // Leaves the extents at blocks 0, 32 and 64: fewer than the
+            // inode holds, so the tree could be one level shorter.
+            debugfs_w(&name, &img, &["punch /sp 96 6368"]);
+            let theirs = scratch.path(&format!("{name}-e2fsck.img"));
+            let ours = scratch.path(&format!("{name}-ext4chk.img"));
+            std::fs::copy(&img, &theirs).expect("copy");
+            std::fs::copy(&img, &ours).expect("copy");
+            let e2 = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
+            assert!(
+                String::from_utf8_lossy(&e2.stdout).contains("could be shorter"),
+                "{name}: e2fsck found no tree to shorten\n{}",
+                String::from_utf8_lossy(&e2.stdout)
+            );
+            let out = run(&["-y", ours.to_str().expect("path")]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                code(&out),
+                code(&e2),
+                "{name}: -y against e2fsck -fy\n{text}"
+            );
+            assert!(
+                !text.contains("block-bitmap-differs") && !text.contains("free-blocks-wrong"),
+                "{name}: the freed tree block was left to pass 5\n{text}"
+            );
+            let after = tool("e2fsck", &["-fn", ours.to_str().expect("path")]);
+            assert_eq!(
+                code(&after),
+                0,
+                "{name}: e2fsck -fn after the repair\n{text}"
+            );
+            let (lost, _) = common::files_lost(&theirs, &ours, &scratch.path(&format!("{name}-t")))
+                .expect("debugfs");
+            assert!(lost.is_empty(), "{name}: files lost {lost:?}");
+        }
+    }
+}

@@ -52,8 +52,24 @@ pub fn pack_extent_tree<'f>(
     }
     let old_nodes = super::map::tree_blocks_of(stage, ino)?;
     write_extent_tree(stage, ino, &merge_runs(leaves))?;
+    // With bigalloc a node's cluster is freed once nothing of the file is
+    // left in it (e2fsck frees it as part of the rebuild: no bitmap
+    // difference follows); without, each old node is given back.
+    let bits = fs.geo.cluster_bits;
+    let kept: BTreeSet<u64> = if bits > 0 {
+        super::map::all_blocks_of(stage, ino)?
+            .into_iter()
+            .map(|b| b.0 >> bits)
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     for b in old_nodes {
-        stage.release_block(b);
+        if bits > 0 && !kept.contains(&(b.0 >> bits)) {
+            stage.free_block(b);
+        } else {
+            stage.release_block(b);
+        }
     }
     super::map::recount_i_blocks(stage, ino)
 }
