@@ -472,7 +472,10 @@ fn check_only(
     }
     // Streamed, the reason the check runs comes first, as it does at the
     // end of a report printed whole.
-    if let (Some(r), true) = (&forced_by, opts.stream.is_some()) {
+    if let (Some(r), true) = (
+        forced_by.as_ref().filter(|r| r.is_said()),
+        opts.stream.is_some(),
+    ) {
         let probe = Report {
             label: peek_label(target).unwrap_or_default(),
             device: inv.device.clone(),
@@ -690,7 +693,7 @@ fn finish(inv: &Invocation, report: &Report, stream: Option<&render::text::Strea
     } else if nothing_checked && inv.format == crate::cli::Format::Text {
         // (the line follows below)
     } else {
-        if let Some(r) = &report.forced {
+        if let Some(r) = report.forced.as_ref().filter(|r| r.is_said()) {
             outln!("{} {}, check forced.", report.device, r.describe());
         }
         match (stream, inv.format) {

@@ -38,7 +38,7 @@ impl check_core::answers::PassListener for Stream {
             out.push('\n');
         }
         st.notes = notes.len();
-        let mut shown = st.shown.take().unwrap_or_else(|| Shown::read_only());
+        let mut shown = st.shown.take().unwrap_or_else(Shown::read_only);
         let mine: Vec<&Finding> = found.iter().collect();
         // A pass's heading once; passes 1 to 5 have one even when they
         // found nothing (the report printed whole has them too).

@@ -164,6 +164,50 @@ pub struct Row {
     pub special_opts: String,
     /// Oracle caveats.
     pub notes: String,
+    /// The verdicts above are e2fsck 1.47.4's, which ext4chk follows
+    /// where it fixes 1.47.0 (`tests/known/corpus-versions.txt`).
+    pub follows_1474: bool,
+}
+
+/// One line of `tests/known/corpus-versions.txt`: an image where e2fsck
+/// 1.47.0 and 1.47.4 disagree, the version ext4chk follows, and the
+/// exit codes it must give.
+#[derive(Clone, Debug)]
+pub struct Followed {
+    /// Test name.
+    pub test: String,
+    /// "1.47.0" or "1.47.4".
+    pub version: String,
+    /// The `-fn` exit code.
+    pub fn_exit: String,
+    /// The `-fy` exit code.
+    pub fy_exit: String,
+}
+
+/// Reads `tests/known/corpus-versions.txt`.
+pub fn corpus_versions() -> Vec<Followed> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/known/corpus-versions.txt");
+    let text = std::fs::read_to_string(&p).expect("tests/known/corpus-versions.txt");
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert!(f.len() >= 5, "corpus-versions.txt: short line {l:?}");
+            Followed {
+                test: f[0].to_string(),
+                version: f[1].to_string(),
+                fn_exit: f[2].to_string(),
+                fy_exit: f[3].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The manifest as e2fsck 1.47.0 recorded it, without the verdicts of
+/// 1.47.4 that ext4chk follows instead.
+pub fn manifest_1470() -> Option<Vec<Row>> {
+    read_manifest()
 }
 
 /// The e2fsprogs corpus folder: `$EXT4CHK_CORPUS`, else
@@ -182,6 +226,26 @@ pub fn corpus_image(test: &str) -> PathBuf {
 /// Reads the corpus manifest; `None` (after saying so in one line) when
 /// the corpus is not there, so that the test skips.
 pub fn manifest() -> Option<Vec<Row>> {
+    let mut rows = read_manifest()?;
+    let followed = corpus_versions();
+    for r in &mut rows {
+        let Some(v) = followed
+            .iter()
+            .find(|v| v.test == r.test && v.version == "1.47.4")
+        else {
+            continue;
+        };
+        r.fn_exit = v.fn_exit.clone();
+        r.fy_exit = v.fy_exit.clone();
+        // 1.47.4's repair of each of them is clean.
+        r.fn_after_fy = "0".into();
+        r.notes = "follows e2fsck 1.47.4".into();
+        r.follows_1474 = true;
+    }
+    Some(rows)
+}
+
+fn read_manifest() -> Option<Vec<Row>> {
     let p = corpus_dir().join("e2fsprogs/MANIFEST.tsv");
     let Ok(text) = std::fs::read_to_string(&p) else {
         eprintln!(
@@ -217,6 +281,7 @@ pub fn manifest() -> Option<Vec<Row>> {
                 fn_after_fy: f[cff].to_string(),
                 special_opts: f[cso].to_string(),
                 notes: f[cno].to_string(),
+                follows_1474: false,
             }
         })
         .collect::<Vec<_>>()

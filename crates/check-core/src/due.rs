@@ -2,6 +2,7 @@
 //! was unmounted cleanly and has not reached its mount count or check
 //! interval. A boot-time `fsck -a` relies on it to be quick.
 
+use ext4_layout::features::{CompatFeatures, RoCompatFeatures};
 use ext4_layout::superblock::{max_mnt_count_signed, Superblock, STATE_ERROR, STATE_VALID};
 
 /// Why a check must run although it was not forced.
@@ -20,6 +21,9 @@ pub enum Reason {
     LastCheckInFuture,
     /// This many days since the last check.
     Interval(u64),
+    /// The orphan file may hold orphans (`orphan_present`): checked
+    /// without a word, as e2fsck 1.47.4 checks it.
+    OrphanPresent,
 }
 
 impl Reason {
@@ -32,7 +36,13 @@ impl Reason {
             Reason::MountCount(n) => format!("has been mounted {n} times without being checked"),
             Reason::LastCheckInFuture => "has filesystem last checked time in the future".into(),
             Reason::Interval(d) => format!("has gone {d} days without being checked"),
+            Reason::OrphanPresent => String::new(),
         }
+    }
+
+    /// Whether e2fsck says "..., check forced." for it.
+    pub fn is_said(&self) -> bool {
+        !matches!(self, Reason::OrphanPresent)
     }
 }
 
@@ -138,6 +148,11 @@ const SANE_CLOCK: u64 = 1_262_304_000;
 /// Decides, as e2fsck's check_if_skip does, from the superblock (and,
 /// when the device may be written, whether the first backup differs).
 pub fn check_due(sb: &Superblock<'_>, clock: Clock, backup_differs: bool) -> Due {
+    if sb.compat().contains(CompatFeatures::ORPHAN_FILE)
+        && sb.ro_compat().contains(RoCompatFeatures::ORPHAN_PRESENT)
+    {
+        return Due::Now(Reason::OrphanPresent);
+    }
     let state = sb.s_state();
     if state & STATE_ERROR != 0 {
         return Due::Now(Reason::Errors);
@@ -258,6 +273,18 @@ mod tests {
         assert_eq!(due(&b), Due::Now(Reason::NotClean));
         field::s_state.set(&mut b, STATE_VALID | STATE_ERROR);
         assert_eq!(due(&b), Due::Now(Reason::Errors));
+    }
+
+    #[test]
+    fn a_present_orphan_file_forces_a_silent_check() {
+        let mut b = sb();
+        field::s_feature_ro_compat_raw.set(&mut b, RoCompatFeatures::ORPHAN_PRESENT.0);
+        assert_eq!(due(&b), Due::Skip { note: None }, "no orphan file");
+        field::s_feature_compat_raw.set(&mut b, CompatFeatures::ORPHAN_FILE.0);
+        assert_eq!(due(&b), Due::Now(Reason::OrphanPresent));
+        assert!(!Reason::OrphanPresent.is_said());
+        field::s_feature_ro_compat_raw.set(&mut b, 0);
+        assert_eq!(due(&b), Due::Skip { note: None });
     }
 
     #[test]

@@ -449,7 +449,13 @@ impl<'a> LaterPasses<'_, 'a> {
         if abort.is_some() {
             return (abort, None);
         }
-        let mut p2 = pass2::merge(p2cx, self.io, accs, &self.p1.dx_dirs);
+        let mut p2 = pass2::merge(
+            p2cx,
+            self.io,
+            accs,
+            &self.p1.dx_dirs,
+            &self.p1.ea_inode_refs,
+        );
         self.tl.mark("pass 2 merge");
         let from = self.report.findings.len();
         self.report.findings.append(&mut p2.findings);

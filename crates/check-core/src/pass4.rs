@@ -40,6 +40,11 @@ pub fn run(
     let dir_nlink = geo.ro_compat.contains(RoCompatFeatures::DIR_NLINK);
     let mut io = Io::new(fs);
     let mut buf = vec![0u8; geo.inode_size as usize];
+    // References to each EA inode from attributes.
+    let mut ea_refs: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    for &r in ea_inode_refs {
+        *ea_refs.entry(r).or_default() += 1;
+    }
     let mut next = maps.inode_used.next_set(0);
     while let Some(idx) = next {
         next = maps.inode_used.next_set(idx + 1);
@@ -56,23 +61,36 @@ pub fn run(
         }
         let link_count = u32::from(maps.links(i));
         let mut link_counted = counted.get(idx as usize).min(65500);
-        let ea_inode = link_counted == 0
-            && io.read_inode(i, &mut buf).is_ok()
-            && Inode::new(&buf).is_some_and(|inode| inode.has_flag(flags::EA_INODE));
-        if ea_inode {
-            // An EA inode is referenced by attributes, not directories.
-            let refs = ea_inode_refs.iter().filter(|&&r| r == i).count() as u64;
-            if let Some(inode) = Inode::new(&buf).filter(|_| refs > 0) {
-                link_counted = 1;
-                let stored = (u64::from(inode.i_ctime()) << 32) | u64::from(inode.l_i_version());
-                if stored != refs && inode.i_ctime() != inode.i_atime() {
-                    out.findings.push(
-                        Finding::new(Code::EaInodeRefCount)
-                            .ino(i)
-                            .mismatch(stored, refs),
-                    );
+        let refs = ea_refs.get(&i).copied().unwrap_or(0);
+        if refs > 0 {
+            // Attributes keep their values in it: it counts as linked
+            // once, whatever its flag and whatever entries name it.
+            link_counted = 1;
+            if io.read_inode(i, &mut buf).is_ok() {
+                if let Some(inode) = Inode::new(&buf) {
+                    let stored =
+                        (u64::from(inode.i_ctime()) << 32) | u64::from(inode.l_i_version());
+                    if stored != refs && inode.i_ctime() != inode.i_atime() {
+                        out.findings.push(
+                            Finding::new(Code::EaInodeRefCount)
+                                .ino(i)
+                                .mismatch(stored, refs),
+                        );
+                    }
                 }
             }
+        } else if link_counted == 0
+            && io.read_inode(i, &mut buf).is_ok()
+            && Inode::new(&buf).is_some_and(|inode| {
+                // A repair has cleared the flag of any other kind of
+                // inode in pass 1.
+                inode.has_flag(flags::EA_INODE) && (inode.is_reg() || !repairing)
+            })
+        {
+            // Flagged, but no attribute uses it and no entry names it:
+            // an ordinary file, which goes to lost+found below.
+            out.findings
+                .push(Finding::new(Code::EaInodeSpuriousFlag).ino(i));
         }
         if link_counted == 0 {
             match process_bad_inode(cx, &mut io, i) {

@@ -283,6 +283,29 @@ fn name_shared(n: &mut Namer<'_, '_>, findings: &mut [Finding]) {
     }
 }
 
+/// The entries, other than '.' and '..', that name one of the inodes
+/// `want`, read from the device: (directory, name, inode), in directory
+/// order. Inline directories are not read.
+pub(crate) fn entries_naming(
+    fs: &Fs,
+    maps: &Maps,
+    want: &std::collections::HashSet<u32>,
+) -> Vec<(u32, Vec<u8>, u32)> {
+    let mut io = Io::new(fs);
+    let mut out = Vec::new();
+    let mut next = maps.inode_dir.next_set(0);
+    while let Some(idx) = next {
+        next = maps.inode_dir.next_set(idx + 1);
+        let dir = idx as u32 + 1;
+        for (target, name) in entries_on_disk(fs, &mut io, dir) {
+            if want.contains(&target) && name != b".." {
+                out.push((dir, name, target));
+            }
+        }
+    }
+    out
+}
+
 /// The entries of directory `dir` as the device holds it, '..' included
 /// ('.' left out): (inode, name), in block order.
 fn entries_on_disk(fs: &Fs, io: &mut Io<'_>, dir: u32) -> Vec<(u32, Vec<u8>)> {

@@ -596,7 +596,7 @@ codes! {
     OrphanBlockDirty = 0x06000c, "orphan-file-block-dirty", P5, Error [preen],
         "orphan file (inode {ino}) block {blk} is not clean";
     /// orphan-present-clean-file (e2fsck PR_6_ORPHAN_PRESENT_CLEAN_FILE).
-    OrphanPresentCleanFile = 0x06000d, "orphan-present-clean-file", P5, Error [preen],
+    OrphanPresentCleanFile = 0x06000d, "orphan-present-clean-file", P5, Notice [preen fix],
         "orphan_present is set but the orphan file is clean";
     /// orphan-present-no-file (e2fsck PR_6_ORPHAN_PRESENT_NO_FILE).
     OrphanPresentNoFile = 0x06000e, "orphan-present-no-file", P5, Error [preen],
@@ -743,6 +743,12 @@ codes! {
     /// casefold-without-feature (e2fsck PR_1_CASEFOLD_FEATURE).
     CasefoldFeature = 0x010089, "casefold-without-feature", P1, Error [order(3)],
         "inode {ino} has the casefold flag but the file system lacks the casefold feature";
+    /// ea-inode-flag-nonreg (e2fsck PR_1_EA_INODE_NONREG, 1.47.4).
+    EaInodeNonreg = 0x010091, "ea-inode-flag-nonreg", P1, Error [order(3)],
+        "inode {ino} has the EA_INODE flag but is not a regular file";
+    /// ea-inode-without-feature (e2fsck PR_1_EA_INODE_FEATURE, 1.47.4).
+    EaInodeFeature = 0x010092, "ea-inode-without-feature", P1, Error [preen],
+        "inode {ino} keeps an attribute value in an EA inode but the file system lacks the ea_inode feature";
     /// encryption-xattr-missing (e2fsck PR_1_MISSING_ENCRYPTION_XATTR).
     MissingEncryptionXattr = 0x01008a, "encryption-xattr-missing", P1, Error [order(16)],
         "encrypted inode {ino} has no encryption context";
@@ -924,6 +930,9 @@ codes! {
     /// entry-link-to-root (e2fsck PR_2_LINK_ROOT).
     LinkRoot = 0x020007, "entry-link-to-root", P2, Error [yes],
         "entry '{name}' in directory {dir} is a link to the root directory";
+    /// entry-names-ea-inode (e2fsck PR_2_EA_INODE_DIR_LINK, 1.47.4).
+    EaInodeDirLink = 0x020055, "entry-names-ea-inode", P2, Error [yes],
+        "entry '{name}' in directory {dir} names EA inode {ino}";
     /// entry-bad-name (e2fsck PR_2_BAD_NAME).
     BadName = 0x020008, "entry-bad-name", P2, Error [yes],
         "entry '{name}' in directory {dir} has an illegal character in its name";
@@ -1162,6 +1171,9 @@ codes! {
     /// ea-inode-ref-count (e2fsck PR_4_EA_INODE_REF_COUNT).
     EaInodeRefCount = 0x040005, "ea-inode-ref-count", P4, Error [preen keeps settles],
         "EA inode {ino} has reference count {found}, should be {expected}";
+    /// ea-inode-flag-spurious (e2fsck PR_4_EA_INODE_SPURIOUS_FLAG, 1.47.4).
+    EaInodeSpuriousFlag = 0x040008, "ea-inode-flag-spurious", P4, Error [preen keeps settles],
+        "regular file inode {ino} has the EA_INODE flag but no attribute keeps its value there";
     /// dir-link-count-overflow (e2fsck PR_4_DIR_OVERFLOW_REF_COUNT):
     /// reported by a repair only, as e2fsck asks only when it may write.
     DirOverflowRefCount = 0x040007, "dir-link-count-overflow", P4, Notice [fix preen keeps settles],
@@ -1932,6 +1944,7 @@ mod tests {
         assert_eq!(count(|p| p.quiet), 15);
         assert_eq!(count(|p| p.optional), 2);
         assert_eq!(count(|p| p.restarts), 2);
-        assert_eq!(count(|p| p.settles_for_pass5), 5);
+        // 5, then the EA_INODE flag cleared from an ordinary file.
+        assert_eq!(count(|p| p.settles_for_pass5), 6);
     }
 }

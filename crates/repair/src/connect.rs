@@ -512,6 +512,13 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
                 set_feature(stage, sbf::RO_COMPAT, RoCompatFeatures::DIR_NLINK.0);
                 true
             }
+            // The inode holds no attribute's value: a regular file.
+            Code::EaInodeSpuriousFlag => f.inode().is_some_and(|ino| {
+                stage
+                    .inode(ino)
+                    .map(|raw| super::raw::set_flags(raw, 0, flags::EA_INODE))
+                    .is_ok()
+            }),
             Code::EaInodeRefCount => match (f.inode(), f.expected()) {
                 (Some(ino), Some(n)) => stage
                     .inode(ino)

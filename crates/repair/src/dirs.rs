@@ -253,7 +253,8 @@ fn dir_fix<'d>(
     };
     for f in fs_ {
         match f.code {
-            Code::LinkDir => {
+            // The entry itself is cleared, not the inode it names.
+            Code::LinkDir | Code::EaInodeDirLink => {
                 if let (Some(t), Some(n)) = (f.ino, &f.name) {
                     fx.link_dir.insert((t, n.clone()));
                 }

@@ -236,9 +236,8 @@ pub fn apply<'f>(fs: &'f Fs, stage: &mut Staging<'f>, log: &[Change]) -> io::Res
     let mut before: BTreeMap<Ino, BTreeSet<u64>> = BTreeMap::new();
     for c in log {
         for ino in c.inodes() {
-            if !before.contains_key(&ino) {
-                let b = clusters_of(stage, ino);
-                before.insert(ino, b);
+            if let std::collections::btree_map::Entry::Vacant(v) = before.entry(ino) {
+                v.insert(clusters_of(stage, ino));
             }
         }
     }
@@ -334,8 +333,8 @@ fn free_counts_from_groups<'f>(fs: &'f Fs, stage: &mut Staging<'f>) {
     let (mut blocks, mut inodes) = (0u64, 0u64);
     for g in 0..fs.geo.group_count {
         let d = stage.gd(g);
-        blocks += u64::from(gd::FREE_BLOCKS.get(d));
-        inodes += u64::from(gd::FREE_INODES.get(d));
+        blocks += gd::FREE_BLOCKS.get(d);
+        inodes += gd::FREE_INODES.get(d);
     }
     let sb = stage.sb_mut();
     sbl::FREE_BLOCKS_COUNT.set(sb, blocks << fs.geo.cluster_bits);

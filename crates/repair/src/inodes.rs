@@ -606,6 +606,12 @@ fn turn_features_on<'a>(
                 r.fixed.push(f);
                 changed = true;
             }
+            // Nothing is read differently: the attributes were read with
+            // their EA inodes already.
+            Code::EaInodeFeature => {
+                set_feature(r.stage, sbf::INCOMPAT, IncompatFeatures::EA_INODE.0);
+                r.fixed.push(f);
+            }
             Code::ExtentsSet | Code::InlineDataSet | Code::ClearExtentInlineDataInode
                 if !codes.contains(&f.code) =>
             {
@@ -674,7 +680,7 @@ fn drop_bad_ea_block<'a>(
             Code::EaBlockBad | Code::EaBlockHeader | Code::EaBlockMultiple | Code::EaBlockEntry
         ) || (matches!(
             f.code,
-            Code::AttrHash | Code::AttrValueEaInode | Code::AttrNoEaInodeFlag
+            Code::AttrHash | Code::AttrValueSize | Code::AttrValueEaInode | Code::AttrNoEaInodeFlag
         ) && f.blk.is_some())
     });
     if !bad {
@@ -832,6 +838,7 @@ impl FieldFix<'_> {
                 return Some(false);
             }
             Code::CasefoldNondir | Code::CasefoldFeature => flags::CASEFOLD,
+            Code::EaInodeNonreg => flags::EA_INODE,
             Code::SpecialExtentsIdata | Code::ClearExtentInlineDataFlags => {
                 flags::EXTENTS | flags::INLINE_DATA
             }

@@ -52,10 +52,14 @@ pub(crate) fn plan_round<'a, 'f>(
     made: &mut Vec<Finding>,
     quiet: &mut Vec<&'a Finding>,
 ) -> Vec<&'a Finding> {
+    // By address: a check can report hundreds of thousands of problems
+    // (the holes of a huge directory), too many to compare pairwise.
+    let asked: std::collections::HashSet<*const Finding> =
+        to_fix.iter().map(|f| *f as *const Finding).collect();
     let declined = report
         .findings
         .iter()
-        .filter(|f| wants_fix(f) && !to_fix.iter().any(|g| std::ptr::eq(*g, *f)))
+        .filter(|f| wants_fix(f) && !asked.contains(&(*f as *const Finding)))
         .cloned()
         .collect();
     let mut r = Round {

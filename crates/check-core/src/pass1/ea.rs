@@ -124,6 +124,7 @@ impl Worker<'_, '_, '_> {
                 }
                 remain -= vsize;
             } else {
+                self.ea_inode_feature(ino);
                 match self.check_large_ea_inode(
                     cur.inode.i_generation(),
                     ino,
@@ -179,6 +180,10 @@ impl Worker<'_, '_, '_> {
         let Some(ea) = Inode::new(&ib) else {
             return Ok(0);
         };
+        // The value fills the EA inode exactly, and is never empty.
+        if vsize == 0 || vsize != ea.size() {
+            return Err(Finding::new(Code::AttrValueSize).ino(ino).found(vsize));
+        }
         let atime = ea.i_atime();
         let mut quota = 0;
         if hash == entry_hash_ea_inode(name, atime, false)
@@ -346,6 +351,9 @@ impl Worker<'_, '_, '_> {
         let hash = entry.e_hash;
         let name = entry.name;
         if entry.e_value_inum != 0 {
+            if !self.silent {
+                self.ea_inode_feature(ino);
+            }
             match self.check_large_ea_inode(gen, ino, name, entry.e_value_inum, vsize as u64, hash)
             {
                 Ok(q) => *quota += q,
@@ -380,6 +388,15 @@ impl Worker<'_, '_, '_> {
             );
         }
         true
+    }
+
+    /// An attribute of inode `ino` keeps its value in an EA inode: the
+    /// file system must have the feature (asked for each such entry, as
+    /// e2fsck asks).
+    fn ea_inode_feature(&mut self, ino: u32) {
+        if !self.p.fs.geo.incompat.contains(IncompatFeatures::EA_INODE) {
+            self.report(Finding::new(Code::EaInodeFeature).ino(ino));
+        }
     }
 
     /// Notes the EA inodes that the entries of an area (from byte `from`)

@@ -230,6 +230,10 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 self.report(Finding::new(Code::CasefoldFeature).ino(ino));
             }
         }
+        // Only a regular file can hold an attribute's value.
+        if inode.has_flag(flags::EA_INODE) && !inode.is_reg() {
+            self.report(Finding::new(Code::EaInodeNonreg).ino(ino));
+        }
         let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
         let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
         if inode.has_flag(flags::INLINE_DATA) && inode.has_flag(flags::EXTENTS) {

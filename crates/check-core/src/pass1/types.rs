@@ -391,8 +391,9 @@ pub(crate) enum ScanStatus {
     BadBlock,
 }
 
-/// Whether an inode has blocks to walk (the library's rule): devices and
-/// fast symlinks do not; an inline-data file does not.
+/// Whether an inode has blocks to walk (the library's rule, as of
+/// e2fsprogs 1.47.4): devices and fast symlinks do not; an inline-data
+/// file does not.
 pub fn has_valid_blocks(fs: &crate::fs::Fs, inode: &Inode<'_>) -> bool {
     let t = inode.i_mode() & S_IFMT;
     if t != S_IFDIR && t != S_IFREG && t != 0o120000 {
@@ -401,9 +402,14 @@ pub fn has_valid_blocks(fs: &crate::fs::Fs, inode: &Inode<'_>) -> bool {
     if t == 0o120000 {
         let acl = inode.file_acl(fs.geo.incompat.contains(IncompatFeatures::BIT64));
         if acl == 0 {
+            // Without an attribute block, blocks counted on a short link
+            // belong to its attributes (a value in an EA inode), not to
+            // a target block: the target is in i_block.
             if inode.i_blocks_lo() == 0 {
                 return false;
             }
+            let size = inode.size();
+            return !(size != 0 && size < 60);
         } else {
             let size = u64::from(inode.i_size_lo());
             return size >= 60 || (size > 4 && inode.i_block_word(1) == 0);

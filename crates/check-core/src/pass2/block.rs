@@ -837,6 +837,11 @@ impl<'c> BlockCheck<'c, '_, '_> {
     ) -> Result<Option<u32>, Stop> {
         let ino = self.ino();
         if yes && dot_state == 0 {
+            // '.' counts for the directory whatever its fix; an intact
+            // one still has its file type judged, as any entry's.
+            if e.ino == ino && e.name == b"." {
+                self.check_filetype(rules, e, false)?;
+            }
             return Ok(Some(ino));
         }
         if yes && dots == Dots::Rewritten {

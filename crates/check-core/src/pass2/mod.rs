@@ -112,6 +112,7 @@ pub(crate) fn merge(
     io: &mut Io<'_>,
     accs: Vec<P2Acc>,
     dx_dirs: &[(u32, DxInfo)],
+    ea_inode_refs: &[u32],
 ) -> P2Out {
     let fs = cx.fs;
     let n = fs.geo.inodes_count as usize;
@@ -191,6 +192,9 @@ pub(crate) fn merge(
         }
     }
     drop(links);
+    if stop.is_none() && !ea_inode_refs.is_empty() {
+        ea_inode_entries(cx, ea_inode_refs, &mut out.findings);
+    }
     if out.abort.is_none() {
         let rehashed: BTreeSet<u32> = dup_set.keys().copied().collect();
         dx.verify(&mut out.findings, &rehashed);
@@ -201,6 +205,32 @@ pub(crate) fn merge(
     };
     out.dup_dirs = dup_set.into_iter().collect();
     out
+}
+
+/// Entries that name an inode an attribute keeps its value in: the
+/// inode is no file of the tree, and a repair clears the entry (e2fsck
+/// 1.47.4's check). Which inodes those are is known only once pass 1 has
+/// read every attribute, so the directories are read again for them, and
+/// only when such an inode was found named.
+fn ea_inode_entries(cx: &mut P2Ctx<'_>, ea_inode_refs: &[u32], findings: &mut Vec<Finding>) {
+    let named: std::collections::HashSet<u32> = ea_inode_refs
+        .iter()
+        .copied()
+        .filter(|&t| t != 0 && cx.counted.get(t - 1) > 0)
+        .collect();
+    if named.is_empty() {
+        return;
+    }
+    for (dir, name, target) in crate::paths::entries_naming(cx.fs, cx.maps, &named) {
+        let f = Finding::new(Code::EaInodeDirLink)
+            .dir(dir)
+            .ino(target)
+            .name(name);
+        if cx.says_yes(&f) {
+            cx.counted.sub_one(target - 1);
+        }
+        findings.push(f);
+    }
 }
 
 /// The name of the entry a link comes from, read again for the message.
