@@ -85,9 +85,19 @@ pub(crate) fn set_i_blocks(raw: &mut [u8], v: u64) {
     ext4_layout::inode::BLOCKS.set(raw, v);
 }
 
-/// The time to stamp on cleared inodes.
+/// The time to stamp on cleared inodes: `E2FSCK_TIME` where it is set
+/// (as e2fsck takes its clock from it), else the system's.
 pub fn now() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as u32)
+    let set = std::env::var("E2FSCK_TIME").ok().and_then(|t| {
+        let t = t.trim();
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => t.parse::<u32>().ok(),
+        }
+    });
+    set.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as u32)
+    })
 }
