@@ -209,6 +209,34 @@ pub struct Args {
     /// With --online: the longest a freeze may last, in milliseconds.
     #[arg(long = "max-freeze", value_name = "MS", default_value = "200")]
     pub max_freeze: String,
+    /// Watch mounted ext2/3/4 file systems for the errors the kernel
+    /// reports (fanotify FAN_FS_ERROR) and check each one online when it
+    /// reports one. The arguments are mount points; with none, every
+    /// mounted ext2/3/4 file system, following mounts and unmounts. Runs
+    /// until SIGINT or SIGTERM, writing one JSON object per line. Never
+    /// repairs.
+    #[arg(long = "watch", action = ArgAction::Count)]
+    pub watch: u8,
+    /// With --online: a clean outcome leaves the mount count and the last
+    /// check time as they are (what --watch runs after a kernel error).
+    #[arg(long = "keep-fsck-times", action = ArgAction::Count, hide = true)]
+    pub keep_fsck_times: u8,
+    /// With --watch: append the JSON lines to FILE instead of standard
+    /// output.
+    #[arg(long = "log", value_name = "FILE")]
+    pub log: Vec<String>,
+    /// With --watch: run COMMAND (with sh -c) when an online check
+    /// confirms damage, the check's JSON report on its standard input.
+    #[arg(long = "on-error", value_name = "COMMAND")]
+    pub on_error: Vec<String>,
+    /// With --watch: the least time between two online checks of one
+    /// file system started by the kernel's reports (90s, 10m, 2h, 1d).
+    #[arg(long = "min-interval", value_name = "DURATION", default_value = "10m")]
+    pub min_interval: String,
+    /// With --watch: also check each watched file system online on this
+    /// schedule (10m, 6h, 1d), at idle I/O priority.
+    #[arg(long = "every", value_name = "DURATION")]
+    pub every: Vec<String>,
     /// Print help.
     #[arg(long = "help", action = ArgAction::Help)]
     pub help: Option<bool>,
@@ -366,6 +394,27 @@ pub struct Invocation {
     pub dry_run: bool,
     /// `--online`: the longest freeze, in milliseconds.
     pub online: Option<u64>,
+    /// `--watch`: what to watch and how.
+    pub watch: Option<Watch>,
+    /// `--keep-fsck-times`: an online check records no clean outcome.
+    pub keep_fsck_times: bool,
+}
+
+/// `--watch` and the options that go with it.
+#[derive(Clone, Debug)]
+pub struct Watch {
+    /// The mount points given; none means every ext2/3/4 mount.
+    pub mounts: Vec<String>,
+    /// `--log`.
+    pub log: Option<PathBuf>,
+    /// `--on-error`.
+    pub on_error: Option<String>,
+    /// `--min-interval`.
+    pub min_interval: std::time::Duration,
+    /// `--every`.
+    pub every: Option<std::time::Duration>,
+    /// `--max-freeze`, in milliseconds.
+    pub max_freeze_ms: u64,
 }
 
 /// The end of a run decided by the command line alone: what to print and
@@ -426,8 +475,12 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
     if let Some(early) = version_request(&args, personality) {
         return Err(early);
     }
-    one_device(&prog, &args)?;
-    let read_only = mode == Some(Mode::Check);
+    let watch = watch_fits(&prog, &args, mode)?;
+    if watch.is_none() {
+        one_device(&prog, &args)?;
+    }
+    let device = args.devices.first().cloned().unwrap_or_default();
+    let read_only = mode == Some(Mode::Check) || watch.is_some();
     let bad_file = args
         .set_badblocks
         .last()
@@ -436,13 +489,16 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
     writable_options(&prog, &args, read_only, bad_file.is_some())?;
     let ext = extended_options(&prog, &args, read_only, bad_file.is_some())?;
     let (threads, partition) = own_options(&prog, &args)?;
-    let mode = chosen_mode(&prog, mode, personality, &args.devices[0])?;
+    let mode = match watch {
+        Some(_) => Mode::Check,
+        None => chosen_mode(&prog, mode, personality, &device)?,
+    };
     dry_run_fits(&prog, &args, mode)?;
     let online = online_fits(&prog, &args, mode)?;
     Ok(Invocation {
         prog,
         personality,
-        device: args.devices[0].clone(),
+        device: device.clone(),
         mode,
         force: args.force > 0,
         bad_blocks: BadBlocks {
@@ -463,10 +519,7 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         journal: args.journal.last().map(PathBuf::from),
         timing: args.timing,
         verbose: args.verbose > 0,
-        undo: args
-            .undo
-            .last()
-            .and_then(|u| undo_path(u, &args.devices[0])),
+        undo: args.undo.last().and_then(|u| undo_path(u, &device)),
         device_name: args.device_name.last().cloned(),
         threads,
         format: args.format,
@@ -476,7 +529,84 @@ pub fn parse(argv: &[String]) -> Result<Invocation, Early> {
         partition,
         dry_run: args.dry_run > 0,
         online,
+        watch,
+        keep_fsck_times: args.keep_fsck_times > 0,
     })
+}
+
+/// A duration as `--min-interval` and `--every` take it: a number with
+/// an optional unit (s, m, h, d; seconds without one).
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().ok()?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(n.checked_mul(scale)?))
+}
+
+/// `--watch` never repairs: with -y, -p, --interactive or --dry-run it
+/// is refused, as are its own options without it.
+fn watch_fits(prog: &str, args: &Args, mode: Option<Mode>) -> Result<Option<Watch>, Early> {
+    let usage = |why: String| Err(Early::err(exit::USAGE, format!("{prog}: {why}")));
+    if args.watch == 0 {
+        for (given, name) in [
+            (!args.log.is_empty(), "--log"),
+            (!args.on_error.is_empty(), "--on-error"),
+            (!args.every.is_empty(), "--every"),
+        ] {
+            if given {
+                return usage(format!("{name} goes with --watch"));
+            }
+        }
+        return Ok(None);
+    }
+    if mode.is_some_and(|m| m != Mode::Check) || args.dry_run > 0 {
+        return usage(
+            "--watch never repairs a mounted file system: it cannot be given with -y, -p, --interactive or --dry-run"
+                .into(),
+        );
+    }
+    let Some(min_interval) = parse_duration(&args.min_interval) else {
+        return usage(format!(
+            "--min-interval wants a duration such as 90s, 10m or 2h, not '{}'",
+            args.min_interval
+        ));
+    };
+    let every = match args.every.last() {
+        None => None,
+        Some(e) => match parse_duration(e) {
+            Some(d) if !d.is_zero() => Some(d),
+            _ => {
+                return usage(format!(
+                    "--every wants a duration above 0 such as 10m, 6h or 1d, not '{e}'"
+                ))
+            }
+        },
+    };
+    let max_freeze_ms = match args.max_freeze.parse::<u64>() {
+        Ok(ms) if ms > 0 => ms,
+        _ => {
+            return usage(format!(
+                "--max-freeze wants a number of milliseconds above 0, not '{}'",
+                args.max_freeze
+            ))
+        }
+    };
+    Ok(Some(Watch {
+        mounts: args.devices.clone(),
+        log: args.log.last().map(PathBuf::from),
+        on_error: args.on_error.last().cloned(),
+        min_interval,
+        every,
+        max_freeze_ms,
+    }))
 }
 
 /// `--online` checks only: with a repair, or as fsck.ext4, it is refused.

@@ -15,6 +15,7 @@ mod plan;
 mod progress;
 mod render;
 mod run;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -35,9 +36,10 @@ fn main() -> ExitCode {
     conf::load();
     let code = match cli::parse(&argv) {
         Ok(inv) => match conf::loaded(&inv.prog) {
-            Ok(()) => match inv.online {
-                Some(max_freeze_ms) => online::run(&inv, max_freeze_ms),
-                None => run::run(&inv),
+            Ok(()) => match (&inv.watch, inv.online) {
+                (Some(w), _) => watch::run(&inv, w),
+                (None, Some(max_freeze_ms)) => online::run(&inv, max_freeze_ms),
+                (None, None) => run::run(&inv),
             },
             Err(line) => {
                 errln!("{line}");

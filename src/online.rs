@@ -50,10 +50,15 @@ const FITHAW: libc::c_ulong = 0xC004_5878;
 
 /// A mounted file system, as /proc/self/mountinfo gives it.
 #[derive(Clone, Debug)]
-struct Mount {
-    mount_point: PathBuf,
-    fstype: String,
-    devno: (u32, u32),
+pub(crate) struct Mount {
+    /// The mount's id (a new one for each mount, also of the same device).
+    pub id: u32,
+    /// Where it is mounted.
+    pub mount_point: PathBuf,
+    /// The file system type.
+    pub fstype: String,
+    /// The device number (major, minor).
+    pub devno: (u32, u32),
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).
@@ -81,7 +86,7 @@ fn unescape(s: &str) -> String {
 }
 
 /// The mounts of this mount namespace.
-fn mounts() -> Vec<Mount> {
+pub(crate) fn mounts() -> Vec<Mount> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
@@ -90,6 +95,7 @@ fn mounts() -> Vec<Mount> {
             let (maj, min) = f.get(2)?.split_once(':')?;
             let r: Vec<&str> = right.split(' ').collect();
             Some(Mount {
+                id: f.first()?.parse().ok()?,
                 mount_point: PathBuf::from(unescape(f.get(4)?)),
                 fstype: (*r.first()?).to_string(),
                 devno: (maj.parse().ok()?, min.parse().ok()?),
@@ -129,7 +135,7 @@ fn find_mount(path: &Path) -> Result<Mount, String> {
 }
 
 /// The device node of a device number.
-fn device_node(devno: (u32, u32)) -> Option<PathBuf> {
+pub(crate) fn device_node(devno: (u32, u32)) -> Option<PathBuf> {
     let uevent =
         std::fs::read_to_string(format!("/sys/dev/block/{}:{}/uevent", devno.0, devno.1)).ok()?;
     let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
@@ -519,14 +525,47 @@ fn check_with(
 
 /// `ext4chk --online PATH`.
 pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
-    let refuse = |why: String| {
-        errln!("{}: {why}", inv.prog);
-        if let Some(doc) = crate::render::error_document(inv.format, &inv.device, &why, OPERATIONAL)
-        {
-            out!("{doc}");
+    match check_mount(inv, max_freeze_ms, !inv.keep_fsck_times) {
+        Ok(done) => {
+            if inv.debug {
+                for d in &done.report.diagnostics {
+                    errln!("{}: {d}", inv.prog);
+                }
+            }
+            crate::render::print(inv, &done.report);
+            done.code
         }
-        OPERATIONAL
-    };
+        Err(why) => {
+            errln!("{}: {why}", inv.prog);
+            if let Some(doc) =
+                crate::render::error_document(inv.format, &inv.device, &why, OPERATIONAL)
+            {
+                out!("{doc}");
+            }
+            OPERATIONAL
+        }
+    }
+}
+
+/// What an online check came to: e2scrub's exit code and the report
+/// (the frozen copy's, with the confirmed findings, or the live one).
+pub struct Outcome {
+    /// 0 clean, 6 damage confirmed, 8 could not confirm, 32 interrupted.
+    pub code: i32,
+    /// The report as `--online` prints it.
+    pub report: Report,
+}
+
+/// The online check of the file system mounted at (or from)
+/// `inv.device`. Confirmed damage is recorded for the next boot; a clean
+/// outcome is recorded as e2scrub records it only with `record_clean`.
+/// An error is a check that could not start or go on (one line).
+pub fn check_mount(
+    inv: &Invocation,
+    max_freeze_ms: u64,
+    record_clean: bool,
+) -> Result<Outcome, String> {
+    let refuse = Err::<Outcome, String>;
     let mount = match find_mount(Path::new(&inv.device)) {
         Ok(m) => m,
         Err(why) => return refuse(why),
@@ -583,7 +622,7 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         std::thread::sleep(Duration::from_millis(20 * tries as u64));
     };
     if live.cancelled {
-        return finish(inv, &live, &[], &[], &freezes, started, 32);
+        return Ok(finish(inv, &live, &[], &[], &freezes, started, 32));
     }
     let live_orphans = orphans(&live_dev);
     let suspicious: Vec<&Finding> = live
@@ -592,8 +631,10 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         .filter(|f| !expected_live(f, &live_orphans))
         .collect();
     if suspicious.is_empty() && live.aborted.is_none() {
-        record_outcome(&node, true);
-        return finish(inv, &live, &[], &[], &freezes, started, CLEAN);
+        if record_clean {
+            record_outcome(&node, true);
+        }
+        return Ok(finish(inv, &live, &[], &[], &freezes, started, CLEAN));
     }
 
     // Confirm: a consistent copy, gathered under freezes.
@@ -706,7 +747,7 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
     drop(dog);
     freezes.from_journal = running.is_some();
     let Some(frozen) = frozen_check else {
-        return finish(
+        return Ok(finish(
             inv,
             &live,
             &[],
@@ -714,7 +755,7 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
             &freezes,
             started,
             OPERATIONAL,
-        );
+        ));
     };
     let confirmed: Vec<Finding> = frozen
         .findings
@@ -738,14 +779,18 @@ pub fn run(inv: &Invocation, max_freeze_ms: u64) -> i32 {
         // The frozen copy could not be checked to its end either.
         OPERATIONAL
     } else {
-        record_outcome(&node, true);
+        if record_clean {
+            record_outcome(&node, true);
+        }
         CLEAN
     };
-    finish(inv, &frozen, &confirmed, &dropped, &freezes, started, code)
+    Ok(finish(
+        inv, &frozen, &confirmed, &dropped, &freezes, started, code,
+    ))
 }
 
-/// Prints the outcome (the frozen copy's report with the confirmed
-/// findings, or the live one) and returns e2scrub's exit code.
+/// The outcome: the frozen copy's report with the confirmed findings, or
+/// the live one, and e2scrub's exit code.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     inv: &Invocation,
@@ -755,7 +800,7 @@ fn finish(
     freezes: &Freezes,
     started: Instant,
     code: i32,
-) -> i32 {
+) -> Outcome {
     let from_journal = freezes.from_journal;
     let frozen_bytes = freezes.bytes;
     let freezes = &freezes.lengths[..];
@@ -803,13 +848,7 @@ fn finish(
     if code == CLEAN {
         r.summary = report.summary.clone();
     }
-    if inv.debug {
-        for d in &r.diagnostics {
-            errln!("{}: {d}", inv.prog);
-        }
-    }
-    crate::render::print(inv, &r);
-    code
+    Outcome { code, report: r }
 }
 
 /// Records the outcome on the file system as e2scrub does: a clean check

@@ -23,7 +23,7 @@ _ext4chk() {
 
     case "${cmd}" in
         ext4chk)
-            opts="-a -p -n -y -f -c -C -b -B -d -D -E -F -j -k -l -L -r -s -S -M -I -P -N -t -v -V -z --preen --read-only --repair --interactive --force --check-blocks --superblock --blocksize --debug --optimize-dirs --flush --external-journal --keep-badblocks --add-badblocks --set-badblocks --timing --verbose --version --undo --threads --format --io --direct-io --nice --partition --dry-run --online --max-freeze --help"
+            opts="-a -p -n -y -f -c -C -b -B -d -D -E -F -j -k -l -L -r -s -S -M -I -P -N -t -v -V -z --preen --read-only --repair --interactive --force --check-blocks --superblock --blocksize --debug --optimize-dirs --flush --external-journal --keep-badblocks --add-badblocks --set-badblocks --timing --verbose --version --undo --threads --format --io --direct-io --nice --partition --dry-run --online --max-freeze --watch --keep-fsck-times --log --on-error --min-interval --every --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -122,6 +122,22 @@ _ext4chk() {
                     return 0
                     ;;
                 --max-freeze)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-error)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --every)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -22,6 +22,10 @@ on\t'O_DIRECT whenever the file or device takes it'
 off\t'Always the page cache'"
 complete -c ext4chk -l partition -d 'Check partition N of a whole-disk image or disk (GPT or MBR; numbered from 1)' -r
 complete -c ext4chk -l max-freeze -d 'With --online: the longest a freeze may last, in milliseconds' -r
+complete -c ext4chk -l log -d 'With --watch: append the JSON lines to FILE instead of standard output' -r
+complete -c ext4chk -l on-error -d 'With --watch: run COMMAND (with sh -c) when an online check confirms damage, the check\'s JSON report on its standard input' -r
+complete -c ext4chk -l min-interval -d 'With --watch: the least time between two online checks of one file system started by the kernel\'s reports (90s, 10m, 2h, 1d)' -r
+complete -c ext4chk -l every -d 'With --watch: also check each watched file system online on this schedule (10m, 6h, 1d), at idle I/O priority' -r
 complete -c ext4chk -s p -s a -l preen -d 'Repair what is safe to repair without asking; anything else stops with exit 4 (-a is the same)'
 complete -c ext4chk -s n -l read-only -d 'Check without changing anything; the device is opened read-only'
 complete -c ext4chk -s y -l repair -d 'Repair every problem found'
@@ -41,6 +45,8 @@ complete -c ext4chk -s V -l version -d 'Print the version and exit'
 complete -c ext4chk -l nice -d 'Run the workers at idle priority (SCHED_IDLE), so that anything else on the machine comes first'
 complete -c ext4chk -l dry-run -d 'With --repair (-y) or --preen (-p): run the repair without writing anything, and report what it would do. The device is opened read-only; every write is kept in memory, where each of the repair\'s checks reads it'
 complete -c ext4chk -l online -d 'Check a mounted ext2/3/4 file system while it stays in use: DEVICE is its mount point or its device. Read-only; what the live check finds is confirmed in the file system\'s frozen state before it is reported. Exit codes are e2scrub\'s: 0 clean, 6 damage, 8 could not check'
+complete -c ext4chk -l watch -d 'Watch mounted ext2/3/4 file systems for the errors the kernel reports (fanotify FAN_FS_ERROR) and check each one online when it reports one. The arguments are mount points; with none, every mounted ext2/3/4 file system, following mounts and unmounts. Runs until SIGINT or SIGTERM, writing one JSON object per line. Never repairs'
+complete -c ext4chk -l keep-fsck-times -d 'With --online: a clean outcome leaves the mount count and the last check time as they are (what --watch runs after a kernel error)'
 complete -c ext4chk -l help -d 'Print help'
 complete -c fsck.ext4 --wraps ext4chk
 complete -c fsck.ext3 --wraps ext4chk

@@ -662,3 +662,4 @@ pub fn files_lost_either(
             .collect(),
     )
 }
+pub mod mounted;
