@@ -511,7 +511,7 @@ fn spawn_check(
 /// Names a finding's inode or directory by the path an event gave, where
 /// the check could not name it.
 fn name_from_events(f: &mut Map<String, Value>, named: &HashMap<u32, String>) {
-    for (ino, path) in [("inode", "path"), ("dir", "dir_path")] {
+    for (ino, path) in [("ino", "ino_path"), ("dir", "dir_path")] {
         let known = f
             .get(ino)
             .and_then(Value::as_u64)
@@ -1049,9 +1049,9 @@ mod tests {
         let mut f = obj(json!({"dir": 2050, "code": "dir-corrupted"}));
         name_from_events(&mut f, &named);
         assert_eq!(f["dir_path"], "/cold/d");
-        let mut g = obj(json!({"inode": 2050, "path": "/elsewhere", "dir": 7}));
+        let mut g = obj(json!({"ino": 2050, "ino_path": "/elsewhere", "dir": 7}));
         name_from_events(&mut g, &named);
-        assert_eq!(g["path"], "/elsewhere");
+        assert_eq!(g["ino_path"], "/elsewhere");
         assert!(!g.contains_key("dir_path"));
     }
 
