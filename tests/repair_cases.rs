@@ -2133,3 +2133,102 @@ fn a_bigalloc_tree_that_could_be_shorter_is_shortened_without_count_fixes() {
         }
     }
 }
+
+/// Deletion times on live inodes, deleted inodes without one, illegal
+/// block pointers and extents that start outside the file system: e2fsck
+/// -fy fixes them in one run, and a repair fixes them in one round, with
+/// one verifying check after it, on each feature set. e2fsck -fn finds
+/// the result clean, and every file e2fsck keeps is kept.
+#[test]
+fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, u64, &str, bool); 4] = [
+        (
+            "csum4k",
+            4096,
+            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+            true,
+        ),
+        (
+            "uninit1k",
+            1024,
+            "has_journal,extent,dir_index,filetype,flex_bg,uninit_bg,dir_nlink,extra_isize",
+            true,
+        ),
+        ("plain1k", 1024, "filetype,dir_index", false),
+        ("blockmap4k", 4096, "has_journal,dir_index,filetype", false),
+    ];
+    for (set, bs, features, extents) in sets {
+        let scratch = Scratch::new(&format!("one-round-{set}"));
+        let img = scratch.path("o.img");
+        let p = img.to_str().expect("path");
+        mke2fs(&["-b", &bs.to_string(), "-I", "256", "-O", features, p, "16M"]);
+        let mut cmds = vec!["mkdir d".to_string()];
+        for i in 0..24 {
+            let f = scratch.path(&format!("src{i}"));
+            let bytes: Vec<u8> = (0..3 * bs).map(|j| (j as u8) ^ (i as u8)).collect();
+            std::fs::write(&f, bytes).expect("write");
+            cmds.push(format!("write {} d/f{i}", f.display()));
+        }
+        let script = scratch.path("build.cmds");
+        std::fs::write(&script, cmds.join("\n") + "\n").expect("script");
+        let built = tool("debugfs", &["-w", "-f", script.to_str().expect("path"), p]);
+        assert!(built.status.success(), "{set}: {built:?}");
+        let mut damage = vec![
+            // Deletion times below the inode count on files in use.
+            "sif /d/f1 dtime 5".to_string(),
+            "sif /d/f2 dtime 17".to_string(),
+            "sif /d/f9 dtime 3".to_string(),
+        ];
+        if extents {
+            // The first extent's start (its low 32 bits) set to 0.
+            damage.push("sif /d/f4 block[5] 0".into());
+            damage.push("sif /d/f6 block[5] 0".into());
+        } else {
+            damage.push("sif /d/f4 block[1] 4000000000".into());
+            damage.push("sif /d/f6 block[2] 4000000000".into());
+        }
+        std::fs::write(&script, damage.join("\n") + "\n").expect("script");
+        let hurt = tool("debugfs", &["-w", "-f", script.to_str().expect("path"), p]);
+        assert!(hurt.status.success(), "{set}: {hurt:?}");
+        let before = scratch.path("before.img");
+        let theirs = scratch.path("theirs.img");
+        std::fs::copy(&img, &before).expect("copy");
+        std::fs::copy(&img, &theirs).expect("copy");
+        let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
+        let e_out = String::from_utf8_lossy(&e.stdout);
+        assert!(!e_out.contains("Restarting"), "{set}: {e_out}");
+        let o = run(&["-y", "--format", "json", p]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
+        let rounds: Vec<&serde_json::Value> = v["repair"]["rounds"]
+            .as_array()
+            .expect("rounds")
+            .iter()
+            .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
+            .collect();
+        assert_eq!(rounds.len(), 1, "{set}: {}", v["repair"]);
+        assert!(
+            rounds[0]["stopped_early"].is_null(),
+            "{set}: {}",
+            v["repair"]
+        );
+        assert_eq!(
+            v["repair"]["check_seconds"].as_array().map(Vec::len),
+            Some(2),
+            "{set}: one check, one verifying check: {}",
+            v["repair"]
+        );
+        let after = tool("e2fsck", &["-fn", p]);
+        assert_eq!(
+            code(&after),
+            0,
+            "{set}: {}",
+            String::from_utf8_lossy(&after.stdout)
+        );
+        let lost = common::files_lost_either(&theirs, &before, &img, &scratch.0).expect("listing");
+        assert!(lost.is_empty(), "{set}: lost {lost:?}");
+    }
+}

@@ -624,7 +624,7 @@ codes! {
     ReservedBadMode = 0x010003, "reserved-inode-bad-mode", P1, Error [preen order(9)],
         "reserved inode {ino} has a bad mode ({found:o})";
     /// deleted-inode-zero-dtime (e2fsck PR_1_ZERO_DTIME).
-    ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error [preen order(2)],
+    ZeroDtime = 0x010004, "deleted-inode-zero-dtime", P1, Error [preen keeps order(2)],
         "deleted inode {ino} has a zero dtime";
     /// inode-in-use-dtime (e2fsck PR_1_SET_DTIME).
     SetDtime = 0x010005, "inode-in-use-dtime", P1, Error [preen local keeps order(10)],
@@ -654,7 +654,7 @@ codes! {
     JournalBadMode = 0x010035, "journal-inode-bad-mode", P1, Error [preen order(9)],
         "the journal inode is not a regular file";
     /// low-dtime (e2fsck PR_1_LOW_DTIME).
-    LowDtime = 0x010036, "low-dtime", P1, Error [order(1)],
+    LowDtime = 0x010036, "low-dtime", P1, Error [keeps order(1)],
         "inode {ino} was part of the orphan list (dtime {found})";
     /// bad-extra-isize (e2fsck PR_1_EXTRA_ISIZE).
     ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error [preen order(12)],
@@ -776,7 +776,7 @@ codes! {
     RelocateMetadata = 0x010021, "metadata-needs-relocation", P1, Error [preen],
         "the {detail} of group {group} is missing and would have to be relocated";
     /// illegal-block (e2fsck PR_1_ILLEGAL_BLOCK_NUM).
-    IllegalBlock = 0x01000e, "illegal-block", P1, Error [blocks],
+    IllegalBlock = 0x01000e, "illegal-block", P1, Error [blocks keeps_nondir],
         "inode {ino} has illegal block {blk} at {detail}";
     /// too-many-illegal-blocks (e2fsck PR_1_TOO_MANY_BAD_BLOCKS).
     TooManyBadBlocks = 0x010011, "too-many-illegal-blocks", P1, Error [clear_blocks],
@@ -798,7 +798,7 @@ codes! {
     TooBig = 0x010044, "too-big", P1, Error [blocks],
         "inode {ino} is too big at block {blk} (logical {logical})";
     /// extent-bad-start (e2fsck PR_1_EXTENT_BAD_START_BLK).
-    ExtentBadStart = 0x010058, "extent-bad-start", P1, Error [blocks],
+    ExtentBadStart = 0x010058, "extent-bad-start", P1, Error [blocks keeps_nondir],
         "inode {ino} has an extent with a bad physical start (logical {logical}, physical {blk}, length {length})";
     /// extent-ends-beyond (e2fsck PR_1_EXTENT_ENDS_BEYOND).
     ExtentEndsBeyond = 0x010059, "extent-ends-beyond", P1, Error [blocks],

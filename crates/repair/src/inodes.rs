@@ -523,6 +523,17 @@ fn fix_inode<'a>(r: &mut Round<'_, 'a, '_>, ino: Ino, list: &[&'a Finding]) -> I
                 r.quiet.extend(block_probs.iter().copied());
             }
             done.extend(block_probs);
+            // The block count the check found wrong is counted anew from
+            // what the inode now maps, as e2fsck counts it after the
+            // pointers it cleared (else the next check finds it).
+            let wrong_count: Vec<&'a Finding> = list
+                .iter()
+                .copied()
+                .filter(|f| f.code == Code::BadIBlocks)
+                .collect();
+            if !wrong_count.is_empty() && crate::map::recount_i_blocks(r.stage, ino).is_ok() {
+                done.extend(wrong_count);
+            }
         }
     }
     // A tree that could be shorter or narrower is built again packed,

@@ -142,17 +142,22 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             findings_from: self.out.findings.len(),
         };
         let first_ino = geo.first_ino;
-        let dtime = inode.i_dtime();
+        let mut dtime = inode.i_dtime();
         // An orphan of a mounted file system in use is in use: its dtime
         // links the orphan list, and a zero link count is a file deleted
         // while open.
         let live_orphan = self.p.live_orphans.binary_search(&ino).is_ok();
         if dtime != 0 && self.p.low_dtime_check && dtime < sb.s_inodes_count() && !live_orphan {
-            self.report(
-                Finding::new(Code::LowDtime)
-                    .ino(ino)
-                    .found(u64::from(dtime)),
-            );
+            let f = Finding::new(Code::LowDtime)
+                .ino(ino)
+                .found(u64::from(dtime));
+            // Fixed, the dtime is cleared on an inode with links and set
+            // to now on one without: what follows judges that, as e2fsck
+            // -y does (no "in use but has dtime set" after it).
+            if self.p.says_yes(&f) {
+                dtime = if links != 0 { 0 } else { u32::MAX };
+            }
+            self.report(f);
         }
         if links != 0 {
             maps.set_links(ino, links);
