@@ -2232,3 +2232,102 @@ fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
         assert!(lost.is_empty(), "{set}: lost {lost:?}");
     }
 }
+
+/// A directory whose first block is zeroed: e2fsck -fy salvages it,
+/// makes '.' and '..' (splitting the '.' it made without a word), and
+/// sets '..' in pass 3, in one run. A repair reports and fixes the same
+/// in one round: no '.' pointing at inode 0, no split to ask about, no
+/// checksum of its own for the rewritten block, no duplicate names.
+#[test]
+fn a_zeroed_first_directory_block_is_repaired_as_e2fsck_repairs_it() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, &[&str]); 4] = [
+        ("csum4k", &["-b", "4096", "-O", "metadata_csum,^uninit_bg"]),
+        ("csum1k", &["-b", "1024", "-O", "metadata_csum,^uninit_bg"]),
+        (
+            "uninit1k",
+            &["-b", "1024", "-O", "^metadata_csum,uninit_bg"],
+        ),
+        (
+            "plain4k",
+            &["-b", "4096", "-O", "^metadata_csum,^uninit_bg"],
+        ),
+    ];
+    for (set, opts) in sets {
+        let scratch = Scratch::new(&format!("zeroed-dot-{set}"));
+        let img = scratch.path("z.img");
+        let p = img.to_str().expect("path");
+        let mut args = vec!["-t", "ext4", "-I", "256"];
+        args.extend_from_slice(opts);
+        args.extend([p, "16M"]);
+        mke2fs(&args);
+        let mut cmds = vec!["mkdir big".to_string()];
+        for i in 0..400 {
+            cmds.push(format!("write /dev/null big/file-with-a-longer-name-{i}"));
+        }
+        cmds.push("zap_block -f /big 0".into());
+        let script = scratch.path("build.cmds");
+        std::fs::write(&script, cmds.join("\n") + "\n").expect("script");
+        let built = tool("debugfs", &["-w", "-f", script.to_str().expect("path"), p]);
+        assert!(built.status.success(), "{set}: {built:?}");
+        let before = scratch.path("before.img");
+        let theirs = scratch.path("theirs.img");
+        std::fs::copy(&img, &before).expect("copy");
+        std::fs::copy(&img, &theirs).expect("copy");
+        let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
+        let e_out = String::from_utf8_lossy(&e.stdout);
+        for line in ["Missing '.'", "Missing '..'", "directory corrupted"] {
+            assert!(
+                e_out.contains(line),
+                "{set}: e2fsck says no {line}: {e_out}"
+            );
+        }
+        let o = run(&["-y", "--format", "json", p]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
+        let codes: Vec<&str> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter_map(|f| f["code"].as_str())
+            .collect();
+        for want in ["missing-dot", "missing-dot-dot", "dir-corrupted"] {
+            assert!(codes.contains(&want), "{set}: no {want}: {codes:?}");
+        }
+        for unwanted in [
+            "dot-wrong-inode",
+            "dot-rec-len-big",
+            "duplicate-name",
+            "dir-block-checksum",
+        ] {
+            assert!(
+                !codes.contains(&unwanted),
+                "{set}: {unwanted}: {codes:?}\n{e_out}"
+            );
+        }
+        let fixing = v["repair"]["rounds"]
+            .as_array()
+            .expect("rounds")
+            .iter()
+            .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
+            .count();
+        assert_eq!(fixing, 1, "{set}: {}", v["repair"]);
+        let after = tool("e2fsck", &["-fn", p]);
+        assert_eq!(
+            code(&after),
+            0,
+            "{set}: {}",
+            String::from_utf8_lossy(&after.stdout)
+        );
+        let lost = common::files_lost_either(&theirs, &before, &img, &scratch.0).expect("listing");
+        assert!(lost.is_empty(), "{set}: lost {lost:?}");
+        // Read-only, the '.' problems are all reported, as e2fsck -n
+        // reports them.
+        let n = run(&["-n", "--format", "json", before.to_str().expect("path")]);
+        let nv: serde_json::Value = serde_json::from_slice(&n.stdout).expect("json");
+        let en = tool("e2fsck", &["-fn", before.to_str().expect("path")]);
+        assert_eq!(code(&n), code(&en), "{set}: {nv}");
+    }
+}

@@ -475,7 +475,10 @@ impl<'c> BlockCheck<'c, '_, '_> {
         if let Some(d) = dx.as_mut() {
             finish_dx(d, &lay, hashes, self.cx.fs.block_size());
         }
-        if lay.is_leaf && lay.failed_csum {
+        // A block salvaged under a repair is written anew with its
+        // checksum: only one that passes every other check has its
+        // checksum alone to fix, as e2fsck judges it.
+        if lay.is_leaf && lay.failed_csum && salvaged.is_none() {
             let f = Finding::new(Code::LeafOnlyCsumInvalid)
                 .dir(self.ino())
                 .logical(self.work.lblk);
@@ -545,8 +548,15 @@ impl<'c> BlockCheck<'c, '_, '_> {
             // the walk goes; the rest of '.' and '..' is left for their
             // checks on the copy to find and report.
             if dot_state == 0 && rl > 24 {
+                // A '.' that is made anew (missing, or another entry in
+                // its place) is split without a word, as e2fsck does when
+                // it has just made it; a real '.' is split as asked.
                 let split = Finding::new(Code::SplitDot).dir(ino).found(rl as u64);
-                if self.cx.says_yes(&split) {
+                let remade = dot_problem(&b, offset)
+                    .is_some_and(|c| self.cx.says_yes(&Finding::new(c).dir(ino)));
+                if remade {
+                    dirent::split_dot(&mut b, offset, rl, ft_dir);
+                } else if self.cx.says_yes(&split) {
                     self.push(split);
                     dirent::split_dot(&mut b, offset, rl, ft_dir);
                 }
@@ -878,13 +888,18 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 } else {
                     None
                 };
+                // '.' made anew (the problem's fix) names the directory
+                // and is split without a word, as e2fsck makes it.
+                let mut remade = false;
                 if let Some(c) = problem {
-                    self.push(Finding::new(c).dir(ino).name(name));
+                    let f = Finding::new(c).dir(ino).name(name);
+                    remade = self.cx.says_yes(&f);
+                    self.push(f);
                 }
-                if e.ino != ino {
+                if e.ino != ino && !remade {
                     self.push(Finding::new(Code::BadInodeDot).dir(ino).ino(e.ino));
                 }
-                if e.rec_len > 24 {
+                if e.rec_len > 24 && !remade {
                     self.push(
                         Finding::new(Code::SplitDot)
                             .dir(ino)
@@ -1151,12 +1166,19 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 off: e.abs as u32,
             });
         }
+        // The first two entries of block 0 are '.' and '..' once pass 2
+        // is done with them, whatever a damaged block held there.
+        let name: &[u8] = match dot_state {
+            0 if !lay.inline && self.work.lblk == 0 => b".",
+            1 if !lay.inline && self.work.lblk == 0 => b"..",
+            _ => e.name,
+        };
         let acc = &mut *self.acc;
         let start = acc.arena.len() as u32;
         if rules.fold_for_dups {
-            acc.arena.extend_from_slice(&casefold(e.name));
+            acc.arena.extend_from_slice(&casefold(name));
         } else {
-            acc.arena.extend_from_slice(e.name);
+            acc.arena.extend_from_slice(name);
         }
         let klen = acc.arena.len() as u32 - start;
         let h = name_hash(&acc.arena[start as usize..]);
@@ -1251,5 +1273,20 @@ fn check_policy(
         }
         (Some(Policy::Unrecognized), Some(Policy::Unrecognized)) => Ok(None),
         _ => Ok(Some(Code::InconsistentEncryptionPolicy)),
+    }
+}
+
+/// The problem of a first entry that is not a proper '.' (missing,
+/// another name, or its name not ended by a NUL), as pass 2 judges '.'.
+fn dot_problem(b: &[u8], at: usize) -> Option<Code> {
+    let nl = dirent::name_len_at(b, at);
+    if dirent::inode_at(b, at) == 0 {
+        Some(Code::MissingDot)
+    } else if nl != 1 || b.get(at + 8) != Some(&b'.') {
+        Some(Code::FirstNotDot)
+    } else if b.get(at + 9).is_some_and(|&c| c != 0) {
+        Some(Code::DotNullTerm)
+    } else {
+        None
     }
 }
