@@ -468,7 +468,7 @@ pub fn fix_pass3<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
 }
 
 /// Pass 4's repairs.
-pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Finding]) {
+pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &'a [Finding]) {
     let (st, stage, fixed) = (r.st, &mut *r.stage, &mut r.fixed);
     let fs = &st.fs;
     let mut lf = LostFound::new();
@@ -484,12 +484,18 @@ pub fn fix_pass4<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding], all: &[Fin
             Code::UnattachedInode => f.inode().is_some_and(|ino| {
                 let zero_len = all
                     .iter()
-                    .any(|z| z.code == Code::ZeroLenInode && z.inode() == Some(ino));
-                if zero_len {
-                    stage
+                    .find(|z| z.code == Code::ZeroLenInode && z.inode() == Some(ino));
+                if let Some(z) = zero_len {
+                    // Cleared: what was fixed is the zero-length inode,
+                    // as e2fsck says it, not a reconnection.
+                    if stage
                         .inode(ino)
                         .map(|raw| clear_inode(raw, ino.get(), fs.geo.first_ino, now()))
                         .is_ok()
+                    {
+                        fixed.push(z);
+                    }
+                    false
                 } else {
                     // Once reconnected, a file other than a directory has
                     // exactly one link: its new entry in lost+found. A

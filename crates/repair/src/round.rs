@@ -45,7 +45,7 @@ fn stage_of(f: &Finding) -> Pass {
 /// still hold). Returns the findings fixed.
 pub(crate) fn plan_round<'a, 'f>(
     st: &'f CheckState,
-    report: &Report,
+    report: &'a Report,
     to_fix: &[&'a Finding],
     stage: &mut Staging<'f>,
     stopped: &mut Option<String>,
