@@ -79,6 +79,16 @@ impl Mounted {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        // Still busy after 5 s (a process that has not yet let go of it
+        // on a loaded machine): detached lazily, so that no mount or loop
+        // device outlives the test.
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
     }
 }
