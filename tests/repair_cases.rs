@@ -2172,10 +2172,8 @@ fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
             std::fs::write(&f, bytes).expect("write");
             cmds.push(format!("write {} d/f{i}", f.display()));
         }
-        let script = scratch.path("build.cmds");
-        std::fs::write(&script, cmds.join("\n") + "\n").expect("script");
-        let built = tool("debugfs", &["-w", "-f", script.to_str().expect("path"), p]);
-        assert!(built.status.success(), "{set}: {built:?}");
+        let built = common::debugfs_batch_w(&img, &cmds, &scratch.0);
+        assert!(built.is_some(), "{set}: debugfs could not build the image");
         let mut damage = vec![
             // Deletion times below the inode count on files in use.
             "sif /d/f1 dtime 5".to_string(),
@@ -2190,9 +2188,8 @@ fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
             damage.push("sif /d/f4 block[1] 4000000000".into());
             damage.push("sif /d/f6 block[2] 4000000000".into());
         }
-        std::fs::write(&script, damage.join("\n") + "\n").expect("script");
-        let hurt = tool("debugfs", &["-w", "-f", script.to_str().expect("path"), p]);
-        assert!(hurt.status.success(), "{set}: {hurt:?}");
+        let hurt = common::debugfs_batch_w(&img, &damage, &scratch.0);
+        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
         let before = scratch.path("before.img");
         let theirs = scratch.path("theirs.img");
         std::fs::copy(&img, &before).expect("copy");
@@ -2270,10 +2267,8 @@ fn a_zeroed_first_directory_block_is_repaired_as_e2fsck_repairs_it() {
             cmds.push(format!("write /dev/null big/file-with-a-longer-name-{i}"));
         }
         cmds.push("zap_block -f /big 0".into());
-        let script = scratch.path("build.cmds");
-        std::fs::write(&script, cmds.join("\n") + "\n").expect("script");
-        let built = tool("debugfs", &["-w", "-f", script.to_str().expect("path"), p]);
-        assert!(built.status.success(), "{set}: {built:?}");
+        let built = common::debugfs_batch_w(&img, &cmds, &scratch.0);
+        assert!(built.is_some(), "{set}: debugfs could not build the image");
         let before = scratch.path("before.img");
         let theirs = scratch.path("theirs.img");
         std::fs::copy(&img, &before).expect("copy");

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::mounted::{can_mount, workload, Mounted, EXT4};
+use common::mounted::{can_mount, cold_files_in, workload, Mounted, EXT4};
 use common::{bin, code, Scratch};
 use serde_json::Value;
 
@@ -123,13 +123,7 @@ fn mount_str(m: &Mounted) -> String {
 /// A directory of 60 files at /cold/d, written out, its blocks and the
 /// kernel's inodes and dentries dropped.
 fn cold_dir(m: &Mounted) {
-    let d = m.mnt.join("cold/d");
-    std::fs::create_dir_all(&d).expect("dir");
-    for i in 0..60 {
-        std::fs::write(d.join(format!("file-{i}")), vec![b'c'; 3000]).expect("file");
-    }
-    Command::new("sync").status().expect("sync");
-    std::fs::write("/proc/sys/vm/drop_caches", "3").expect("drop caches");
+    cold_files_in(m, "cold/d", "file-", 60, 3000);
 }
 
 /// Zeroes the record length of the first entry of /cold/d's first block,

@@ -443,6 +443,10 @@ fn debugfs_commands(
         .output()
         .ok()?;
     let _ = std::fs::remove_file(&f);
+    // debugfs fails as a whole only when it cannot open the image.
+    if !out.status.success() {
+        return None;
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     let mut parts: Vec<String> = Vec::new();
     for line in text.lines() {

@@ -205,11 +205,18 @@ pub fn workload(root: PathBuf, seed: &str, stop: Arc<AtomicBool>) {
 /// Forty small files in /cold, written out, with the kernel's inodes and
 /// dentries dropped, so damage written under them is read afresh.
 pub fn cold_files(m: &Mounted) {
-    let cold = m.mnt.join("cold");
-    std::fs::create_dir_all(&cold).expect("dir");
-    for i in 0..40 {
-        std::fs::write(cold.join(format!("c{i}")), vec![b'c'; 5000]).expect("file");
+    cold_files_in(m, "cold", "c", 40, 5000);
+}
+
+/// `count` files of `len` bytes named `prefix0`.. in `dir` (made if
+/// missing) under the mount, written out, and the kernel's caches (its
+/// inodes, dentries and the device's pages) dropped.
+pub fn cold_files_in(m: &Mounted, dir: &str, prefix: &str, count: usize, len: usize) {
+    let d = m.mnt.join(dir);
+    std::fs::create_dir_all(&d).expect("dir");
+    for i in 0..count {
+        std::fs::write(d.join(format!("{prefix}{i}")), vec![b'c'; len]).expect("file");
     }
     Command::new("sync").status().expect("sync");
-    std::fs::write("/proc/sys/vm/drop_caches", "2").expect("drop caches");
+    std::fs::write("/proc/sys/vm/drop_caches", "3").expect("drop caches");
 }
