@@ -7,10 +7,13 @@
 //! while it is read, so a finding may be a change caught half way. When
 //! the live check finds errors, the file system is frozen (FIFREEZE: the
 //! kernel commits its journal and writes its metadata back), the recorded
-//! blocks are copied into memory, and it is thawed; the copy is one
-//! consistent state, and a second check of that copy decides. Blocks the
-//! second check needs and the copy lacks (metadata that changed in
-//! between) are added in another freeze. Every freeze is bounded
+//! blocks are taken, and it is thawed; what was taken is one consistent
+//! state, and a second check of that state decides. Blocks are taken as
+//! copies within a budget and as 64-bit sums past it (`sums`), so that
+//! memory stays bounded on a large file system: the second check reads a
+//! summed block from the device and uses it while it still has its sum.
+//! Blocks the second check needs and the state lacks, or that changed
+//! after the thaw, are copied in another freeze. Every freeze is bounded
 //! (`--max-freeze`); a watchdog process thaws the file system if ext4chk
 //! dies or the limit passes. Nothing is written to the device; the
 //! outcome is recorded as e2scrub records it (tune2fs).
@@ -33,6 +36,9 @@ use pipeline::{open_device, IoMode, Overlay, Target};
 use crate::cli::Invocation;
 
 mod log;
+mod sums;
+
+use sums::{sum, sum_ranges, Sums};
 
 /// e2scrub's exit codes.
 const CLEAN: i32 = 0;
@@ -142,33 +148,46 @@ pub(crate) fn device_node(devno: (u32, u32)) -> Option<PathBuf> {
     Some(Path::new("/dev").join(name))
 }
 
-/// Block ranges read by a check, as (offset, length).
+/// Block ranges read by a check, as (offset, length), joined as they
+/// come in so that what it holds stays near the number of runs read, not
+/// the number of reads.
 #[derive(Default)]
 struct Recorder {
-    ranges: Mutex<Vec<(u64, u64)>>,
+    ranges: Mutex<(Vec<(u64, u64)>, usize)>,
+}
+
+/// Sorts and joins ranges in place.
+fn join(v: &mut Vec<(u64, u64)>) {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for &(o, l) in v.iter() {
+        match out.last_mut() {
+            Some(last) if o <= last.0 + last.1 => {
+                last.1 = last.1.max(o + l - last.0);
+            }
+            _ => out.push((o, l)),
+        }
+    }
+    *v = out;
 }
 
 impl Recorder {
     fn note(&self, offset: u64, len: usize) {
-        if let Ok(mut v) = self.ranges.lock() {
+        if let Ok(mut g) = self.ranges.lock() {
+            let (v, join_at) = &mut *g;
             v.push((offset, len as u64));
+            if v.len() > (*join_at).max(1 << 16) {
+                join(v);
+                *join_at = v.len() * 2;
+            }
         }
     }
 
     /// The ranges, sorted and joined.
     fn merged(&self) -> Vec<(u64, u64)> {
-        let mut v = self.ranges.lock().map(|v| v.clone()).unwrap_or_default();
-        v.sort_unstable();
-        let mut out: Vec<(u64, u64)> = Vec::new();
-        for (o, l) in v {
-            match out.last_mut() {
-                Some(last) if o <= last.0 + last.1 => {
-                    last.1 = last.1.max(o + l - last.0);
-                }
-                _ => out.push((o, l)),
-            }
-        }
-        out
+        let mut v = self.ranges.lock().map(|g| g.0.clone()).unwrap_or_default();
+        join(&mut v);
+        v
     }
 }
 
@@ -183,18 +202,14 @@ impl Overlay for Recorder {
     }
 }
 
-/// Blocks copied while the file system was frozen, laid over the device:
-/// reads of them get the copy; reads past them are recorded as misses.
-/// Under them may lie a copy taken while it ran (`under`), which the
-/// frozen copy overrides where they overlap.
-struct Snapshot {
-    /// Start offset -> bytes, copied while frozen.
+/// A copy of part of the device: some blocks' bytes, and the sums of
+/// others (see `sums`), which hold 8 bytes a block where a copy holds the
+/// block.
+#[derive(Default)]
+struct Layer {
+    /// Start offset -> bytes.
     blocks: BTreeMap<u64, Vec<u8>>,
-    /// Start offset -> bytes, copied while running (blocks the journal
-    /// says did not change since).
-    under: Arc<BTreeMap<u64, Vec<u8>>>,
-    misses: Recorder,
-    missed: AtomicU64,
+    sums: Sums,
 }
 
 /// The ranges of `map` overlapping `[offset, offset + len)`.
@@ -209,19 +224,15 @@ fn overlapping(
         .filter(move |(&s, b)| s + b.len() as u64 > offset)
 }
 
-impl Snapshot {
-    /// Bytes of `[offset, offset + len)` the copies hold.
+impl Layer {
+    /// Bytes of `[offset, offset + len)` the copied blocks hold.
     fn covered(&self, offset: u64, len: u64) -> u64 {
         let end = offset + len;
-        let mut parts: Vec<(u64, u64)> = overlapping(&self.under, offset, len)
-            .chain(overlapping(&self.blocks, offset, len))
-            .map(|(&s, b)| (s.max(offset), (s + b.len() as u64).min(end)))
-            .collect();
-        parts.sort_unstable();
         let mut total = 0;
         let mut reach = offset;
-        for (a, b) in parts {
-            let a = a.max(reach);
+        for (&s, b) in overlapping(&self.blocks, offset, len) {
+            let a = s.max(reach);
+            let b = (s + b.len() as u64).min(end);
             if b > a {
                 total += b - a;
                 reach = b;
@@ -229,32 +240,143 @@ impl Snapshot {
         }
         total
     }
+
+    /// Copies what the copied blocks hold of `[offset, offset +
+    /// buf.len())` into `buf`.
+    fn copy_into(&self, offset: u64, buf: &mut [u8]) {
+        let len = buf.len() as u64;
+        for (&s, b) in overlapping(&self.blocks, offset, len) {
+            let from = s.max(offset);
+            let to = (s + b.len() as u64).min(offset + len);
+            buf[(from - offset) as usize..(to - offset) as usize]
+                .copy_from_slice(&b[(from - s) as usize..(to - s) as usize]);
+        }
+    }
+}
+
+/// The frozen state, laid over the device: what was taken while the file
+/// system was frozen (`top`), over what was taken while it ran (`under`:
+/// blocks the journal says did not change since). Copied blocks are
+/// served from the copy. A summed block is served from the device when
+/// its bytes still have the sum. A block that changed since, or one that
+/// neither layer holds, is recorded as a miss.
+struct Snapshot {
+    top: Layer,
+    under: Arc<Layer>,
+    /// The unit of the sums (the file system's block size).
+    unit: u64,
+    /// The device, to read the whole of a summed block a read covers in
+    /// part.
+    dev: Option<File>,
+    misses: Recorder,
+    missed: AtomicU64,
+}
+
+/// Where the bytes of one unit of a read come from.
+enum Source {
+    /// A copy holds all of it.
+    Copy,
+    /// The device, if the unit still has this sum; `true` when the sum
+    /// was taken frozen (then the running copy's bytes are older).
+    Sum(u64, bool),
+    /// Neither layer holds it.
+    Nothing,
+}
+
+impl Snapshot {
+    fn miss(&self, offset: u64, len: u64) {
+        if len > 0 {
+            self.misses.note(offset, len as usize);
+            self.missed.fetch_add(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Where `[a, b)`, within one unit, comes from.
+    fn source(&self, a: u64, b: u64) -> Source {
+        let start = a / self.unit * self.unit;
+        if self.top.covered(a, b - a) == b - a {
+            return Source::Copy;
+        }
+        if let Some(s) = self.top.sums.get(start) {
+            return Source::Sum(s, true);
+        }
+        if self.under.covered(a, b - a) + self.top.covered(a, b - a) >= b - a {
+            return Source::Copy;
+        }
+        match self.under.sums.get(start) {
+            Some(s) => Source::Sum(s, false),
+            None => Source::Nothing,
+        }
+    }
+
+    /// The units of `[offset, end)`, each as `[a, b)` within it.
+    fn units(&self, offset: u64, end: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let unit = self.unit;
+        let first = offset / unit * unit;
+        (first..end)
+            .step_by(unit as usize)
+            .map(move |u| (u.max(offset), (u + unit).min(end)))
+    }
 }
 
 impl Overlay for Snapshot {
     fn covers(&self, offset: u64, len: usize) -> bool {
-        let have = self.covered(offset, len as u64);
-        if have < len as u64 {
-            self.misses.note(offset, len);
-            self.missed.fetch_add(len as u64 - have, Ordering::Relaxed);
+        // Reads this answers true for are judged in `patch`; the others
+        // are misses.
+        let end = offset + len as u64;
+        let held = self
+            .units(offset, end)
+            .any(|(a, b)| !matches!(self.source(a, b), Source::Nothing))
+            || self.top.covered(offset, len as u64) > 0
+            || self.under.covered(offset, len as u64) > 0;
+        if !held {
+            self.miss(offset, len as u64);
         }
-        have > 0
+        held
     }
 
     fn patch(&self, offset: u64, buf: &mut [u8]) {
-        let len = buf.len() as u64;
-        let have = self.covered(offset, len);
-        if have < len {
-            self.misses.note(offset, buf.len());
-            self.missed.fetch_add(len - have, Ordering::Relaxed);
-        }
-        for layer in [&*self.under, &self.blocks] {
-            for (&s, b) in overlapping(layer, offset, len) {
-                let from = s.max(offset);
-                let to = (s + b.len() as u64).min(offset + len);
-                buf[(from - offset) as usize..(to - offset) as usize]
-                    .copy_from_slice(&b[(from - s) as usize..(to - s) as usize]);
+        let end = offset + buf.len() as u64;
+        let mut whole = Vec::new();
+        for (a, b) in self.units(offset, end) {
+            let part = &mut buf[(a - offset) as usize..(b - offset) as usize];
+            let source = self.source(a, b);
+            match source {
+                Source::Copy => {}
+                Source::Nothing => {
+                    let have = self.under.covered(a, b - a).max(self.top.covered(a, b - a));
+                    self.miss(a, b - a - have);
+                }
+                Source::Sum(want, _) => {
+                    let start = a / self.unit * self.unit;
+                    let ok = if b - a == self.unit {
+                        sum(part) == want
+                    } else {
+                        // Part of a block: its sum is of the whole block.
+                        whole.resize(self.unit as usize, 0);
+                        let read = self
+                            .dev
+                            .as_ref()
+                            .is_some_and(|d| d.read_exact_at(&mut whole, start).is_ok());
+                        let ok = read && sum(&whole) == want;
+                        if ok {
+                            part.copy_from_slice(
+                                &whole[(a - start) as usize..(b - start) as usize],
+                            );
+                        }
+                        ok
+                    };
+                    if !ok {
+                        self.miss(a, b - a);
+                    }
+                }
             }
+            // Copied bytes win over sums of their own layer or below:
+            // the running copy's, then the frozen one's.
+            if !matches!(source, Source::Sum(_, true)) {
+                self.under.copy_into(a, part);
+            }
+            self.top.copy_into(a, part);
         }
     }
 }
@@ -358,7 +480,7 @@ pub fn watchdog(mount_point: &str, limit_ms: &str) -> i32 {
 /// One freeze's length.
 struct Freezes {
     lengths: Vec<Duration>,
-    /// Bytes copied under them.
+    /// Bytes copied or summed under them.
     bytes: u64,
     /// The copies were the journal's changes over a running copy.
     from_journal: bool,
@@ -375,21 +497,81 @@ enum Copy {
     NoLog,
 }
 
-/// Blocks copied while the file system ran, and the journal's position
-/// when the copy began.
-type Running = (Arc<BTreeMap<u64, Vec<u8>>>, log::Mark);
+/// What was taken of the blocks the live check read while the file system
+/// ran, and the journal's position when it began.
+type Running = (Arc<Layer>, log::Mark);
 
-/// Freezes the file system, copies `ranges` of the device into the
-/// snapshot, and thaws it, within `limit`. With `changes`, the blocks the
-/// journal says changed since the mark are copied too, and the
-/// superblock (which ext4 writes outside the journal).
+/// Bytes of a copy held as bytes; past them, blocks are held as sums.
+/// A file system whose metadata fits is copied whole, as before sums
+/// were kept; a larger one costs 8 bytes a block beyond it.
+const COPY_BUDGET: u64 = 16 << 20;
+
+/// `COPY_BUDGET`, or what `EXT4CHK_ONLINE_COPY_BYTES` says (for tests:
+/// 0 takes every block as a sum).
+fn copy_budget() -> u64 {
+    std::env::var("EXT4CHK_ONLINE_COPY_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(COPY_BUDGET)
+}
+
+/// What a freeze takes: blocks to copy, and blocks to take as a `Layer`
+/// (copied within `COPY_BUDGET`, summed past it).
+struct Want<'a> {
+    bytes: &'a [(u64, u64)],
+    all: &'a [(u64, u64)],
+    /// The unit of the sums (the file system's block size).
+    unit: u64,
+}
+
+/// Takes `ranges` of the device: the first `budget` bytes of them
+/// copied, the rest as sums of whole units. False when the deadline
+/// (`(start, limit)`) passed first.
+fn take(
+    dev: &File,
+    ranges: &[(u64, u64)],
+    unit: u64,
+    budget: u64,
+    deadline: Option<(Instant, Duration)>,
+) -> (Layer, bool) {
+    let mut copied = Vec::new();
+    let mut summed = Vec::new();
+    let mut left = budget / unit * unit;
+    for &(o, l) in ranges {
+        // Whole units: a unit is copied or summed, never split.
+        let (a, b) = (o / unit * unit, (o + l).div_ceil(unit) * unit);
+        if left >= b - a {
+            copied.push((o, l));
+            left -= b - a;
+        } else if left > 0 {
+            let cut = a + left;
+            copied.push((o, cut - o));
+            summed.push((cut, o + l - cut));
+            left = 0;
+        } else {
+            summed.push((o, l));
+        }
+    }
+    let (blocks, in_time) = copy_pieces(dev, &copied, deadline);
+    if !in_time {
+        return (Layer::default(), false);
+    }
+    let (sums, in_time) = sum_ranges(dev, &summed, unit, deadline);
+    (Layer { blocks, sums }, in_time)
+}
+
+/// Freezes the file system, copies `want.bytes` of the device and takes
+/// `want.all` (see `take`), and thaws it, within `limit`. With
+/// `changes`, the blocks the journal says changed since the mark are
+/// copied too, and the superblock (which ext4 writes outside the
+/// journal).
 #[allow(clippy::too_many_arguments)]
 fn freeze_and_copy(
     dir: &File,
     dog: &mut Watchdog,
     dev: &File,
-    ranges: &[(u64, u64)],
-    into: &mut BTreeMap<u64, Vec<u8>>,
+    want: &Want<'_>,
+    into: &mut Layer,
     limit: Duration,
     freezes: &mut Freezes,
     changes: Option<(&log::Journal, log::Mark)>,
@@ -416,8 +598,9 @@ fn freeze_and_copy(
             _ => format!("cannot freeze the file system: {e}"),
         });
     }
+    let budget = copy_budget();
     let t = Instant::now();
-    let mut wanted: Vec<(u64, u64)> = ranges.to_vec();
+    let mut wanted: Vec<(u64, u64)> = want.bytes.to_vec();
     let mut no_log = false;
     if let Some((j, mark)) = changes {
         match j.changed_since(dev, &mark) {
@@ -428,8 +611,17 @@ fn freeze_and_copy(
             None => no_log = true,
         }
     }
-    let ranges: &[(u64, u64)] = if no_log { &[] } else { &wanted };
-    let (copied, in_time) = copy_pieces(dev, ranges, Some((t, limit)));
+    let (copied, mut layer, in_time) = if no_log {
+        (BTreeMap::new(), Layer::default(), true)
+    } else {
+        let (copied, in_time) = copy_pieces(dev, &wanted, Some((t, limit)));
+        let (layer, taken_in_time) = if in_time {
+            take(dev, want.all, want.unit, budget, Some((t, limit)))
+        } else {
+            (Layer::default(), false)
+        };
+        (copied, layer, in_time && taken_in_time)
+    };
     if let Some(h) = hold {
         std::thread::sleep(h);
     }
@@ -440,12 +632,22 @@ fn freeze_and_copy(
     freezes.lengths.push(took);
     freezes.bytes += copied
         .values()
+        .chain(layer.blocks.values())
         .map(|b: &Vec<u8>| b.len() as u64)
-        .sum::<u64>();
+        .sum::<u64>()
+        + layer.sums.len() as u64 * layer.sums.unit();
     if no_log {
         Ok(Copy::NoLog)
     } else if in_time && took <= limit {
-        into.extend(copied);
+        // Both were read in this freeze: where two pieces start at the
+        // same place, the longer is kept.
+        for (at, b) in copied {
+            let e = layer.blocks.entry(at).or_default();
+            if b.len() > e.len() {
+                *e = b;
+            }
+        }
+        *into = layer;
         Ok(Copy::Taken)
     } else {
         Ok(Copy::TooLong)
@@ -461,7 +663,9 @@ fn copy_pieces(
 ) -> (BTreeMap<u64, Vec<u8>>, bool) {
     const PIECE: u64 = 1 << 20;
     let mut out = BTreeMap::new();
-    for &(o, l) in ranges {
+    let mut ranges = ranges.to_vec();
+    join(&mut ranges);
+    for (o, l) in ranges {
         let mut at = o;
         while at < o + l {
             if deadline.is_some_and(|(t, limit)| t.elapsed() >= limit) {
@@ -476,6 +680,16 @@ fn copy_pieces(
         }
     }
     (out, true)
+}
+
+/// The file system's block size, from the superblock on `dev` (the unit
+/// sums are kept in); 4 KiB when it cannot be read.
+fn block_size(dev: &File) -> u64 {
+    let mut b = [0u8; 4];
+    match dev.read_exact_at(&mut b, 1024 + 24) {
+        Ok(()) if u32::from_le_bytes(b) <= 6 => 1024 << u32::from_le_bytes(b),
+        _ => 4096,
+    }
 }
 
 /// Findings a live file system shows that say nothing about damage: its
@@ -625,6 +839,7 @@ pub fn check_mount(
         return Ok(finish(inv, &live, &[], &[], &freezes, started, 32));
     }
     let live_orphans = orphans(&live_dev);
+    drop(live_dev);
     let suspicious: Vec<&Finding> = live
         .findings
         .iter()
@@ -650,32 +865,38 @@ pub fn check_mount(
         Ok(d) => d,
         Err(e) => return refuse(format!("cannot start the thaw watchdog: {e}")),
     };
-    let mut copy: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut copy = Layer::default();
     let mut frozen_check: Option<Report> = None;
     let mut orphans_frozen = Vec::new();
-    // With a journal, what the live check read is copied while the file
-    // system runs, and a freeze takes only what the journal says changed
-    // since the copy began (and what a check of the copy then lacked).
-    // Without one, or when the journal cannot tell, each freeze copies
-    // all of it.
+    // With a journal, what the live check read is taken while the file
+    // system runs, and a freeze copies only what the journal says changed
+    // since that began (and what a check of the copy then lacked).
+    // Without one, or when the journal cannot tell, each freeze takes all
+    // of it again. Past COPY_BUDGET, blocks are taken as sums.
+    let unit = block_size(&devf);
     let journal = open_device(&target, IoMode::Pread)
         .ok()
         .and_then(|d| log::Journal::open(&Arc::new(d), &devf));
+    let all = rec.merged();
+    drop(rec);
     let mut running: Option<Running> = None;
     if let Some(j) = &journal {
         if let Some(mark) = j.mark(&devf) {
-            running = Some((Arc::new(copy_pieces(&devf, &rec.merged(), None).0), mark));
+            let (layer, _) = take(&devf, &all, unit, copy_budget(), None);
+            running = Some((Arc::new(layer), mark));
         }
     }
-    let mut want = if running.is_some() {
-        Vec::new()
-    } else {
-        rec.merged()
-    };
+    // Blocks copied in each freeze: what checks of earlier copies lacked.
+    let mut extra: Vec<(u64, u64)> = Vec::new();
     for attempt in 0..MAX_FREEZES {
         let changes = match (&journal, &running) {
             (Some(j), Some((_, mark))) => Some((j, mark.clone())),
             _ => None,
+        };
+        let want = Want {
+            bytes: &extra,
+            all: if running.is_some() { &[] } else { &all },
+            unit,
         };
         match freeze_and_copy(
             &dir,
@@ -694,17 +915,18 @@ pub fn check_mount(
                 continue;
             }
             Ok(Copy::NoLog) => {
-                // The journal could not tell: copy everything from now on.
+                // The journal could not tell: take everything from now on.
                 running = None;
-                want = rec.merged();
                 continue;
             }
             Err(why) => return refuse(why),
         }
         let under = running.as_ref().map(|(r, _)| r.clone()).unwrap_or_default();
         let snap = Arc::new(Snapshot {
-            blocks: std::mem::take(&mut copy),
+            top: std::mem::take(&mut copy),
             under,
+            unit,
+            dev: devf.try_clone().ok(),
             misses: Recorder::default(),
             missed: AtomicU64::new(0),
         });
@@ -718,31 +940,24 @@ pub fn check_mount(
             frozen_check = Some(r);
             break;
         }
-        // The copy lacked blocks the check then read: take them too,
-        // with the copy again, in the next freeze (the whole copy is
-        // taken again so that it is one state; with the journal, the
-        // blocks it names are taken again anyway).
-        let merged = Recorder::default();
-        if running.is_some() {
-            // The misses so far: the journal's blocks come with each freeze.
-            for &(o, l) in &want {
-                merged.note(o, l as usize);
-            }
-        } else {
-            for (&o, b) in &snap.blocks {
-                merged.note(o, b.len());
-            }
-        }
-        // What the copy lacked, with its neighbourhood (64 KiB): blocks
-        // a busy file system allocates next tend to lie beside the last.
+        // The copy lacked blocks the check then read, or held sums of
+        // blocks that changed after the thaw: copy them in the next
+        // freeze, with the rest again (so that it is one state; with the
+        // journal, the blocks it names are taken again anyway), and with
+        // their neighbourhood (64 KiB): blocks a busy file system
+        // allocates next tend to lie beside the last.
         const AROUND: u64 = 64 << 10;
+        let merged = Recorder::default();
+        for &(o, l) in &extra {
+            merged.note(o, l as usize);
+        }
         for (o, l) in snap.misses.merged() {
             let start = o / AROUND * AROUND;
             let end = (o + l).div_ceil(AROUND) * AROUND;
             merged.note(start, (end - start) as usize);
         }
         drop(dev);
-        want = merged.merged();
+        extra = merged.merged();
     }
     drop(dog);
     freezes.from_journal = running.is_some();
@@ -889,16 +1104,32 @@ mod tests {
         assert_eq!(r.merged(), vec![(0, 8292), (16384, 1024)]);
     }
 
-    #[test]
-    fn a_snapshot_serves_what_it_holds_and_counts_the_rest() {
-        let mut blocks = BTreeMap::new();
-        blocks.insert(100, vec![7u8; 100]);
-        let s = Snapshot {
-            blocks,
-            under: Arc::default(),
+    fn snapshot(top: Layer, under: Layer, unit: u64, dev: Option<File>) -> Snapshot {
+        Snapshot {
+            top,
+            under: Arc::new(under),
+            unit,
+            dev,
             misses: Recorder::default(),
             missed: AtomicU64::new(0),
-        };
+        }
+    }
+
+    fn copied(blocks: &[(u64, Vec<u8>)]) -> Layer {
+        Layer {
+            blocks: blocks.iter().cloned().collect(),
+            sums: Sums::new(1024),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_serves_what_it_holds_and_counts_the_rest() {
+        let s = snapshot(
+            copied(&[(100, vec![7u8; 100])]),
+            Layer::default(),
+            1,
+            None,
+        );
         let mut buf = vec![0u8; 50];
         s.patch(120, &mut buf);
         assert!(buf.iter().all(|&b| b == 7));
@@ -914,17 +1145,12 @@ mod tests {
     /// file system ran; together they cover what either holds.
     #[test]
     fn the_frozen_copy_lies_over_the_running_one() {
-        let mut under = BTreeMap::new();
-        under.insert(0, vec![1u8; 4096]);
-        let mut blocks = BTreeMap::new();
-        blocks.insert(1024, vec![2u8; 1024]);
-        blocks.insert(4096, vec![3u8; 1024]);
-        let s = Snapshot {
-            blocks,
-            under: Arc::new(under),
-            misses: Recorder::default(),
-            missed: AtomicU64::new(0),
-        };
+        let s = snapshot(
+            copied(&[(1024, vec![2u8; 1024]), (4096, vec![3u8; 1024])]),
+            copied(&[(0, vec![1u8; 4096])]),
+            1024,
+            None,
+        );
         let mut buf = vec![0u8; 5120];
         s.patch(0, &mut buf);
         assert!(buf[..1024].iter().all(|&b| b == 1));
@@ -932,8 +1158,81 @@ mod tests {
         assert!(buf[2048..4096].iter().all(|&b| b == 1));
         assert!(buf[4096..].iter().all(|&b| b == 3));
         assert_eq!(s.missed.load(Ordering::Relaxed), 0);
-        assert_eq!(s.covered(512, 1024), 1024);
-        assert_eq!(s.covered(4608, 1024), 512);
+        assert_eq!(s.top.covered(512, 1024), 512);
+        assert_eq!(s.top.covered(4608, 1024), 512);
+    }
+
+    /// A block held as a sum is served from the device while it keeps the
+    /// sum, and is a miss once it changed; a part of one is judged by the
+    /// whole block, read again.
+    #[test]
+    fn summed_blocks_are_served_while_they_keep_their_sum() {
+        let path = std::env::temp_dir().join(format!("ext4chk-snap-{}", std::process::id()));
+        let data: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let dev = File::open(&path).unwrap();
+        let (under, done) = take(&dev, &[(0, 8192)], 4096, 4096, None);
+        assert!(done);
+        assert_eq!(under.blocks.len(), 1, "the first block within the budget is copied");
+        assert_eq!(under.sums.get(4096), Some(sum(&data[4096..])));
+        assert_eq!(under.sums.get(0), None);
+        let s = snapshot(Layer::default(), under, 4096, dev.try_clone().ok());
+        // Unchanged: served, no miss.
+        let mut buf = data[4096..].to_vec();
+        assert!(s.covers(4096, 4096));
+        s.patch(4096, &mut buf);
+        assert_eq!(buf, data[4096..]);
+        let mut part = vec![0u8; 1024];
+        s.patch(5120, &mut part);
+        assert_eq!(part, data[5120..6144]);
+        assert_eq!(s.missed.load(Ordering::Relaxed), 0);
+        // Changed on the device: a miss, of the part read.
+        let mut changed = data.clone();
+        changed[6000] ^= 0xff;
+        std::fs::write(&path, &changed).unwrap();
+        let mut buf = changed[4096..].to_vec();
+        s.patch(4096, &mut buf);
+        assert_eq!(s.missed.load(Ordering::Relaxed), 4096);
+        let mut part = vec![0u8; 1024];
+        s.patch(7168, &mut part);
+        assert_eq!(s.missed.load(Ordering::Relaxed), 5120);
+        assert_eq!(s.misses.merged(), vec![(4096, 4096)]);
+        // The copied block is served from the copy whatever the device
+        // holds.
+        std::fs::write(&path, vec![0u8; 8192]).unwrap();
+        let mut buf = vec![0u8; 4096];
+        s.patch(0, &mut buf);
+        assert_eq!(buf, data[..4096]);
+        assert_eq!(s.missed.load(Ordering::Relaxed), 5120);
+        // Sums taken frozen win over the running copy's bytes.
+        let top = Layer {
+            blocks: BTreeMap::new(),
+            sums: sum_ranges(&dev, &[(0, 4096)], 4096, None).0,
+        };
+        let s2 = snapshot(top, Arc::try_unwrap(s.under).ok().unwrap(), 4096, None);
+        let mut buf = vec![0u8; 4096];
+        s2.patch(0, &mut buf);
+        assert_eq!(buf, vec![0u8; 4096]);
+        assert_eq!(s2.missed.load(Ordering::Relaxed), 0);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn take_copies_within_the_budget_and_sums_past_it() {
+        let path = std::env::temp_dir().join(format!("ext4chk-take-{}", std::process::id()));
+        std::fs::write(&path, vec![5u8; 65536]).unwrap();
+        let dev = File::open(&path).unwrap();
+        let (l, done) = take(&dev, &[(1024, 2048), (8192, 16384), (40960, 4096)], 4096, 12288, None);
+        assert!(done);
+        let copied: u64 = l.blocks.values().map(|b| b.len() as u64).sum();
+        // 1024..3072 (one unit) and 8192..16384 (two units) are copied;
+        // the rest is summed, unit by unit.
+        assert_eq!(copied, 2048 + 8192);
+        assert_eq!(l.sums.len(), 3);
+        assert_eq!(l.sums.get(16384), Some(sum(&[5u8; 4096])));
+        assert_eq!(l.sums.get(40960), Some(sum(&[5u8; 4096])));
+        assert_eq!(l.sums.get(8192), None);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
