@@ -1124,12 +1124,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_serves_what_it_holds_and_counts_the_rest() {
-        let s = snapshot(
-            copied(&[(100, vec![7u8; 100])]),
-            Layer::default(),
-            1,
-            None,
-        );
+        let s = snapshot(copied(&[(100, vec![7u8; 100])]), Layer::default(), 1, None);
         let mut buf = vec![0u8; 50];
         s.patch(120, &mut buf);
         assert!(buf.iter().all(|&b| b == 7));
@@ -1173,7 +1168,11 @@ mod tests {
         let dev = File::open(&path).unwrap();
         let (under, done) = take(&dev, &[(0, 8192)], 4096, 4096, None);
         assert!(done);
-        assert_eq!(under.blocks.len(), 1, "the first block within the budget is copied");
+        assert_eq!(
+            under.blocks.len(),
+            1,
+            "the first block within the budget is copied"
+        );
         assert_eq!(under.sums.get(4096), Some(sum(&data[4096..])));
         assert_eq!(under.sums.get(0), None);
         let s = snapshot(Layer::default(), under, 4096, dev.try_clone().ok());
@@ -1222,7 +1221,13 @@ mod tests {
         let path = std::env::temp_dir().join(format!("ext4chk-take-{}", std::process::id()));
         std::fs::write(&path, vec![5u8; 65536]).unwrap();
         let dev = File::open(&path).unwrap();
-        let (l, done) = take(&dev, &[(1024, 2048), (8192, 16384), (40960, 4096)], 4096, 12288, None);
+        let (l, done) = take(
+            &dev,
+            &[(1024, 2048), (8192, 16384), (40960, 4096)],
+            4096,
+            12288,
+            None,
+        );
         assert!(done);
         let copied: u64 = l.blocks.values().map(|b| b.len() as u64).sum();
         // 1024..3072 (one unit) and 8192..16384 (two units) are copied;

@@ -2218,6 +2218,25 @@ fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
             "{set}: one check, one verifying check: {}",
             v["repair"]
         );
+        // Each check says what it read: both are full checks, which read
+        // about the same metadata, some of the file system and not more
+        // than all of it.
+        let checks = v["repair"]["checks"].as_array().expect("checks");
+        assert_eq!(checks.len(), 2, "{set}: {}", v["repair"]);
+        let total = v["summary"]["blocks_count"].as_u64().expect("blocks");
+        let read: Vec<u64> = checks
+            .iter()
+            .map(|c| {
+                assert_eq!(c["kind"], "full", "{set}: {c}");
+                c["blocks_read"].as_u64().expect("blocks_read")
+            })
+            .collect();
+        assert!(
+            read.iter().all(|&n| n > 0 && n <= total)
+                && read[0] <= 2 * read[1]
+                && read[1] <= 2 * read[0],
+            "{set}: blocks read {read:?} of {total}"
+        );
         let after = tool("e2fsck", &["-fn", p]);
         assert_eq!(
             code(&after),

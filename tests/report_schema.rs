@@ -200,7 +200,7 @@ fn the_validator_rejects_what_the_schema_forbids() {
     let good = serde_json::json!({
         "aborted": null, "cancelled": false, "clean": true, "device": "x", "dry_run": false, "error": null,
         "exit_code": 0, "findings": [], "label": "", "modified": false, "notes": [],
-        "online": null, "preen_halt": null, "repair": null, "skipped": false, "summary": null, "version": 3,
+        "online": null, "preen_halt": null, "repair": null, "skipped": false, "summary": null, "version": 4,
         "would_write_blocks": null
     });
     assert_eq!(validate(&s, &s, &good, ""), None);

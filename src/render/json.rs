@@ -7,7 +7,7 @@ use check_core::{Report, Summary};
 use serde::Serialize;
 
 /// The version of the document's shape (`docs/report.schema.json`).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The whole document.
 #[derive(Serialize)]
@@ -35,11 +35,20 @@ struct JsonReport<'a> {
 /// How a repair went.
 #[derive(Serialize)]
 struct JsonRepair<'a> {
-    check_seconds: &'a [f64],
+    check_seconds: Vec<f64>,
+    checks: Vec<JsonCheck>,
     journal_blocks_replayed: u64,
     journal_transactions_replayed: u64,
     orphans_released: u64,
     rounds: Vec<JsonRound<'a>>,
+}
+
+/// One check of a repair.
+#[derive(Serialize)]
+struct JsonCheck {
+    blocks_read: u64,
+    kind: &'static str,
+    seconds: f64,
 }
 
 /// How an online check went.
@@ -230,7 +239,16 @@ pub fn render(report: &Report) -> String {
         }),
         preen_halt: report.preen_halt.as_deref(),
         repair: report.repair.as_ref().map(|r| JsonRepair {
-            check_seconds: &r.checks,
+            check_seconds: r.checks.iter().map(|c| c.seconds).collect(),
+            checks: r
+                .checks
+                .iter()
+                .map(|c| JsonCheck {
+                    blocks_read: c.blocks_read,
+                    kind: c.kind.name(),
+                    seconds: c.seconds,
+                })
+                .collect(),
             journal_blocks_replayed: r.journal_blocks_replayed,
             journal_transactions_replayed: r.journal_transactions_replayed,
             orphans_released: r.orphans_released,

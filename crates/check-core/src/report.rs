@@ -139,8 +139,8 @@ pub struct Report {
 /// of fixes between them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RepairRecord {
-    /// Wall time of each check, in order, in seconds.
-    pub checks: Vec<f64>,
+    /// Each check, in order.
+    pub checks: Vec<CheckRecord>,
     /// Each round of fixes.
     pub rounds: Vec<RoundRecord>,
     /// Orphaned inodes released before the check.
@@ -149,6 +149,35 @@ pub struct RepairRecord {
     pub journal_blocks_replayed: u64,
     /// Committed transactions replayed from the journal.
     pub journal_transactions_replayed: u64,
+}
+
+/// One check a repair ran.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CheckRecord {
+    /// What it read.
+    pub kind: CheckKind,
+    /// Its wall time, in seconds.
+    pub seconds: f64,
+    /// File system blocks it read (from the page cache, the device or
+    /// the repair's own writes).
+    pub blocks_read: u64,
+}
+
+/// What a check of a repair read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CheckKind {
+    /// The whole file system's metadata, as a check reads it.
+    #[default]
+    Full,
+}
+
+impl CheckKind {
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckKind::Full => "full",
+        }
+    }
 }
 
 /// How an online check went.

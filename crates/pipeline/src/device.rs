@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::read::{ReadReq, Reader};
@@ -129,6 +130,29 @@ pub trait Overlay: Send + Sync {
     fn patch(&self, offset: u64, buf: &mut [u8]);
 }
 
+/// A reader that counts the bytes it reads (into its device's count).
+struct Counted {
+    inner: Box<dyn Reader>,
+    read: Arc<AtomicU64>,
+}
+
+impl Reader for Counted {
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.inner.read_at(buf, offset)
+    }
+
+    fn read_batch_with(
+        &mut self,
+        reqs: &mut [ReadReq<'_>],
+        done: &mut dyn FnMut(usize, &ReadReq<'_>),
+    ) {
+        let n: u64 = reqs.iter().map(|r| r.buf.len() as u64).sum();
+        self.read.fetch_add(n, Ordering::Relaxed);
+        self.inner.read_batch_with(reqs, done);
+    }
+}
+
 /// A reader whose results get the overlay's bytes.
 struct Overlaid {
     inner: Box<dyn Reader>,
@@ -181,6 +205,8 @@ pub struct Device {
     /// The O_DIRECT file and its read-ahead, once [`Device::go_direct`]
     /// has switched to them.
     direct: Option<(Arc<File>, Arc<crate::direct::Ahead>)>,
+    /// Bytes its readers and [`Device::read_at`] were asked for.
+    read: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Device {
@@ -255,7 +281,10 @@ impl Device {
 
     /// Makes a reader for one worker.
     pub fn reader(&self) -> Box<dyn Reader> {
-        let inner = self.plain_reader();
+        let inner: Box<dyn Reader> = Box::new(Counted {
+            inner: self.plain_reader(),
+            read: self.read.clone(),
+        });
         match self.overlay.get() {
             Some(o) => Box::new(Overlaid {
                 inner,
@@ -263,6 +292,14 @@ impl Device {
             }),
             None => inner,
         }
+    }
+
+    /// Bytes read from it so far: what its readers and
+    /// [`Device::read_at`] were asked for, whether the page cache, the
+    /// device, an overlay or the read-ahead store served them (read-ahead
+    /// itself is not counted again).
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
     }
 
     fn plain_reader(&self) -> Box<dyn Reader> {
@@ -331,6 +368,7 @@ impl Device {
 
     /// A one-off read through pread (for start-up reads such as the superblock).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read.fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.window().read_exact_at(buf, offset)?;
         if let Some(o) = self.overlay.get() {
             o.patch(offset, buf);
@@ -405,6 +443,7 @@ pub fn open_device(target: &Target, mode: IoMode) -> Result<Device, OpenError> {
         path: path.to_path_buf(),
         overlay: OnceLock::new(),
         direct: None,
+        read: Arc::default(),
     })
 }
 

@@ -617,20 +617,37 @@ impl<'a> Run<'a> {
         // The last check's state goes before the next check builds its
         // own: holding both would double the check's memory at its peak.
         current.state = None;
-        let t = std::time::Instant::now();
+        let t = self.timed();
         *current = self.check();
-        let took = t.elapsed().as_secs_f64();
-        self.record.checks.push(took);
+        let took = self.record_check(t);
         self.settle(current);
         took
     }
 
     /// A check without fixes from pass 1's workers, timed for the report.
     fn check_quietly(&mut self) -> Checked {
-        let t = std::time::Instant::now();
+        let t = self.timed();
         let c = check_fixing(self.dev.clone(), &self.check_opts, None);
-        self.record.checks.push(t.elapsed().as_secs_f64());
+        self.record_check(t);
         c
+    }
+
+    /// When a check starts: the time and the bytes read so far.
+    fn timed(&self) -> (std::time::Instant, u64) {
+        (std::time::Instant::now(), self.dev.bytes_read())
+    }
+
+    /// Records a full check that started at `started` (from `timed`);
+    /// its wall time in seconds.
+    fn record_check(&mut self, started: (std::time::Instant, u64)) -> f64 {
+        let seconds = started.0.elapsed().as_secs_f64();
+        let bytes = self.dev.bytes_read().saturating_sub(started.1);
+        self.record.checks.push(check_core::report::CheckRecord {
+            kind: check_core::report::CheckKind::Full,
+            seconds,
+            blocks_read: bytes / u64::from(self.block_size.max(1)),
+        });
+        seconds
     }
 
     /// Waits for the fixes pass 1's workers sent during `current`.
@@ -650,9 +667,9 @@ impl<'a> Run<'a> {
         self.streaming =
             self.opts.mode != Mode::Preen && self.check_opts.answers.is_none() && self.going();
         self.check_opts.repairing = true;
-        let t = std::time::Instant::now();
+        let t = self.timed();
         let mut current = self.check();
-        self.record.checks.push(t.elapsed().as_secs_f64());
+        self.record_check(t);
         if let Some(st) = &current.state {
             let bad = &st.maps.inode_not_dir;
             let mut v = Vec::new();
@@ -1119,6 +1136,17 @@ impl<'a> Run<'a> {
         }
         let mut report = current.report;
         report.diagnostics.extend(self.round_times);
+        report
+            .diagnostics
+            .extend(self.record.checks.iter().enumerate().map(|(i, c)| {
+                format!(
+                    "check {} of the repair: {}, {:.3} s, {} blocks read",
+                    i + 1,
+                    c.kind.name(),
+                    c.seconds,
+                    c.blocks_read
+                )
+            }));
         report.notes.splice(0..0, notes);
         report.findings.extend(fixed_all);
         report.finish();
