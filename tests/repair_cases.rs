@@ -2135,9 +2135,10 @@ fn a_bigalloc_tree_that_could_be_shorter_is_shortened_without_count_fixes() {
 }
 
 /// Deletion times on live inodes, deleted inodes without one, illegal
-/// block pointers and extents that start outside the file system: e2fsck
-/// -fy fixes them in one run, and a repair fixes them in one round, with
-/// one verifying check after it, on each feature set. e2fsck -fn finds
+/// block pointers, extents that start outside the file system, and
+/// directory sizes larger and smaller than their blocks: e2fsck -fy fixes
+/// them in one run, and a repair fixes them in one round, with one
+/// verifying check after it, on each feature set. e2fsck -fn finds
 /// the result clean, and every file e2fsck keeps is kept.
 #[test]
 fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
@@ -2172,9 +2173,21 @@ fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
             std::fs::write(&f, bytes).expect("write");
             cmds.push(format!("write {} d/f{i}", f.display()));
         }
+        // A directory of several blocks (long names), for a size smaller
+        // than its blocks.
+        cmds.push("mkdir g".into());
+        for i in 0..70 {
+            cmds.push(format!(
+                "write {} g/a_rather_long_name_that_fills_directory_blocks_sooner_{i}",
+                scratch.path("src0").display()
+            ));
+        }
         let built = common::debugfs_batch_w(&img, &cmds, &scratch.0);
         assert!(built.is_some(), "{set}: debugfs could not build the image");
         let mut damage = vec![
+            // Directory sizes: past its one block, and one block of many.
+            format!("sif /d size {}", 3 * bs),
+            format!("sif /g size {bs}"),
             // Deletion times below the inode count on files in use.
             "sif /d/f1 dtime 5".to_string(),
             "sif /d/f2 dtime 17".to_string(),

@@ -43,6 +43,7 @@ fn stage_of(f: &Finding) -> Pass {
 /// inode use and the directory tree as the check saw them, the problems
 /// of the passes after it too (the check's findings for those passes
 /// still hold). Returns the findings fixed.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn plan_round<'a, 'f>(
     st: &'f CheckState,
     report: &'a Report,
@@ -51,6 +52,7 @@ pub(crate) fn plan_round<'a, 'f>(
     stopped: &mut Option<String>,
     made: &mut Vec<Finding>,
     quiet: &mut Vec<&'a Finding>,
+    pass3a: &mut Pass3A,
 ) -> Vec<&'a Finding> {
     // By address: a check can report hundreds of thousands of problems
     // (the holes of a huge directory), too many to compare pairwise.
@@ -125,7 +127,7 @@ pub(crate) fn plan_round<'a, 'f>(
             .collect();
         let t_pass = std::time::Instant::now();
         if pass == Pass::P5 {
-            reindex_dropped(&mut r, made);
+            reindex_dropped(&mut r, made, pass3a);
         }
         match pass {
             Pass::P5 => {
@@ -203,7 +205,7 @@ pub(crate) fn plan_round<'a, 'f>(
     // round allocated and freed goes into the group summaries now, when
     // pass 5 had nothing of its own to fix.
     if reached_end && after.is_some_and(|p| p < Pass::P5) {
-        reindex_dropped(&mut r, made);
+        reindex_dropped(&mut r, made, pass3a);
         let _ = rebuild::rebuild_with_allocations(st, r.stage);
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -267,9 +269,33 @@ fn p4_settled_for_p5<'f>(mine: &[&Finding], all: &[Finding], stage: &mut Staging
 fn leaves_check_valid(st: &CheckState, stage: &Staging<'_>, f: &Finding) -> bool {
     let policy = f.code.policy();
     policy.keeps_check(f.inode().map(|i| stage.is_dir(i)))
+        || dir_size_keeps_check(st, f)
         || (st.answered_yes
             && (policy.answered
                 || (f.code.clears_inode() && f.inode().is_some_and(|i| !stage.inode_used(i)))))
+}
+
+/// A directory's size set to the blocks pass 1 found leaves pass 2 as
+/// it was: pass 2 reads the blocks pass 1 found (and the holes before
+/// the last), not the size. Not so for inline data, whose entries the
+/// size bounds.
+fn dir_size_keeps_check(st: &CheckState, f: &Finding) -> bool {
+    f.code == Code::BadISize
+        && !st
+            .fs
+            .geo
+            .incompat
+            .contains(ext4_layout::features::IncompatFeatures::INLINE_DATA)
+}
+
+/// Pass 3A's indexing of linear directories, in the round.
+#[derive(Debug, Default)]
+pub(crate) struct Pass3A {
+    /// Whether the round indexes them (not with `-E bmap2extent`, which
+    /// converts files before pass 3A).
+    pub wanted: bool,
+    /// How many it rewrote.
+    pub rewritten: usize,
 }
 
 /// Pass 3A for the directories whose index this round drops: once every
@@ -277,9 +303,22 @@ fn leaves_check_valid(st: &CheckState, stage: &Staging<'_>, f: &Finding) -> bool
 /// blocks or more) is rewritten with a new index from what the round
 /// leaves in it, as e2fsck -y's pass 3A does in the same run (else the
 /// rewrite waits for a check after the round, and that needs another).
-fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
+/// With `pass3a.wanted`, so are the linear directories pass 3A would
+/// index: those the check found, and those whose size the round set to
+/// three blocks or more.
+fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>, pass3a: &mut Pass3A) {
     let fs = &r.st.fs;
-    if r.rehash.is_empty() && r.st.dx_dropped.is_empty() {
+    let resized: Vec<Ino> = if pass3a.wanted {
+        r.fixed
+            .iter()
+            .filter(|f| f.code == Code::BadISize)
+            .filter_map(|f| f.inode())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let linear = pass3a.wanted && !(r.st.linear_dirs.is_empty() && resized.is_empty());
+    if r.rehash.is_empty() && r.st.dx_dropped.is_empty() && !linear {
         return;
     }
     let lost_found = connect::lookup(r.stage, Ino::ROOT, b"lost+found")
@@ -303,6 +342,27 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>) {
             let mut f = Finding::new(Code::RehashDir).ino(dir.get());
             f.fixed = true;
             made.push(f);
+        }
+    }
+    if !linear {
+        return;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let dirs =
+        r.st.linear_dirs
+            .iter()
+            .copied()
+            .filter_map(Ino::new)
+            .chain(resized);
+    for dir in dirs {
+        if !seen.insert(dir)
+            || !r.stage.is_dir(dir)
+            || !crate::steps::linear_to_index(fs, r.stage, dir, lost_found)
+        {
+            continue;
+        }
+        if rewrite(r.stage, dir, false) {
+            pass3a.rewritten += 1;
         }
     }
 }

@@ -17,7 +17,7 @@ use check_core::report::Report;
 use check_core::sink::FixSink;
 
 use crate::error::Error;
-use crate::round::{entry_cleared, plan_round, wants_fix};
+use crate::round::{entry_cleared, plan_round, wants_fix, Pass3A};
 use crate::stage::Staging;
 use crate::steps::{
     convert_to_extents, discard_free_space, fix_superblock_fields, optimize_directories,
@@ -880,6 +880,10 @@ impl<'a> Run<'a> {
         let mut stopped = None;
         let mut made = Vec::new();
         let mut quiet = Vec::new();
+        let mut pass3a = Pass3A {
+            wanted: !self.opts.bmap2extent,
+            rewritten: 0,
+        };
         let fixed = plan_round(
             st,
             &current.report,
@@ -888,6 +892,7 @@ impl<'a> Run<'a> {
             &mut stopped,
             &mut made,
             &mut quiet,
+            &mut pass3a,
         );
         let planned = t_plan.elapsed().as_secs_f64();
         // The rest stops it if this round would fix it, or would fix
@@ -961,6 +966,14 @@ impl<'a> Run<'a> {
         if let Some(why) = &stopped {
             self.round_times
                 .push(format!("round {rounds} stopped early: {why}"));
+        }
+        if pass3a.rewritten > 0 {
+            // Pass 3A's rewrites, made in the round: a change, not a fix.
+            self.restructured = true;
+            self.round_times.push(format!(
+                "round {rounds}: pass 3A: {} directories rewritten",
+                pass3a.rewritten
+            ));
         }
         self.record.rounds.push(check_core::report::RoundRecord {
             fixed: fixed.len() as u64,
