@@ -473,6 +473,114 @@ fn a_dropped_hash_index_is_rebuilt() {
     );
 }
 
+/// An index pass 2 clears (a root whose info length is wrong: a bad
+/// limit, or on metadata_csum a root that fails its checksum) is built
+/// again in the round that clears it, as e2fsck's pass 3A builds it in
+/// the same run: one fixing round, one verifying check, on four feature
+/// sets; e2fsck -fn finds the result clean, the directory is indexed
+/// again, and every file e2fsck keeps is kept.
+#[test]
+fn a_hash_index_pass_2_clears_is_rebuilt_in_the_same_round() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, &str, &str); 4] = [
+        (
+            "csum4k",
+            "4096",
+            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        ),
+        (
+            "uninit1k",
+            "1024",
+            "has_journal,extent,dir_index,filetype,flex_bg,uninit_bg,dir_nlink,extra_isize",
+        ),
+        ("plain1k", "1024", "filetype,dir_index"),
+        ("blockmap4k", "4096", "has_journal,dir_index,filetype"),
+    ];
+    let scratch = Scratch::new("rehash-p2");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("h")).expect("mkdir");
+    std::fs::create_dir_all(tree.join("d")).expect("mkdir");
+    for i in 0..300 {
+        let name = format!("a_long_enough_name_for_a_hashed_directory_entry_{i}");
+        std::fs::write(tree.join("h").join(name), format!("{i}\n")).expect("write");
+    }
+    std::fs::write(tree.join("d/f"), b"f\n").expect("write");
+    for (set, bs, features) in sets {
+        let img = scratch.path(&format!("{set}.img"));
+        let p = img.to_str().expect("path");
+        mke2fs(&[
+            "-b",
+            bs,
+            "-I",
+            "256",
+            "-O",
+            features,
+            "-d",
+            tree.to_str().expect("path"),
+            p,
+            "16M",
+        ]);
+        tool("e2fsck", &["-fyD", p]);
+        let stat = |img: &str| {
+            String::from_utf8_lossy(&tool("debugfs", &["-R", "stat /h", img]).stdout).into_owned()
+        };
+        assert!(stat(p).contains("Flags: 0x"), "{set}: {}", stat(p));
+        let indexed = |img: &str| {
+            let s = stat(img);
+            s.split("Flags: 0x")
+                .nth(1)
+                .and_then(|t| u32::from_str_radix(t.split_whitespace().next()?, 16).ok())
+                .is_some_and(|f| f & 0x1000 != 0)
+        };
+        assert!(indexed(p), "{set}: not indexed: {}", stat(p));
+        let hurt = common::debugfs_batch_w(
+            &img,
+            &[
+                "sif /d/f links_count 3".to_string(),
+                "zap_block -f /h -o 0x1d -l 1 -p 0x10 0".to_string(),
+            ],
+            &scratch.0,
+        );
+        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
+        let before = scratch.path(&format!("{set}-before.img"));
+        let theirs = scratch.path(&format!("{set}-theirs.img"));
+        std::fs::copy(&img, &before).expect("copy");
+        std::fs::copy(&img, &theirs).expect("copy");
+        let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
+        let e_out = String::from_utf8_lossy(&e.stdout);
+        assert!(e_out.contains("Clear HTree index? yes"), "{set}: {e_out}");
+        assert!(!e_out.contains("Restarting"), "{set}: {e_out}");
+        let o = run(&["-y", "--format", "json", p]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
+        let fixing = v["repair"]["rounds"]
+            .as_array()
+            .expect("rounds")
+            .iter()
+            .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
+            .count();
+        assert_eq!(fixing, 1, "{set}: {}", v["repair"]);
+        assert_eq!(
+            v["repair"]["checks"].as_array().map(Vec::len),
+            Some(2),
+            "{set}: one check, one verifying check: {}",
+            v["repair"]
+        );
+        let after = tool("e2fsck", &["-fn", p]);
+        assert_eq!(
+            code(&after),
+            0,
+            "{set}: {}",
+            String::from_utf8_lossy(&after.stdout)
+        );
+        assert!(indexed(p), "{set}: not indexed again: {}", stat(p));
+        let lost = common::files_lost_either(&theirs, &before, &img, &scratch.0).expect("listing");
+        assert!(lost.is_empty(), "{set}: lost {lost:?}");
+    }
+}
+
 #[test]
 fn a_corrupt_primary_superblock_is_rewritten_from_the_backup() {
     if !have_all(&["e2fsck", "dumpe2fs", "mke2fs"]) {
