@@ -581,6 +581,109 @@ fn a_hash_index_pass_2_clears_is_rebuilt_in_the_same_round() {
     }
 }
 
+/// A directory's first block that holds some other record where '.'
+/// should be, a long one, then bytes that are no entries (a block of
+/// another file, say): e2fsck -y makes '.' of the record (and splits it
+/// without a word), '..' after it, salvages the rest, and judges the
+/// later passes in the same run. The check under a repair reads the
+/// block the same way, instead of stopping at it: one fixing round, on
+/// four feature sets and both block sizes; e2fsck -fn finds the result
+/// clean and every file e2fsck keeps is kept.
+#[test]
+fn a_first_block_of_foreign_bytes_is_repaired_in_one_round() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, usize, &str); 4] = [
+        (
+            "csum4k",
+            4096,
+            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        ),
+        (
+            "uninit1k",
+            1024,
+            "has_journal,extent,dir_index,filetype,flex_bg,uninit_bg,dir_nlink,extra_isize",
+        ),
+        ("plain1k", 1024, "filetype,dir_index"),
+        ("nofiletype4k", 4096, "has_journal,dir_index"),
+    ];
+    let scratch = Scratch::new("foreign-dir-block");
+    let tree = scratch.path("tree");
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(tree.join(d)).expect("mkdir");
+        std::fs::write(tree.join(d).join("f"), format!("{d}\n")).expect("write");
+    }
+    for (set, bs, features) in sets {
+        let img = scratch.path(&format!("{set}.img"));
+        let p = img.to_str().expect("path");
+        mke2fs(&[
+            "-b",
+            &bs.to_string(),
+            "-I",
+            "256",
+            "-O",
+            features,
+            "-d",
+            tree.to_str().expect("path"),
+            p,
+            "16M",
+        ]);
+        let bmap = tool("debugfs", &["-R", "bmap /a 0", p]);
+        let blk: u64 = String::from_utf8_lossy(&bmap.stdout)
+            .trim()
+            .parse()
+            .expect("block of /a");
+        // A record of 256 or 512 bytes with a 200-byte name, then noise.
+        let mut rng = common::Rng::new(set);
+        let mut b: Vec<u8> = (0..bs).map(|_| rng.next() as u8).collect();
+        b[0..4].copy_from_slice(&0x5639_c6ccu32.to_le_bytes());
+        b[4..6].copy_from_slice(&((bs / 4).min(512) as u16).to_le_bytes());
+        b[6] = 200;
+        b[7] = 0x2f;
+        let mut data = std::fs::read(&img).expect("image");
+        let at = blk as usize * bs;
+        data[at..at + bs].copy_from_slice(&b);
+        std::fs::write(&img, &data).expect("write");
+        let before = scratch.path(&format!("{set}-before.img"));
+        let theirs = scratch.path(&format!("{set}-theirs.img"));
+        std::fs::copy(&img, &before).expect("copy");
+        std::fs::copy(&img, &theirs).expect("copy");
+        let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
+        let e_out = String::from_utf8_lossy(&e.stdout);
+        assert!(!e_out.contains("Restarting"), "{set}: {e_out}");
+        let o = run(&["-y", "--format", "json", p]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
+        let fixing = v["repair"]["rounds"]
+            .as_array()
+            .expect("rounds")
+            .iter()
+            .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
+            .count();
+        assert_eq!(fixing, 1, "{set}: {}", v["repair"]);
+        let codes: Vec<&str> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter_map(|f| f["code"].as_str())
+            .collect();
+        assert!(
+            codes.contains(&"first-entry-not-dot") && codes.contains(&"dir-corrupted"),
+            "{set}: {codes:?}"
+        );
+        let after = tool("e2fsck", &["-fn", p]);
+        assert_eq!(
+            code(&after),
+            0,
+            "{set}: {}",
+            String::from_utf8_lossy(&after.stdout)
+        );
+        let lost = common::files_lost_either(&theirs, &before, &img, &scratch.0).expect("listing");
+        assert!(lost.is_empty(), "{set}: lost {lost:?}");
+    }
+}
+
 #[test]
 fn a_corrupt_primary_superblock_is_rewritten_from_the_backup() {
     if !have_all(&["e2fsck", "dumpe2fs", "mke2fs"]) {

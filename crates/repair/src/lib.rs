@@ -1,10 +1,29 @@
 //! Repair: the check runs (in parallel, read-only) on the device as it is,
-//! the problems of the earliest pass that has any are turned into changes,
-//! and the changes go through the fixer in one ordered commit; then the
-//! check runs again on the result. Each round fixes what the one before
-//! uncovered (a cleared inode leaves entries that point at nothing, then
-//! wrong link counts, then wrong bitmaps), as e2fsck's later passes do in
-//! one run, until a check finds nothing or nothing more can be fixed.
+//! and a round turns its problems into changes, pass by pass in e2fsck's
+//! order, staged in memory ([`Staging`]) and written through the fixer in
+//! one ordered commit. Then a check of the result verifies it.
+//!
+//! - **One round where e2fsck takes one run.** A round goes on from one
+//!   pass's fixes to the next pass's as long as the fixes leave the later
+//!   passes' findings valid: the problem table says which do
+//!   (`keeps`), and under a repair the check already judges the later
+//!   passes as e2fsck -y leaves them (`yes`: an entry to be cleared is
+//!   not counted, a dropped index is read as the linear directory it
+//!   becomes). Pass 3A is made in the round too: directories whose index
+//!   the check or the round's fixes drop are indexed again, and linear
+//!   directories of three blocks or more (also those a size fix makes so)
+//!   are indexed. Pass 5's summaries are rebuilt from the check's maps
+//!   and the round's allocations.
+//! - **Fixes during the check.** Pass 1's workers send fixes that touch
+//!   only an inode's own fields to the fixer while they check.
+//! - **Rounds after the first.** A round whose fixes change what a later
+//!   pass judges (a block map rebuilt, a root made) stops early and says
+//!   why; the next check judges the rest, as e2fsck judges it only after
+//!   those fixes, and restarts where e2fsck restarts. The repair ends
+//!   with a check that finds nothing to fix, or when nothing more can be.
+//! - **What was read.** Every check is a full check of the file system's
+//!   metadata; the report lists each with its time and the blocks it read
+//!   (`RepairRecord::checks`).
 //!
 //! Every write goes through [`fixer::Fixer`]; nothing here opens the
 //! device for writing itself.
