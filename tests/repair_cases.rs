@@ -473,6 +473,53 @@ fn a_dropped_hash_index_is_rebuilt() {
     );
 }
 
+/// Repairs `img` (damaged) with ext4chk -y beside e2fsck -fy on a copy,
+/// and holds the repair to what e2fsck does in one run: no restart, the
+/// same exit code, one fixing round that did not stop early, one
+/// verifying check after it, the result clean for e2fsck -fn, and every
+/// file e2fsck keeps kept. Returns the JSON report and e2fsck's output.
+fn repaired_in_one_round(set: &str, img: &Path, scratch: &Scratch) -> (serde_json::Value, String) {
+    let p = img.to_str().expect("path");
+    let before = scratch.path(&format!("{set}-before.img"));
+    let theirs = scratch.path(&format!("{set}-theirs.img"));
+    std::fs::copy(img, &before).expect("copy");
+    std::fs::copy(img, &theirs).expect("copy");
+    let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
+    let e_out = String::from_utf8_lossy(&e.stdout).into_owned();
+    assert!(!e_out.contains("Restarting"), "{set}: {e_out}");
+    let o = run(&["-y", "--format", "json", p]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
+    let rounds: Vec<&serde_json::Value> = v["repair"]["rounds"]
+        .as_array()
+        .expect("rounds")
+        .iter()
+        .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
+        .collect();
+    assert_eq!(rounds.len(), 1, "{set}: {}", v["repair"]);
+    assert!(
+        rounds[0]["stopped_early"].is_null(),
+        "{set}: {}",
+        v["repair"]
+    );
+    assert_eq!(
+        v["repair"]["checks"].as_array().map(Vec::len),
+        Some(2),
+        "{set}: one check, one verifying check: {}",
+        v["repair"]
+    );
+    let after = tool("e2fsck", &["-fn", p]);
+    assert_eq!(
+        code(&after),
+        0,
+        "{set}: {}",
+        String::from_utf8_lossy(&after.stdout)
+    );
+    let lost = common::files_lost_either(&theirs, &before, img, &scratch.0).expect("listing");
+    assert!(lost.is_empty(), "{set}: lost {lost:?}");
+    (v, e_out)
+}
+
 /// An index pass 2 clears (a root whose info length is wrong: a bad
 /// limit, or on metadata_csum a root that fails its checksum) is built
 /// again in the round that clears it, as e2fsck's pass 3A builds it in
@@ -544,40 +591,9 @@ fn a_hash_index_pass_2_clears_is_rebuilt_in_the_same_round() {
             &scratch.0,
         );
         assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let before = scratch.path(&format!("{set}-before.img"));
-        let theirs = scratch.path(&format!("{set}-theirs.img"));
-        std::fs::copy(&img, &before).expect("copy");
-        std::fs::copy(&img, &theirs).expect("copy");
-        let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
-        let e_out = String::from_utf8_lossy(&e.stdout);
+        let (_, e_out) = repaired_in_one_round(set, &img, &scratch);
         assert!(e_out.contains("Clear HTree index? yes"), "{set}: {e_out}");
-        assert!(!e_out.contains("Restarting"), "{set}: {e_out}");
-        let o = run(&["-y", "--format", "json", p]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-        assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
-        let fixing = v["repair"]["rounds"]
-            .as_array()
-            .expect("rounds")
-            .iter()
-            .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
-            .count();
-        assert_eq!(fixing, 1, "{set}: {}", v["repair"]);
-        assert_eq!(
-            v["repair"]["checks"].as_array().map(Vec::len),
-            Some(2),
-            "{set}: one check, one verifying check: {}",
-            v["repair"]
-        );
-        let after = tool("e2fsck", &["-fn", p]);
-        assert_eq!(
-            code(&after),
-            0,
-            "{set}: {}",
-            String::from_utf8_lossy(&after.stdout)
-        );
         assert!(indexed(p), "{set}: not indexed again: {}", stat(p));
-        let lost = common::files_lost_either(&theirs, &before, &img, &scratch.0).expect("listing");
-        assert!(lost.is_empty(), "{set}: lost {lost:?}");
     }
 }
 
@@ -645,23 +661,7 @@ fn a_first_block_of_foreign_bytes_is_repaired_in_one_round() {
         let at = blk as usize * bs;
         data[at..at + bs].copy_from_slice(&b);
         std::fs::write(&img, &data).expect("write");
-        let before = scratch.path(&format!("{set}-before.img"));
-        let theirs = scratch.path(&format!("{set}-theirs.img"));
-        std::fs::copy(&img, &before).expect("copy");
-        std::fs::copy(&img, &theirs).expect("copy");
-        let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
-        let e_out = String::from_utf8_lossy(&e.stdout);
-        assert!(!e_out.contains("Restarting"), "{set}: {e_out}");
-        let o = run(&["-y", "--format", "json", p]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-        assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
-        let fixing = v["repair"]["rounds"]
-            .as_array()
-            .expect("rounds")
-            .iter()
-            .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
-            .count();
-        assert_eq!(fixing, 1, "{set}: {}", v["repair"]);
+        let (v, _) = repaired_in_one_round(set, &img, &scratch);
         let codes: Vec<&str> = v["findings"]
             .as_array()
             .expect("findings")
@@ -672,15 +672,6 @@ fn a_first_block_of_foreign_bytes_is_repaired_in_one_round() {
             codes.contains(&"first-entry-not-dot") && codes.contains(&"dir-corrupted"),
             "{set}: {codes:?}"
         );
-        let after = tool("e2fsck", &["-fn", p]);
-        assert_eq!(
-            code(&after),
-            0,
-            "{set}: {}",
-            String::from_utf8_lossy(&after.stdout)
-        );
-        let lost = common::files_lost_either(&theirs, &before, &img, &scratch.0).expect("listing");
-        assert!(lost.is_empty(), "{set}: lost {lost:?}");
     }
 }
 
@@ -2414,32 +2405,11 @@ fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
         }
         let hurt = common::debugfs_batch_w(&img, &damage, &scratch.0);
         assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let before = scratch.path("before.img");
-        let theirs = scratch.path("theirs.img");
-        std::fs::copy(&img, &before).expect("copy");
-        std::fs::copy(&img, &theirs).expect("copy");
-        let e = tool("e2fsck", &["-fy", theirs.to_str().expect("path")]);
-        let e_out = String::from_utf8_lossy(&e.stdout);
-        assert!(!e_out.contains("Restarting"), "{set}: {e_out}");
-        let o = run(&["-y", "--format", "json", p]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-        assert_eq!(code(&o), code(&e), "{set}: {v}\n{e_out}");
-        let rounds: Vec<&serde_json::Value> = v["repair"]["rounds"]
-            .as_array()
-            .expect("rounds")
-            .iter()
-            .filter(|r| r["fixed"].as_u64().unwrap_or(0) > 0)
-            .collect();
-        assert_eq!(rounds.len(), 1, "{set}: {}", v["repair"]);
-        assert!(
-            rounds[0]["stopped_early"].is_null(),
-            "{set}: {}",
-            v["repair"]
-        );
+        let (v, _) = repaired_in_one_round(set, &img, &scratch);
         assert_eq!(
             v["repair"]["check_seconds"].as_array().map(Vec::len),
             Some(2),
-            "{set}: one check, one verifying check: {}",
+            "{set}: {}",
             v["repair"]
         );
         // Each check says what it read: both are full checks, which read
@@ -2461,15 +2431,6 @@ fn pass_1_pointer_and_dtime_damage_is_fixed_in_one_round() {
                 && read[1] <= 2 * read[0],
             "{set}: blocks read {read:?} of {total}"
         );
-        let after = tool("e2fsck", &["-fn", p]);
-        assert_eq!(
-            code(&after),
-            0,
-            "{set}: {}",
-            String::from_utf8_lossy(&after.stdout)
-        );
-        let lost = common::files_lost_either(&theirs, &before, &img, &scratch.0).expect("listing");
-        assert!(lost.is_empty(), "{set}: lost {lost:?}");
     }
 }
 

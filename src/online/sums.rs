@@ -73,22 +73,18 @@ pub(super) fn sum(b: &[u8]) -> u64 {
     (h & 0xffff_ffff_0000_0000) | crc
 }
 
-/// `ranges` widened to whole units, sorted and joined.
+/// `ranges` widened to whole units, sorted and joined, as (start, end).
 fn widened(ranges: &[(u64, u64)], unit: u64) -> Vec<(u64, u64)> {
     let mut v: Vec<(u64, u64)> = ranges
         .iter()
         .filter(|r| r.1 > 0)
-        .map(|&(o, l)| (o / unit * unit, (o + l).div_ceil(unit) * unit))
+        .map(|&(o, l)| {
+            let a = o / unit * unit;
+            (a, (o + l).div_ceil(unit) * unit - a)
+        })
         .collect();
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
+    super::join(&mut v);
+    v.into_iter().map(|(a, l)| (a, a + l)).collect()
 }
 
 /// Reads `ranges` (as (offset, length), widened to whole units) in pieces
