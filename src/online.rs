@@ -38,7 +38,7 @@ use crate::cli::Invocation;
 mod log;
 mod sums;
 
-use sums::{sum, sum_ranges, Sums};
+use sums::{join, sum, sum_ranges, Sums};
 
 /// e2scrub's exit codes.
 const CLEAN: i32 = 0;
@@ -154,21 +154,6 @@ pub(crate) fn device_node(devno: (u32, u32)) -> Option<PathBuf> {
 #[derive(Default)]
 struct Recorder {
     ranges: Mutex<(Vec<(u64, u64)>, usize)>,
-}
-
-/// Sorts and joins ranges in place.
-fn join(v: &mut Vec<(u64, u64)>) {
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for &(o, l) in v.iter() {
-        match out.last_mut() {
-            Some(last) if o <= last.0 + last.1 => {
-                last.1 = last.1.max(o + l - last.0);
-            }
-            _ => out.push((o, l)),
-        }
-    }
-    *v = out;
 }
 
 impl Recorder {

@@ -83,7 +83,7 @@ fn widened(ranges: &[(u64, u64)], unit: u64) -> Vec<(u64, u64)> {
             (a, (o + l).div_ceil(unit) * unit - a)
         })
         .collect();
-    super::join(&mut v);
+    join(&mut v);
     v.into_iter().map(|(a, l)| (a, a + l)).collect()
 }
 
@@ -131,6 +131,21 @@ pub(super) fn sum_ranges(
         sums.put(start, run);
     }
     (sums, true)
+}
+
+/// Sorts and joins ranges in place.
+pub(super) fn join(v: &mut Vec<(u64, u64)>) {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for &(o, l) in v.iter() {
+        match out.last_mut() {
+            Some(last) if o <= last.0 + last.1 => {
+                last.1 = last.1.max(o + l - last.0);
+            }
+            _ => out.push((o, l)),
+        }
+    }
+    *v = out;
 }
 
 #[cfg(test)]
