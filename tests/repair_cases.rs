@@ -520,6 +520,161 @@ fn repaired_in_one_round(set: &str, img: &Path, scratch: &Scratch) -> (serde_jso
     (v, e_out)
 }
 
+/// An index pass 2 clears (a root whose info length is wrong: a bad
+/// limit, or on metadata_csum a root that fails its checksum) is built
+/// again in the round that clears it, as e2fsck's pass 3A builds it in
+/// the same run: one fixing round, one verifying check, on four feature
+/// sets; e2fsck -fn finds the result clean, the directory is indexed
+/// again, and every file e2fsck keeps is kept.
+#[test]
+fn a_hash_index_pass_2_clears_is_rebuilt_in_the_same_round() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, &str, &str); 4] = [
+        (
+            "csum4k",
+            "4096",
+            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        ),
+        (
+            "uninit1k",
+            "1024",
+            "has_journal,extent,dir_index,filetype,flex_bg,uninit_bg,dir_nlink,extra_isize",
+        ),
+        ("plain1k", "1024", "filetype,dir_index"),
+        ("blockmap4k", "4096", "has_journal,dir_index,filetype"),
+    ];
+    let scratch = Scratch::new("rehash-p2");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("h")).expect("mkdir");
+    std::fs::create_dir_all(tree.join("d")).expect("mkdir");
+    for i in 0..300 {
+        let name = format!("a_long_enough_name_for_a_hashed_directory_entry_{i}");
+        std::fs::write(tree.join("h").join(name), format!("{i}\n")).expect("write");
+    }
+    std::fs::write(tree.join("d/f"), b"f\n").expect("write");
+    for (set, bs, features) in sets {
+        let img = scratch.path(&format!("{set}.img"));
+        let p = img.to_str().expect("path");
+        mke2fs(&[
+            "-b",
+            bs,
+            "-I",
+            "256",
+            "-O",
+            features,
+            "-d",
+            tree.to_str().expect("path"),
+            p,
+            "16M",
+        ]);
+        tool("e2fsck", &["-fyD", p]);
+        let stat = |img: &str| {
+            String::from_utf8_lossy(&tool("debugfs", &["-R", "stat /h", img]).stdout).into_owned()
+        };
+        assert!(stat(p).contains("Flags: 0x"), "{set}: {}", stat(p));
+        let indexed = |img: &str| {
+            let s = stat(img);
+            s.split("Flags: 0x")
+                .nth(1)
+                .and_then(|t| u32::from_str_radix(t.split_whitespace().next()?, 16).ok())
+                .is_some_and(|f| f & 0x1000 != 0)
+        };
+        assert!(indexed(p), "{set}: not indexed: {}", stat(p));
+        let hurt = common::debugfs_batch_w(
+            &img,
+            &[
+                "sif /d/f links_count 3".to_string(),
+                "zap_block -f /h -o 0x1d -l 1 -p 0x10 0".to_string(),
+            ],
+            &scratch.0,
+        );
+        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
+        let (_, e_out) = repaired_in_one_round(set, &img, &scratch);
+        assert!(e_out.contains("Clear HTree index? yes"), "{set}: {e_out}");
+        assert!(indexed(p), "{set}: not indexed again: {}", stat(p));
+    }
+}
+
+/// A directory's first block that holds some other record where '.'
+/// should be, a long one, then bytes that are no entries (a block of
+/// another file, say): e2fsck -y makes '.' of the record (and splits it
+/// without a word), '..' after it, salvages the rest, and judges the
+/// later passes in the same run. The check under a repair reads the
+/// block the same way, instead of stopping at it: one fixing round, on
+/// four feature sets and both block sizes; e2fsck -fn finds the result
+/// clean and every file e2fsck keeps is kept.
+#[test]
+fn a_first_block_of_foreign_bytes_is_repaired_in_one_round() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, usize, &str); 4] = [
+        (
+            "csum4k",
+            4096,
+            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        ),
+        (
+            "uninit1k",
+            1024,
+            "has_journal,extent,dir_index,filetype,flex_bg,uninit_bg,dir_nlink,extra_isize",
+        ),
+        ("plain1k", 1024, "filetype,dir_index"),
+        ("nofiletype4k", 4096, "has_journal,dir_index"),
+    ];
+    let scratch = Scratch::new("foreign-dir-block");
+    let tree = scratch.path("tree");
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(tree.join(d)).expect("mkdir");
+        std::fs::write(tree.join(d).join("f"), format!("{d}\n")).expect("write");
+    }
+    for (set, bs, features) in sets {
+        let img = scratch.path(&format!("{set}.img"));
+        let p = img.to_str().expect("path");
+        mke2fs(&[
+            "-b",
+            &bs.to_string(),
+            "-I",
+            "256",
+            "-O",
+            features,
+            "-d",
+            tree.to_str().expect("path"),
+            p,
+            "16M",
+        ]);
+        let bmap = tool("debugfs", &["-R", "bmap /a 0", p]);
+        let blk: u64 = String::from_utf8_lossy(&bmap.stdout)
+            .trim()
+            .parse()
+            .expect("block of /a");
+        // A record of 256 or 512 bytes with a 200-byte name, then noise.
+        let mut rng = common::Rng::new(set);
+        let mut b: Vec<u8> = (0..bs).map(|_| rng.next() as u8).collect();
+        b[0..4].copy_from_slice(&0x5639_c6ccu32.to_le_bytes());
+        b[4..6].copy_from_slice(&((bs / 4).min(512) as u16).to_le_bytes());
+        b[6] = 200;
+        b[7] = 0x2f;
+        let mut data = std::fs::read(&img).expect("image");
+        let at = blk as usize * bs;
+        data[at..at + bs].copy_from_slice(&b);
+        std::fs::write(&img, &data).expect("write");
+        let (v, _) = repaired_in_one_round(set, &img, &scratch);
+        let codes: Vec<&str> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter_map(|f| f["code"].as_str())
+            .collect();
+        assert!(
+            codes.contains(&"first-entry-not-dot") && codes.contains(&"dir-corrupted"),
+            "{set}: {codes:?}"
+        );
+    }
+}
+
 #[test]
 fn a_corrupt_primary_superblock_is_rewritten_from_the_backup() {
     if !have_all(&["e2fsck", "dumpe2fs", "mke2fs"]) {

@@ -1094,10 +1094,10 @@ codes! {
     IFileAclHiZero = 0x020048, "file-acl-hi-nonzero", P2, Error [preen],
         "inode {ino} has a non-zero i_file_acl_hi {found}";
     /// htree-root-checksum (e2fsck PR_2_HTREE_ROOT_CSUM_INVALID).
-    HtreeRootCsum = 0x020049, "htree-root-checksum", P2, Error [preen unindex],
+    HtreeRootCsum = 0x020049, "htree-root-checksum", P2, Error [preen yes unindex],
         "htree directory {dir} root fails its checksum";
     /// htree-node-checksum (e2fsck PR_2_HTREE_NODE_CSUM_INVALID).
-    HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error [preen unindex],
+    HtreeNodeCsum = 0x02004a, "htree-node-checksum", P2, Error [preen yes unindex],
         "htree directory {dir} node block {logical} fails its checksum";
     /// dir-block-checksum-missing (e2fsck PR_2_LEAF_NODE_MISSING_CSUM).
     LeafMissingCsum = 0x02004c, "dir-block-checksum-missing", P2, Error [preen keeps],

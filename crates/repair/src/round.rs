@@ -318,7 +318,26 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>, pass3a: &
         Vec::new()
     };
     let linear = pass3a.wanted && !(r.st.linear_dirs.is_empty() && resized.is_empty());
-    if r.rehash.is_empty() && r.st.dx_dropped.is_empty() && !linear {
+    // Indexed directories the round's fixes touched: those whose index
+    // the round clears are indexed again below, as e2fsck's pass 3A
+    // rebuilds an index its pass 2 cleared in the same run.
+    let touched: Vec<Ino> = if r.st.dx_dirs.is_empty() {
+        Vec::new()
+    } else {
+        let indexed: std::collections::HashSet<u32> =
+            r.st.dx_dirs.iter().map(|&(d, _)| d).collect();
+        let mut v: Vec<Ino> = r
+            .fixed
+            .iter()
+            .flat_map(|f| [f.directory(), f.inode()])
+            .flatten()
+            .filter(|d| indexed.contains(&d.get()))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    if r.rehash.is_empty() && r.st.dx_dropped.is_empty() && !linear && touched.is_empty() {
         return;
     }
     let lost_found = connect::lookup(r.stage, Ino::ROOT, b"lost+found")
@@ -334,20 +353,37 @@ fn reindex_dropped(r: &mut Round<'_, '_, '_>, made: &mut Vec<Finding>, pass3a: &
             r.fixed.extend(waiting);
         }
     }
+    let mut seen = std::collections::BTreeSet::new();
+    let reindexed = |dir: Ino| {
+        let mut f = Finding::new(Code::RehashDir).ino(dir.get());
+        f.fixed = true;
+        f
+    };
     for dir in r.st.dx_dropped.iter().copied().filter_map(Ino::new) {
-        if !r.stage.is_dir(dir) || !crate::steps::linear_to_index(fs, r.stage, dir, lost_found) {
+        if !seen.insert(dir)
+            || !r.stage.is_dir(dir)
+            || !crate::steps::linear_to_index(fs, r.stage, dir, lost_found)
+        {
             continue;
         }
         if rewrite(r.stage, dir, false) {
-            let mut f = Finding::new(Code::RehashDir).ino(dir.get());
-            f.fixed = true;
-            made.push(f);
+            made.push(reindexed(dir));
+        }
+    }
+    // Those whose index this round's fixes cleared get a new one as the
+    // check after the round would give it (a directory still indexed, or
+    // small enough to stay linear, is left as it is).
+    for dir in touched {
+        if Some(dir) == lost_found || !r.stage.is_dir(dir) || !seen.insert(dir) {
+            continue;
+        }
+        if super::rehash::rebuild(fs, r.stage, dir).is_ok() {
+            made.push(reindexed(dir));
         }
     }
     if !linear {
         return;
     }
-    let mut seen = std::collections::BTreeSet::new();
     let dirs =
         r.st.linear_dirs
             .iter()

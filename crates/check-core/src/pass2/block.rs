@@ -553,9 +553,16 @@ impl<'c> BlockCheck<'c, '_, '_> {
                 // it has just made it; a real '.' is split as asked.
                 let split = Finding::new(Code::SplitDot).dir(ino).found(rl as u64);
                 let remade = dot_problem(&b, offset)
-                    .is_some_and(|c| self.cx.says_yes(&Finding::new(c).dir(ino)));
-                if remade {
-                    dirent::split_dot(&mut b, offset, rl, ft_dir);
+                    .filter(|&c| self.cx.says_yes(&Finding::new(c).dir(ino)));
+                if let Some(c) = remade {
+                    // The entry in its place becomes '.' (and is reported
+                    // here, by the name it had): split, it no longer
+                    // holds that name.
+                    let nl = dirent::name_len_at(&b, offset);
+                    let name = b.get(offset + 8..offset + 8 + nl).unwrap_or(&[]);
+                    let f = Finding::new(c).dir(ino).name(name_of(name));
+                    self.push(f);
+                    dirent::fix_dot(&mut b, offset, rl, ino, ft_dir);
                 } else if self.cx.says_yes(&split) {
                     self.push(split);
                     dirent::split_dot(&mut b, offset, rl, ft_dir);
