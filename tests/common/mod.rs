@@ -662,8 +662,90 @@ pub fn files_lost_either(
             .filter(|entry| {
                 let path = entry.rsplit_once(" (").map_or(entry.as_str(), |(p, _)| p);
                 !matches!((b.get(path), o.get(path)), (Some((_, hb)), Some((_, ho))) if hb == ho)
+                    && !kept_block_by_block(theirs, before, ours, path, scratch)
             })
             .collect(),
     )
+}
+
+/// Whether ours holds the file at `path` with e2fsck's size and, block by
+/// block, each block as e2fsck's repair leaves it or as the damaged image
+/// maps it (read at the block number the damaged map gives, zeros where
+/// that number is out of range and the repair cleared it). A damaged file
+/// cannot be read whole from the damaged image (debugfs stops at its
+/// first bad pointer), and when its map block is another inode table
+/// block, e2fsck copies that block after its own inode updates changed
+/// it, so a pointer in it can name another block than before: keeping
+/// the map as it was is then no loss.
+pub fn kept_block_by_block(
+    theirs: &Path,
+    before: &Path,
+    ours: &Path,
+    path: &str,
+    scratch: &Path,
+) -> bool {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dump = |img: &Path, tag: &str| -> Option<Vec<u8>> {
+        let out = scratch.join(format!("blockwise-{n}-{tag}"));
+        debugfs_batch(
+            img,
+            &[format!("dump \"{path}\" {}", out.display())],
+            scratch,
+        )?;
+        let data = std::fs::read(&out).ok();
+        let _ = std::fs::remove_file(&out);
+        data
+    };
+    let (Some(t), Some(o)) = (dump(theirs, "theirs"), dump(ours, "ours")) else {
+        return false;
+    };
+    if t.len() != o.len() {
+        return false;
+    }
+    let Some(stats) = debugfs_batch(before, &["stats".to_string()], scratch) else {
+        return false;
+    };
+    let field = |tag: &str| -> Option<u64> {
+        stats
+            .iter()
+            .flat_map(|s| s.lines())
+            .find_map(|l| l.strip_prefix(tag))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let (Some(bs), Some(count)) = (field("Block size:"), field("Block count:")) else {
+        return false;
+    };
+    let bs = bs as usize;
+    let differing: Vec<usize> = (0..o.len().div_ceil(bs))
+        .filter(|&l| {
+            let r = l * bs..((l + 1) * bs).min(o.len());
+            t[r.clone()] != o[r]
+        })
+        .collect();
+    let cmds: Vec<String> = differing
+        .iter()
+        .map(|l| format!("bmap \"{path}\" {l}"))
+        .collect();
+    let Some(maps) = debugfs_batch(before, &cmds, scratch) else {
+        return false;
+    };
+    if maps.len() != differing.len() {
+        return false;
+    }
+    let Ok(img) = std::fs::File::open(before) else {
+        return false;
+    };
+    differing.iter().zip(maps.iter()).all(|(&l, m)| {
+        let ours = &o[l * bs..((l + 1) * bs).min(o.len())];
+        match m.trim().parse::<u64>() {
+            Ok(p) if p > 0 && p < count => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0u8; ours.len()];
+                img.read_exact_at(&mut buf, p * bs as u64).is_ok() && buf == ours
+            }
+            _ => ours.iter().all(|&b| b == 0),
+        }
+    })
 }
 pub mod mounted;
