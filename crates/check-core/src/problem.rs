@@ -831,7 +831,7 @@ codes! {
     MisalignedCluster = 0x010074, "cluster-misaligned", P1, Notice [],
         "inode {ino} logical block {blk} (physical block {blk2}) breaks the cluster allocation rules; pass 1B deals with it";
     /// dir-extent-gap (e2fsck PR_1_COLLAPSE_DBLOCK).
-    CollapseDblock = 0x010072, "dir-extent-gap", P1, Error [blocks],
+    CollapseDblock = 0x010072, "dir-extent-gap", P1, Error [blocks yes],
         "directory inode {ino} has a gap before logical block {logical}";
     /// htree-not-dir (e2fsck PR_1_HTREE_NODIR).
     HtreeNodir = 0x010048, "htree-not-dir", P1, Error [preen yes unindex],
@@ -970,7 +970,7 @@ codes! {
     DirCorrupted = 0x020013, "dir-corrupted", P2, Error [yes],
         "directory {dir} block {logical} is corrupt at offset {offset}";
     /// dir-hole (e2fsck PR_2_DIRECTORY_HOLE).
-    DirectoryHole = 0x020015, "dir-hole", P2, Error [],
+    DirectoryHole = 0x020015, "dir-hole", P2, Error [keeps],
         "directory {dir} has a hole at block {logical}";
     /// dot-not-terminated (e2fsck PR_2_DOT_NULL_TERM).
     DotNullTerm = 0x020016, "dot-not-terminated", P2, Error [yes],

@@ -74,6 +74,19 @@ pub fn pack_extent_tree<'f>(
     super::map::recount_i_blocks(stage, ino)
 }
 
+/// Whether an inode's block problems only move directory extents down
+/// to close gaps, with no bigalloc: the tree is otherwise sound, so its
+/// old nodes are the inode's own. They go back and the block count is
+/// counted again from the new tree, as e2fsck's edit of the tree leaves
+/// no node behind. After any other problem a node may be a block of
+/// something else, and stays as the check found it.
+pub fn only_moves_dir_extents(fs: &check_core::fs::Fs, probs: &[&Finding]) -> bool {
+    fs.geo.cluster_bits == 0
+        && probs
+            .iter()
+            .all(|f| f.code == Code::CollapseDblock || !f.code.policy().block_map)
+}
+
 /// Fixes the block-level problems of one inode: a block map loses its
 /// illegal pointers, an extent tree is rebuilt from the extents e2fsck
 /// keeps. Returns whether the inode itself changed (not only indirect
@@ -91,7 +104,19 @@ pub fn fix_inode_blocks<'f>(
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
         let (leaves, _) = collect_extents(&p1, &mut stage.io, ino.get(), &raw);
+        let moved_only = only_moves_dir_extents(fs, probs);
+        let old_nodes = if moved_only {
+            super::map::tree_blocks_of(stage, ino)?
+        } else {
+            Vec::new()
+        };
         write_extent_tree(stage, ino, &leaves)?;
+        if moved_only {
+            for b in old_nodes {
+                stage.release_block(b);
+            }
+            super::map::recount_i_blocks(stage, ino)?;
+        }
         return Ok(true);
     }
     // Block map: pointers out of range, and those the check found too

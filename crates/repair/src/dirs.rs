@@ -644,11 +644,34 @@ fn fill_holes<'f>(
 ) -> io::Result<()> {
     let fs = &st.fs;
     let bs = fs.block_size() as u64;
+    // Under bigalloc a logical cluster lives in one physical cluster, each
+    // block at its own offset: a hole goes into the cluster its logical
+    // neighbours already have, else into a new cluster at its offset.
+    let bits = fs.geo.cluster_bits;
+    let mask = (1u64 << bits) - 1;
+    let mut clusters: std::collections::BTreeMap<u64, u64> = if bits > 0 {
+        super::map::blocks_of(stage, ino)?
+            .into_iter()
+            .filter(|&(_, p)| p.0 != 0)
+            .map(|(l, p)| (l >> bits, p.0 >> bits))
+            .collect()
+    } else {
+        std::collections::BTreeMap::new()
+    };
     let mut goal = PhysBlock(0);
     for &lblk in holes {
-        let b = stage
-            .alloc_block(goal)
-            .ok_or_else(|| io::Error::other("no free block"))?;
+        let b = match clusters.get(&(lblk >> bits)) {
+            Some(&c) if bits > 0 => PhysBlock((c << bits) | (lblk & mask)),
+            _ => {
+                let b = stage
+                    .alloc_block(goal)
+                    .ok_or_else(|| io::Error::other("no free block"))?;
+                if bits > 0 {
+                    clusters.insert(lblk >> bits, b.0 >> bits);
+                }
+                PhysBlock((b.0 & !mask) | (lblk & mask))
+            }
+        };
         goal = b;
         init_dir_block(stage, fs, b, lblk, ino);
         super::map::map_block(stage, ino, lblk, b)?;
@@ -656,7 +679,9 @@ fn fill_holes<'f>(
     if let Some(&last) = holes.iter().next_back() {
         super::raw::grow_size(stage.inode(ino)?, (last + 1) * bs);
     }
-    Ok(())
+    // The new blocks count, as e2fsck's allocation counts them: the check
+    // after the round then finds the directory as this round leaves it.
+    super::map::recount_i_blocks(stage, ino)
 }
 
 /// Writes a new, empty directory block (with '.' and '..' for block 0).

@@ -334,6 +334,7 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
     }
     let fixed_before = r.fixed.len();
     let mut changed_blocks: BTreeSet<u32> = BTreeSet::new();
+    let mut recounted: BTreeSet<u32> = BTreeSet::new();
     let mut stopped_at = u32::MAX;
     let mut feature_changed = false;
     for (&ino, list) in &by_ino {
@@ -348,12 +349,23 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         };
         let done = fix_inode(r, inode, list);
         feature_changed = done.feature_changed;
+        // A directory extent moved down to close a gap is a move the
+        // check made too when it judged the inode: its size and block
+        // count still hold.
+        let only_moved = list
+            .iter()
+            .all(|f| !is_block_problem(f.code) || f.code == Code::CollapseDblock);
         if done.blocks_changed {
-            changed_blocks.insert(ino);
+            if !only_moved {
+                changed_blocks.insert(ino);
+            } else if blocks::only_moves_dir_extents(&r.st.fs, list) {
+                // Its block count is counted again from the new tree.
+                recounted.insert(ino);
+            }
         }
     }
     fix_ea_blocks(r, mine, stopped_at);
-    fix_sizes(r, mine, stopped_at, &changed_blocks);
+    fix_sizes(r, mine, stopped_at, &changed_blocks, &recounted);
     features_for_large_sizes(r, fixed_before);
     // Then the clones, as e2fsck's passes 1B to 1D follow pass 1, when
     // no fix changed which blocks an inode holds (the check's record of
@@ -918,6 +930,7 @@ fn fix_sizes<'a>(
     mine: &[&'a Finding],
     stopped_at: u32,
     changed_blocks: &BTreeSet<u32>,
+    recounted: &BTreeSet<u32>,
 ) {
     // What the inode fixes already settled, looked up once: a count set
     // by a tree rebuilt packed, and the inodes cleared.
@@ -937,6 +950,7 @@ fn fix_sizes<'a>(
         if ino >= stopped_at
             || changed_blocks.contains(&ino)
             || !matches!(f.code, Code::BadIBlocks | Code::BadISize)
+            || (f.code == Code::BadIBlocks && recounted.contains(&ino))
             || settled.contains(&std::ptr::from_ref(*f))
             || cleared.contains(&ino)
         {

@@ -744,10 +744,15 @@ impl Worker<'_, '_, '_> {
         }
         if w.is_dir {
             if try_repairs && w.last_block.wrapping_add(1) < lblk {
-                self.report(Finding::new(Code::CollapseDblock).ino(ino).logical(lblk));
-                if self.collect.is_some() {
-                    // The repair moves the extent down to close the gap.
-                    lblk = w.last_block.wrapping_add(1);
+                let f = Finding::new(Code::CollapseDblock).ino(ino).logical(lblk);
+                let moved = self.collect.is_some() || self.p.says_yes(&f);
+                self.report(f);
+                if moved {
+                    // The repair moves the extent down to close the gap;
+                    // under bigalloc only to the next logical cluster, at
+                    // the block's offset in its physical cluster (the gap
+                    // left is holes that pass 2 fills).
+                    lblk = collapsed_lblk(w.last_block.wrapping_add(1), pblk, geo.cluster_bits);
                 }
             }
             self.add_extent_dir_blocks(ino, w, lblk, pblk, len);
@@ -1344,4 +1349,36 @@ fn unaligned_cluster_map(bits: u32, last_pblk: u64, last_lblk: u64, pblk: u64, l
         && lblk & mask != 0
         && lblk >> bits == last_lblk >> bits
         && pblk >> bits != last_pblk >> bits
+}
+
+/// Where e2fsck moves a directory extent at `pblk` whose logical start
+/// leaves a gap after `next` (the block after the last one mapped): to
+/// `next`, or under bigalloc to the first logical cluster at or past it,
+/// at `pblk`'s offset within its cluster, so the cluster rule holds.
+fn collapsed_lblk(next: u64, pblk: u64, cluster_bits: u32) -> u64 {
+    if cluster_bits == 0 {
+        return next;
+    }
+    let mask = (1u64 << cluster_bits) - 1;
+    ((next + mask) & !mask) | (pblk & mask)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collapsed_lblk;
+
+    #[test]
+    fn a_gap_closes_to_the_next_block_without_bigalloc() {
+        assert_eq!(collapsed_lblk(2, 137, 0), 2);
+        assert_eq!(collapsed_lblk(0, 5000, 0), 0);
+    }
+
+    #[test]
+    fn a_gap_closes_to_the_next_cluster_at_the_block_offset_with_bigalloc() {
+        // 16 blocks a cluster: block 137 is at offset 9 of its cluster.
+        assert_eq!(collapsed_lblk(2, 137, 4), 25);
+        // Already at a cluster's start: that cluster, at the offset.
+        assert_eq!(collapsed_lblk(16, 130, 4), 18);
+        assert_eq!(collapsed_lblk(17, 128, 4), 32);
+    }
 }
