@@ -112,18 +112,6 @@ impl Tools {
     }
 }
 
-/// A superblock field as dumpe2fs -h prints it.
-fn sb_field(img: &Path, name: &str) -> String {
-    let out = common::tool("dumpe2fs", &["-h", img.to_str().expect("path")]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(&format!("{name}:"))
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_default()
-}
-
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -191,8 +179,8 @@ fn the_clock_options_decide_the_time_checks() {
                     ));
                 }
                 let (ma, mb) = (
-                    sb_field(&a, "Last mount time"),
-                    sb_field(&b, "Last mount time"),
+                    common::sb_field(&a, "Last mount time"),
+                    common::sb_field(&b, "Last mount time"),
                 );
                 if ma != mb {
                     failures.push(format!("{ctx}: last mount time {ma} vs e2fsck's {mb}"));
@@ -387,8 +375,8 @@ fn a_directory_of_files_and_the_environment() {
     let (o, th, a, b) = t.both(&far, &dir, &["-fy"], &[]);
     assert_eq!(code(&o), code(&th), "{}\n{}", text(&o), text(&th));
     assert_eq!(
-        sb_field(&a, "Last mount time"),
-        sb_field(&b, "Last mount time")
+        common::sb_field(&a, "Last mount time"),
+        common::sb_field(&b, "Last mount time")
     );
     assert!(!text(&o).contains("future"), "{}", text(&o));
 

@@ -17,7 +17,7 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{code, have_all, mke2fs, par_map, run, tool, tool_at, Scratch};
+use common::{code, have_all, par_map, run, tool, tool_at, Scratch};
 
 const BASE: &str = "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,\
                     sparse_super,large_file,huge_file,dir_nlink,extra_isize,ea_inode";
@@ -111,18 +111,7 @@ fn base_image(scratch: &Scratch, set: &str, features: &str, bs: &str) -> Option<
     std::fs::write(tree.join("g"), b"an ordinary file\n").expect("write");
     std::os::unix::fs::symlink("foo", tree.join("sl")).expect("symlink");
     let img = scratch.path(&format!("{set}-{bs}.img"));
-    mke2fs(&[
-        "-b",
-        bs,
-        "-I",
-        "256",
-        "-O",
-        &format!("{BASE}{features}"),
-        "-d",
-        tree.to_str().expect("path"),
-        img.to_str().expect("path"),
-        "16M",
-    ]);
+    common::mke2fs_tree(&img, &tree, bs, &format!("{BASE}{features}"), "16M");
     let mnt = scratch.path(&format!("{set}-{bs}.mnt"));
     std::fs::create_dir_all(&mnt).expect("mount point");
     if !mount(&img, &mnt) {

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{code, have_all, mke2fs, run_as, tool, Scratch};
+use common::{code, have_all, run_as, tool, Scratch};
 
 const FEATURES: &str = "has_journal,ext_attr,resize_inode,dir_index,filetype,extent,flex_bg,\
                         sparse_super,large_file,huge_file,dir_nlink,extra_isize";
@@ -33,18 +33,7 @@ fn tree(scratch: &Scratch, n: usize) -> PathBuf {
 fn image(scratch: &Scratch, name: &str, tree: &Path, extra: &str, bs: &str) -> PathBuf {
     let img = scratch.path(&format!("{name}.img"));
     let features = format!("{FEATURES}{extra}");
-    mke2fs(&[
-        "-b",
-        bs,
-        "-I",
-        "256",
-        "-O",
-        &features,
-        "-d",
-        tree.to_str().expect("path"),
-        img.to_str().expect("path"),
-        "64M",
-    ]);
+    common::mke2fs_tree(&img, tree, bs, &features, "64M");
     img
 }
 

@@ -557,18 +557,7 @@ fn a_hash_index_pass_2_clears_is_rebuilt_in_the_same_round() {
     for (set, bs, features) in sets {
         let img = scratch.path(&format!("{set}.img"));
         let p = img.to_str().expect("path");
-        mke2fs(&[
-            "-b",
-            bs,
-            "-I",
-            "256",
-            "-O",
-            features,
-            "-d",
-            tree.to_str().expect("path"),
-            p,
-            "16M",
-        ]);
+        common::mke2fs_tree(&img, &tree, bs, features, "16M");
         tool("e2fsck", &["-fyD", p]);
         let stat = |img: &str| {
             String::from_utf8_lossy(&tool("debugfs", &["-R", "stat /h", img]).stdout).into_owned()
@@ -636,19 +625,7 @@ fn a_gap_punched_in_a_directory_is_closed_in_one_round() {
     }
     for (set, bs, features) in sets {
         let img = scratch.path(&format!("{set}.img"));
-        let p = img.to_str().expect("path");
-        mke2fs(&[
-            "-b",
-            bs,
-            "-I",
-            "256",
-            "-O",
-            features,
-            "-d",
-            tree.to_str().expect("path"),
-            p,
-            "32M",
-        ]);
+        common::mke2fs_tree(&img, &tree, bs, features, "32M");
         let hurt = common::debugfs_batch_w(&img, &["punch /d 1 2".to_string()], &scratch.0);
         assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
         let (v, e_out) = repaired_in_one_round(set, &img, &scratch);
@@ -768,18 +745,7 @@ fn a_first_block_of_foreign_bytes_is_repaired_in_one_round() {
     for (set, bs, features) in sets {
         let img = scratch.path(&format!("{set}.img"));
         let p = img.to_str().expect("path");
-        mke2fs(&[
-            "-b",
-            &bs.to_string(),
-            "-I",
-            "256",
-            "-O",
-            features,
-            "-d",
-            tree.to_str().expect("path"),
-            p,
-            "16M",
-        ]);
+        common::mke2fs_tree(&img, &tree, &bs.to_string(), features, "16M");
         let bmap = tool("debugfs", &["-R", "bmap /a 0", p]);
         let blk: u64 = String::from_utf8_lossy(&bmap.stdout)
             .trim()

@@ -586,6 +586,35 @@ pub fn mke2fs(args: &[&str]) {
     );
 }
 
+/// A superblock field as dumpe2fs -h prints it ("" when it has none).
+pub fn sb_field(img: &Path, name: &str) -> String {
+    let out = tool("dumpe2fs", &["-h", img.to_str().expect("path")]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{name}:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// [`mke2fs`] of `size` at `img`, with `bs`-byte blocks, 256-byte inodes,
+/// exactly the `features` given, and the files of `tree`.
+pub fn mke2fs_tree(img: &Path, tree: &Path, bs: &str, features: &str, size: &str) {
+    mke2fs(&[
+        "-b",
+        bs,
+        "-I",
+        "256",
+        "-O",
+        features,
+        "-d",
+        tree.to_str().expect("path"),
+        img.to_str().expect("path"),
+        size,
+    ]);
+}
+
 /// A small deterministic generator (xorshift64*) seeded from a name, so a
 /// failing generated case names a seed that reproduces it.
 pub struct Rng(pub u64);
@@ -703,17 +732,8 @@ pub fn kept_block_by_block(
     if t.len() != o.len() {
         return false;
     }
-    let Some(stats) = debugfs_batch(before, &["stats".to_string()], scratch) else {
-        return false;
-    };
-    let field = |tag: &str| -> Option<u64> {
-        stats
-            .iter()
-            .flat_map(|s| s.lines())
-            .find_map(|l| l.strip_prefix(tag))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    let (Some(bs), Some(count)) = (field("Block size:"), field("Block count:")) else {
+    let number = |name: &str| sb_field(before, name).parse::<u64>().ok();
+    let (Some(bs), Some(count)) = (number("Block size"), number("Block count")) else {
         return false;
     };
     let bs = bs as usize;
