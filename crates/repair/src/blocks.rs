@@ -75,16 +75,21 @@ pub fn pack_extent_tree<'f>(
 }
 
 /// Whether an inode's block problems only move directory extents down
-/// to close gaps, with no bigalloc: the tree is otherwise sound, so its
-/// old nodes are the inode's own. They go back and the block count is
-/// counted again from the new tree, as e2fsck's edit of the tree leaves
-/// no node behind. After any other problem a node may be a block of
-/// something else, and stays as the check found it.
-pub fn only_moves_dir_extents(fs: &check_core::fs::Fs, probs: &[&Finding]) -> bool {
-    fs.geo.cluster_bits == 0
-        && probs
-            .iter()
-            .all(|f| f.code == Code::CollapseDblock || !f.code.policy().block_map)
+/// to close gaps: a move the check under a repair made too, so the size
+/// and block count it found still hold, and the tree is otherwise sound.
+pub fn only_moves_dir_extents(probs: &[&Finding]) -> bool {
+    probs
+        .iter()
+        .all(|f| f.code == Code::CollapseDblock || !f.code.policy().block_map)
+}
+
+/// Whether a tree rewritten only to move directory extents gives its old
+/// nodes back and is counted again (without bigalloc, whose clusters the
+/// check's count already settles): the nodes are the inode's own, and
+/// e2fsck's edit of the tree leaves none behind. After any other problem
+/// a node may be a block of something else, and stays as found.
+pub fn gives_back_old_nodes(fs: &check_core::fs::Fs, probs: &[&Finding]) -> bool {
+    fs.geo.cluster_bits == 0 && only_moves_dir_extents(probs)
 }
 
 /// Fixes the block-level problems of one inode: a block map loses its
@@ -104,7 +109,7 @@ pub fn fix_inode_blocks<'f>(
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
         let (leaves, _) = collect_extents(&p1, &mut stage.io, ino.get(), &raw);
-        let moved_only = only_moves_dir_extents(fs, probs);
+        let moved_only = gives_back_old_nodes(fs, probs);
         let old_nodes = if moved_only {
             super::map::tree_blocks_of(stage, ino)?
         } else {

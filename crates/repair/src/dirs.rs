@@ -652,7 +652,6 @@ fn fill_holes<'f>(
     let mut clusters: std::collections::BTreeMap<u64, u64> = if bits > 0 {
         super::map::blocks_of(stage, ino)?
             .into_iter()
-            .filter(|&(_, p)| p.0 != 0)
             .map(|(l, p)| (l >> bits, p.0 >> bits))
             .collect()
     } else {
@@ -661,14 +660,12 @@ fn fill_holes<'f>(
     let mut goal = PhysBlock(0);
     for &lblk in holes {
         let b = match clusters.get(&(lblk >> bits)) {
-            Some(&c) if bits > 0 => PhysBlock((c << bits) | (lblk & mask)),
-            _ => {
+            Some(&c) => PhysBlock((c << bits) | (lblk & mask)),
+            None => {
                 let b = stage
                     .alloc_block(goal)
                     .ok_or_else(|| io::Error::other("no free block"))?;
-                if bits > 0 {
-                    clusters.insert(lblk >> bits, b.0 >> bits);
-                }
+                clusters.insert(lblk >> bits, b.0 >> bits);
                 PhysBlock((b.0 & !mask) | (lblk & mask))
             }
         };

@@ -349,16 +349,10 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         };
         let done = fix_inode(r, inode, list);
         feature_changed = done.feature_changed;
-        // A directory extent moved down to close a gap is a move the
-        // check made too when it judged the inode: its size and block
-        // count still hold.
-        let only_moved = list
-            .iter()
-            .all(|f| !is_block_problem(f.code) || f.code == Code::CollapseDblock);
         if done.blocks_changed {
-            if !only_moved {
+            if !blocks::only_moves_dir_extents(list) {
                 changed_blocks.insert(ino);
-            } else if blocks::only_moves_dir_extents(&r.st.fs, list) {
+            } else if blocks::gives_back_old_nodes(&r.st.fs, list) {
                 // Its block count is counted again from the new tree.
                 recounted.insert(ino);
             }
