@@ -706,6 +706,18 @@ fn a_directory_gap_on_bigalloc_is_closed_at_the_cluster_offset() {
     let (ours, e2) = (names(&img), names(&theirs));
     assert!(ours.len() >= 5, "{ours:?}");
     assert_eq!(ours, e2);
+    let (lost, _) = common::files_lost(&theirs, &img, &scratch.0).expect("listing");
+    assert!(lost.is_empty(), "lost {lost:?}");
+    // 1.47.4 finds the result clean too.
+    if let Some(new) = common::e2fsck_1474() {
+        let after = common::tool_at(&new, &["-fn", p]);
+        assert_eq!(
+            code(&after),
+            0,
+            "{}",
+            String::from_utf8_lossy(&after.stdout)
+        );
+    }
     assert_eq!(code(&run(&["-y", p])), 0, "not repaired in one run");
 }
 
