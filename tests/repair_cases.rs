@@ -646,6 +646,62 @@ fn a_gap_punched_in_a_directory_is_closed_in_one_round() {
     }
 }
 
+/// A FIFO with a size and the immutable flag, and a symlink with the
+/// append-only flag: e2fsck -y clears the flags and the size in pass 1
+/// and goes on; so does one round here, on four feature sets.
+#[test]
+fn special_files_lose_their_flags_and_size_in_one_round() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs", "mkfifo"]) {
+        return;
+    }
+    let sets: [(&str, &str, &str); 4] = [
+        ("ext2-1k", "1024", "filetype,sparse_super"),
+        (
+            "uninit-4k",
+            "4096",
+            "has_journal,extent,dir_index,filetype,flex_bg,uninit_bg,dir_nlink,extra_isize",
+        ),
+        (
+            "csum-1k",
+            "1024",
+            "has_journal,extent,dir_index,filetype,flex_bg,metadata_csum,64bit,dir_nlink,extra_isize",
+        ),
+        ("blockmap-4k", "4096", "has_journal,dir_index,filetype"),
+    ];
+    let scratch = Scratch::new("special-flags");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("d")).expect("mkdir");
+    std::fs::write(tree.join("d/f"), b"kept\n").expect("write");
+    let fifo = tree.join("d/p");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success()),
+        "mkfifo"
+    );
+    std::os::unix::fs::symlink("f", tree.join("d/l")).expect("symlink");
+    for (set, bs, features) in sets {
+        let img = scratch.path(&format!("{set}.img"));
+        common::mke2fs_tree(&img, &tree, bs, features, "16M");
+        let hurt = common::debugfs_batch_w(
+            &img,
+            &[
+                "sif /d/p size 4096".to_string(),
+                "sif /d/p flags 0x10".to_string(),
+                "sif /d/l flags 0x20".to_string(),
+            ],
+            &scratch.0,
+        );
+        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
+        let (v, _) = repaired_in_one_round(set, &img, &scratch);
+        let codes = v.to_string();
+        for c in ["special-file-nonzero-size", "special-file-immutable"] {
+            assert!(codes.contains(c), "{set}: no {c}: {codes}");
+        }
+    }
+}
+
 /// f_holedir4 of the e2fsprogs corpus: on bigalloc (16 blocks a
 /// cluster), a directory whose second extent is far out and breaks the
 /// cluster rule. e2fsck moves it down only to the next logical cluster,

@@ -642,10 +642,10 @@ codes! {
     SetImagic = 0x01002f, "imagic-without-feature", P1, Error [order(11)],
         "inode {ino} has the imagic flag but the file system does not support it";
     /// special-file-immutable (e2fsck PR_1_SET_IMMUTABLE).
-    SetImmutable = 0x010030, "special-file-immutable", P1, Notice [preen fix],
+    SetImmutable = 0x010030, "special-file-immutable", P1, Notice [preen fix keeps],
         "special inode {ino} has the immutable or append-only flag";
     /// special-file-nonzero-size (e2fsck PR_1_SET_NONZSIZE).
-    SetNonzeroSize = 0x010032, "special-file-nonzero-size", P1, Error [preen],
+    SetNonzeroSize = 0x010032, "special-file-nonzero-size", P1, Error [preen keeps],
         "special inode {ino} has a non-zero size {found}";
     /// journal-inode-not-clear (e2fsck PR_1_JOURNAL_INODE_NOT_CLEAR).
     JournalInodeNotClear = 0x010034, "journal-inode-not-clear", P1, Error [preen order(9)],
