@@ -57,18 +57,86 @@ fn e2fsck_clean(img: &[u8], scratch: &Path) -> bool {
     )) == 0
 }
 
+/// What one mutant came to.
+#[derive(Default)]
+struct Outcome {
+    damaged: bool,
+    repaired: bool,
+    judged: bool,
+    kept_checked: bool,
+    failed: Vec<String>,
+}
+
+/// Mutant `k` of seed `name`: checked and repaired by the harness and,
+/// one in [`ORACLE_EVERY`], judged by e2fsck beside `scratch`.
+fn one_mutant(name: &str, base: &[u8], k: u64, oracle: bool, scratch: &Path) -> Outcome {
+    let mut rng = mutate::Rng::new(k ^ (name.len() as u64) << 32 ^ fnv(name));
+    let mut data = base.to_vec();
+    let mut ops = Vec::new();
+    for _ in 0..1 + rng.below(3) {
+        ops.extend(mutate::mutate(&mut data, &mut rng, None));
+    }
+    let img = image::decode(&data).expect("an image input");
+    let judge = oracle && k % ORACLE_EVERY == 0;
+    let mut out = Outcome::default();
+    match harness::exercise_keeping(&img, 1 + (k as usize % 2), judge) {
+        Ok(o) => {
+            out.damaged = o.damaged;
+            out.repaired = o.repaired;
+            if judge {
+                out.judged = true;
+                let theirs = e2fsck_clean(&img, scratch);
+                if theirs == o.damaged {
+                    out.failed.push(format!(
+                        "{name} mutant {k} ({ops:?}): e2fsck -fn calls it {}, ext4chk {}",
+                        if theirs { "clean" } else { "damaged" },
+                        if o.damaged { "damaged" } else { "clean" }
+                    ));
+                }
+                if let Some(after) = &o.after {
+                    if !e2fsck_clean(after, scratch) {
+                        out.failed.push(format!(
+                            "{name} mutant {k} ({ops:?}): after ext4chk's repair e2fsck -fn finds errors"
+                        ));
+                    }
+                    if let Some(lost) = lost_to_e2fsck(&img, after, scratch) {
+                        out.kept_checked = true;
+                        if !lost.is_empty() {
+                            out.failed.push(format!(
+                                "{name} mutant {k} ({ops:?}): e2fsck -fy keeps files ext4chk's repair does not: {}",
+                                lost.join(", ")
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        // EXT4CHK_FUZZ_KEEP=DIR keeps each failing mutant there, as an
+        // input the fuzz target can run.
+        Err(e) => out.failed.push(format!("{name} mutant {k} ({ops:?}): {e}")),
+    }
+    if !out.failed.is_empty() {
+        keep(&format!("{name}-{k}"), &data);
+    }
+    out
+}
+
 #[test]
 fn mutated_seed_images_are_checked_and_repaired_consistently() {
     let seeds = inputs("fuzz/corpus/check");
     assert!(seeds.len() >= 10, "{} seeds", seeds.len());
     let oracle = common::have_all(&["e2fsck", "debugfs"]);
-    let scratch = std::env::temp_dir().join(format!("ext4chk-mutation-{}.img", std::process::id()));
+    let work = std::env::temp_dir().join(format!("ext4chk-mutation-{}", std::process::id()));
+    std::fs::create_dir_all(&work).expect("work dir");
     let mut failed = Vec::new();
-    let (mut damaged, mut repaired, mut runs, mut judged) = (0, 0, 0, 0);
-    let mut kept_checked = 0;
+    let mut bases = Vec::new();
     for p in &seeds {
         let base = std::fs::read(p).expect("read");
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("?");
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_string();
         // The seed itself must be clean.
         let img = image::decode(&base).expect("an image input");
         match harness::exercise(&img, 2) {
@@ -76,62 +144,25 @@ fn mutated_seed_images_are_checked_and_repaired_consistently() {
             Ok(_) => failed.push(format!("{name}: the seed is not clean")),
             Err(e) => failed.push(format!("{name}: {e}")),
         }
-        for k in 0..PER_SEED {
-            let mut rng = mutate::Rng::new(k ^ (name.len() as u64) << 32 ^ fnv(name));
-            let mut data = base.clone();
-            let mut ops = Vec::new();
-            for _ in 0..1 + rng.below(3) {
-                ops.extend(mutate::mutate(&mut data, &mut rng, None));
-            }
-            let img = image::decode(&data).expect("an image input");
-            runs += 1;
-            let judge = oracle && k % ORACLE_EVERY == 0;
-            match harness::exercise_keeping(&img, 1 + (k as usize % 2), judge) {
-                Ok(o) => {
-                    damaged += usize::from(o.damaged);
-                    repaired += usize::from(o.repaired);
-                    if judge {
-                        judged += 1;
-                        let theirs = e2fsck_clean(&img, &scratch);
-                        let before = failed.len();
-                        if theirs == o.damaged {
-                            failed.push(format!(
-                                "{name} mutant {k} ({ops:?}): e2fsck -fn calls it {}, ext4chk {}",
-                                if theirs { "clean" } else { "damaged" },
-                                if o.damaged { "damaged" } else { "clean" }
-                            ));
-                        }
-                        if let Some(after) = &o.after {
-                            if !e2fsck_clean(after, &scratch) {
-                                failed.push(format!(
-                                    "{name} mutant {k} ({ops:?}): after ext4chk's repair e2fsck -fn finds errors"
-                                ));
-                            }
-                            if let Some(lost) = lost_to_e2fsck(&img, after, &scratch) {
-                                kept_checked += 1;
-                                if !lost.is_empty() {
-                                    failed.push(format!(
-                                        "{name} mutant {k} ({ops:?}): e2fsck -fy keeps files ext4chk's repair does not: {}",
-                                        lost.join(", ")
-                                    ));
-                                }
-                            }
-                        }
-                        if failed.len() > before {
-                            keep(&format!("{name}-{k}"), &data);
-                        }
-                    }
-                }
-                Err(e) => {
-                    // EXT4CHK_FUZZ_KEEP=DIR keeps each failing mutant there,
-                    // as an input the fuzz target can run.
-                    keep(&format!("{name}-{k}"), &data);
-                    failed.push(format!("{name} mutant {k} ({ops:?}): {e}"))
-                }
-            }
-        }
+        bases.push((name, base));
     }
-    let _ = std::fs::remove_file(&scratch);
+    // Mutants are independent: they run on every core, each with its own
+    // scratch files, and are counted in a fixed order.
+    let jobs: Vec<(usize, u64)> = (0..bases.len())
+        .flat_map(|s| (0..PER_SEED).map(move |k| (s, k)))
+        .collect();
+    let outcomes = common::par_map(&jobs, |&(s, k)| {
+        let (name, base) = &bases[s];
+        one_mutant(name, base, k, oracle, &work.join(format!("{s}-{k}.img")))
+    });
+    let _ = std::fs::remove_dir_all(&work);
+    let runs = outcomes.len();
+    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    let damaged = count(|o| o.damaged);
+    let repaired = count(|o| o.repaired);
+    let judged = count(|o| o.judged);
+    let kept_checked = count(|o| o.kept_checked);
+    failed.extend(outcomes.into_iter().flat_map(|o| o.failed));
     eprintln!(
         "mutation: {runs} mutants of {} seeds, {damaged} found damaged, {repaired} repaired clean, \
          {judged} also judged by e2fsck, {kept_checked} of them with the files kept compared",
