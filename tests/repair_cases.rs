@@ -702,6 +702,74 @@ fn special_files_lose_their_flags_and_size_in_one_round() {
     }
 }
 
+/// An inline-data directory and file whose `system.data` attribute is
+/// gone, and a file whose `i_extra_isize` is out of range with an
+/// attribute in the inode. e2fsck -y truncates the inline inodes and
+/// goes on in the same pass with them truncated (the directory, now of
+/// no length, is cleared and its entry with it), and fixes the extra
+/// size and reads the attributes at the fixed size. The repair's check
+/// judges the same inodes, so one round does it all: before, the round
+/// stopped after the truncation ("the fixes of pass 1 change what later
+/// passes judge") and a second round cleared the directory. On three
+/// inline-data sets; the extra size alone on a set without inline data.
+#[test]
+fn truncated_inline_data_and_a_bad_extra_size_are_repaired_in_one_round() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let inline = "has_journal,extent,dir_index,filetype,inline_data,extra_isize";
+    let sets: [(&str, &str, String); 4] = [
+        (
+            "csum-1k",
+            "1024",
+            format!("{inline},flex_bg,metadata_csum,64bit"),
+        ),
+        ("plain-4k", "4096", format!("{inline},^metadata_csum")),
+        (
+            "uninit-4k",
+            "4096",
+            format!("{inline},flex_bg,uninit_bg,^metadata_csum"),
+        ),
+        (
+            "no-inline-4k",
+            "4096",
+            "^has_journal,extent,dir_index,filetype,flex_bg,extra_isize,^metadata_csum".into(),
+        ),
+    ];
+    let scratch = Scratch::new("inline-attr");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("d/small")).expect("mkdir");
+    std::fs::write(tree.join("d/small/a"), b"a\n").expect("write");
+    std::fs::write(tree.join("d/tiny"), b"tiny\n").expect("write");
+    std::fs::write(tree.join("d/kept"), b"kept\n").expect("write");
+    let mut r = common::Rng::new("inline-attr");
+    let big: Vec<u8> = (0..5000).map(|_| r.below(256) as u8).collect();
+    std::fs::write(tree.join("d/big"), big).expect("write");
+    for (set, bs, features) in &sets {
+        let img = scratch.path(&format!("{set}.img"));
+        common::mke2fs_tree(&img, &tree, bs, features, "16M");
+        let mut cmds = vec![
+            "ea_set /d/big user.x hello".to_string(),
+            "sif /d/big extra_isize 126".to_string(),
+        ];
+        let has_inline = features.contains("inline_data");
+        if has_inline {
+            cmds.push("ea_rm /d/small system.data".into());
+            cmds.push("ea_rm /d/tiny system.data".into());
+        }
+        let hurt = common::debugfs_batch_w(&img, &cmds, &scratch.0);
+        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
+        let (v, _) = repaired_in_one_round(set, &img, &scratch);
+        let codes = v.to_string();
+        assert!(codes.contains("bad-extra-isize"), "{set}: {codes}");
+        if has_inline {
+            for c in ["inline-data-attr-missing", "zero-length-dir"] {
+                assert!(codes.contains(c), "{set}: no {c}: {codes}");
+            }
+        }
+    }
+}
+
 /// f_holedir4 of the e2fsprogs corpus: on bigalloc (16 blocks a
 /// cluster), a directory whose second extent is far out and breaks the
 /// cluster rule. e2fsck moves it down only to the next logical cluster,

@@ -34,6 +34,7 @@ pub mod ctx;
 pub mod due;
 pub mod engine;
 pub(crate) mod error;
+pub mod fixes;
 pub mod fs;
 pub(crate) mod inode_checks;
 pub mod io;

@@ -657,7 +657,7 @@ codes! {
     LowDtime = 0x010036, "low-dtime", P1, Error [keeps order(1)],
         "inode {ino} was part of the orphan list (dtime {found})";
     /// bad-extra-isize (e2fsck PR_1_EXTRA_ISIZE).
-    ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error [preen order(12)],
+    ExtraIsize = 0x01004f, "bad-extra-isize", P1, Error [preen yes order(12)],
         "inode {ino} has i_extra_isize {found}, which is invalid";
     /// xattr-name-len (e2fsck PR_1_ATTR_NAME_LEN).
     AttrNameLen = 0x010050, "xattr-name-len", P1, Error [preen],
@@ -720,7 +720,7 @@ codes! {
     InlineDataSet = 0x010070, "inline-data-without-feature", P1, Error [clear order(5)],
         "inode {ino} has the inline data flag but the file system has no inline_data feature";
     /// inline-data-attr-missing (e2fsck PR_1_INLINE_DATA_NO_ATTR).
-    InlineDataNoAttr = 0x010075, "inline-data-attr-missing", P1, Error [reread order(6)],
+    InlineDataNoAttr = 0x010075, "inline-data-attr-missing", P1, Error [yes order(6)],
         "inode {ino} has inline data but its system.data attribute is missing or bad";
     /// special-file-extents-inline (e2fsck PR_1_SPECIAL_EXTENTS_IDATA).
     SpecialExtentsIdata = 0x010076, "special-file-extents-inline", P1, Notice [preen fix reread order(4)],

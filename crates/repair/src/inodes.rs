@@ -874,18 +874,11 @@ impl FieldFix<'_> {
     /// Sets `i_extra_isize` to what the file system wants, or rounds it
     /// up to a multiple of four.
     fn fix_extra_isize(&self, raw: &mut [u8]) {
-        let max = self.fs.geo.inode_size as u16 - 128;
-        let cur = field::i_extra_isize_raw.get(raw);
-        let v = if cur < 4 || cur > max {
-            let want = self.fs.sb().s_want_extra_isize();
-            if want >= 4 && want <= max && want % 4 == 0 {
-                want
-            } else {
-                32.min(max)
-            }
-        } else {
-            (cur + 3) & !3
-        };
+        let v = check_core::fixes::fixed_extra_isize(
+            self.fs.geo.inode_size,
+            self.fs.sb().s_want_extra_isize(),
+            field::i_extra_isize_raw.get(raw),
+        );
         field::i_extra_isize_raw.set(raw, v);
     }
 }
