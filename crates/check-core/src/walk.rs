@@ -4,6 +4,8 @@
 //! bitmaps on disk as pass 5 reads them. The passes themselves are
 //! private to the crate.
 
-pub use crate::pass1::{collect_extents, inode_has_valid_blocks, LeafExtent, Pass1, QuotaUse};
+pub use crate::pass1::{
+    collect_extents, collect_tree, inode_has_valid_blocks, KeptTree, LeafExtent, Pass1, QuotaUse,
+};
 pub use crate::pass2::{tail_status, TailStatus};
 pub use crate::pass5::{read_bitmaps, DiskBitmaps};

@@ -15,7 +15,7 @@ use super::stage::{Kind, Staging};
 use super::tree::{write_extent_tree, MAX_UNINIT_LEN};
 use check_core::engine::CheckState;
 use check_core::problem::{Code, Finding};
-use check_core::walk::{collect_extents, LeafExtent, Pass1};
+use check_core::walk::{collect_extents, collect_tree, LeafExtent, Pass1};
 
 /// What to do with one block pointer.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -74,22 +74,46 @@ pub fn pack_extent_tree<'f>(
     super::map::recount_i_blocks(stage, ino)
 }
 
-/// Whether an inode's block problems only move directory extents down
-/// to close gaps: a move the check under a repair made too, so the size
-/// and block count it found still hold, and the tree is otherwise sound.
-pub fn only_moves_dir_extents(probs: &[&Finding]) -> bool {
+/// Whether an inode's block problems leave its tree to be written anew
+/// from what the check kept: directory extents moved down to close gaps
+/// (a move the check under a repair made too), extents and subtrees the
+/// walk drops (never claimed), index starts corrected, a tree too deep
+/// made shallow. The size and
+/// block count the check found then still hold.
+pub fn rewrites_kept_tree(probs: &[&Finding]) -> bool {
     probs
         .iter()
-        .all(|f| f.code == Code::CollapseDblock || !f.code.policy().block_map)
+        .all(|f| drops_from_tree(f.code) || !f.code.policy().block_map)
 }
 
-/// Whether a tree rewritten only to move directory extents gives its old
-/// nodes back and is counted again (without bigalloc, whose clusters the
-/// check's count already settles): the nodes are the inode's own, and
-/// e2fsck's edit of the tree leaves none behind. After any other problem
-/// a node may be a block of something else, and stays as found.
-pub fn gives_back_old_nodes(fs: &check_core::fs::Fs, probs: &[&Finding]) -> bool {
-    fs.geo.cluster_bits == 0 && only_moves_dir_extents(probs)
+/// The extent tree problems whose fix is the tree written anew from the
+/// extents the check's walk keeps, with nothing else to it.
+pub fn drops_from_tree(code: Code) -> bool {
+    matches!(
+        code,
+        Code::CollapseDblock
+            | Code::ExtentNodeInvalid
+            | Code::ExtentIndexStartInvalid
+            | Code::ExtentBadStart
+            | Code::ExtentEndsBeyond
+            | Code::ExtentLengthZero
+            | Code::OutOfOrderExtents
+            | Code::ExtentEndOutOfBounds
+            | Code::ExtentCollision
+            | Code::ExtentBadMaxDepth
+    )
+}
+
+/// Whether a tree rewritten from what the check kept gives its old
+/// nodes back and is counted again, so that the blocks it holds are
+/// those the check found it claims: without bigalloc (whose clusters
+/// the check's count already settles), and for an inode that shares no
+/// block with another (pass 1B's clones come first). The nodes given
+/// back are those the check's walk kept, the inode's own; e2fsck's edit
+/// of the tree leaves none behind. After any other problem a node may
+/// be a block of something else, and stays as found.
+pub fn gives_back_old_nodes(st: &CheckState, ino: u32, probs: &[&Finding]) -> bool {
+    st.fs.geo.cluster_bits == 0 && !st.dup_inodes.contains_key(&ino) && rewrites_kept_tree(probs)
 }
 
 /// Fixes the block-level problems of one inode: a block map loses its
@@ -108,17 +132,11 @@ pub fn fix_inode_blocks<'f>(
     let extent_fs = fs.geo.incompat.contains(IncompatFeatures::EXTENTS);
     if extent_fs && inode.has_flag(flags::EXTENTS) {
         let p1 = Pass1::new(fs, &st.maps, &st.bad_blocks);
-        let (leaves, _) = collect_extents(&p1, &mut stage.io, ino.get(), &raw);
-        let moved_only = gives_back_old_nodes(fs, probs);
-        let old_nodes = if moved_only {
-            super::map::tree_blocks_of(stage, ino)?
-        } else {
-            Vec::new()
-        };
-        write_extent_tree(stage, ino, &leaves)?;
-        if moved_only {
-            for b in old_nodes {
-                stage.release_block(b);
+        let kept = collect_tree(&p1, &mut stage.io, ino.get(), &raw);
+        write_extent_tree(stage, ino, &kept.leaves)?;
+        if gives_back_old_nodes(st, ino.get(), probs) {
+            for b in kept.nodes {
+                stage.release_block(PhysBlock(b));
             }
             super::map::recount_i_blocks(stage, ino)?;
         }

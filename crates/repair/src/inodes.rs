@@ -350,9 +350,9 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         let done = fix_inode(r, inode, list);
         feature_changed = done.feature_changed;
         if done.blocks_changed {
-            if !blocks::only_moves_dir_extents(list) {
+            if !blocks::rewrites_kept_tree(list) {
                 changed_blocks.insert(ino);
-            } else if blocks::gives_back_old_nodes(&r.st.fs, list) {
+            } else if blocks::gives_back_old_nodes(r.st, ino, list) {
                 // Its block count is counted again from the new tree.
                 recounted.insert(ino);
             }

@@ -178,7 +178,7 @@ pub(crate) fn plan_round<'a, 'f>(
                 f.code == Code::ResizeInodeInvalid && !r.fixed.iter().any(|x| std::ptr::eq(*x, f))
             };
             mine.iter()
-                .all(|f| leaves_check_valid(st, r.stage, f) || unmade(f))
+                .all(|f| leaves_check_valid(st, r.stage, f, &mine) || unmade(f))
         };
         if !valid {
             reached_end = false;
@@ -186,7 +186,7 @@ pub(crate) fn plan_round<'a, 'f>(
             if later {
                 let why: std::collections::BTreeSet<&str> = mine
                     .iter()
-                    .filter(|f| pass == Pass::P4 || !leaves_check_valid(st, r.stage, f))
+                    .filter(|f| pass == Pass::P4 || !leaves_check_valid(st, r.stage, f, &mine))
                     .filter(|f| pass != Pass::P4 || !settles_for_p5(f.code))
                     .map(|f| f.code.name())
                     .collect();
@@ -266,13 +266,42 @@ fn p4_settled_for_p5<'f>(mine: &[&Finding], all: &[Finding], stage: &mut Staging
 /// problem table's `keeps` column; or, from a check that judged the later
 /// passes as the repair leaves them, its `answered` column, or an inode
 /// the repair clears that the check already took for unused.
-fn leaves_check_valid(st: &CheckState, stage: &Staging<'_>, f: &Finding) -> bool {
+fn leaves_check_valid(
+    st: &CheckState,
+    stage: &Staging<'_>,
+    f: &Finding,
+    mine: &[&Finding],
+) -> bool {
     let policy = f.code.policy();
     policy.keeps_check(f.inode().map(|i| stage.is_dir(i)))
         || dir_size_keeps_check(st, f)
+        || kept_tree_keeps_check(st, stage, f, mine)
         || (st.answered_yes
             && (policy.answered
                 || (f.code.clears_inode() && f.inode().is_some_and(|i| !stage.inode_used(i)))))
+}
+
+/// An extent tree problem of a file that is not a directory leaves the
+/// later passes as the check judged them when the tree is written anew
+/// from what the check kept and its old nodes are given back
+/// ([`super::blocks::gives_back_old_nodes`]): the blocks the file then
+/// holds are those the check found it claims, and the blocks it drops,
+/// never claimed, are pass 5's to free. (A directory's dropped blocks
+/// change what pass 2 reads of it, and wait for the next check.)
+fn kept_tree_keeps_check(
+    st: &CheckState,
+    stage: &Staging<'_>,
+    f: &Finding,
+    mine: &[&Finding],
+) -> bool {
+    let Some(ino) = f.inode() else {
+        return false;
+    };
+    if !super::blocks::drops_from_tree(f.code) || stage.is_dir(ino) {
+        return false;
+    }
+    let of_inode: Vec<&Finding> = mine.iter().copied().filter(|g| g.ino == f.ino).collect();
+    super::blocks::gives_back_old_nodes(st, ino.get(), &of_inode)
 }
 
 /// A directory's size set to the blocks pass 1 found leaves pass 2 as

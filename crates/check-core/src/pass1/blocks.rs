@@ -86,8 +86,31 @@ pub fn collect_extents<'f>(
     ino: u32,
     raw: &[u8],
 ) -> (Vec<LeafExtent>, bool) {
+    let t = collect_tree(p, io, ino, raw);
+    (t.leaves, t.ok)
+}
+
+/// What a repair keeps of an extent tree (see [`collect_tree`]).
+#[derive(Debug, Default)]
+pub struct KeptTree {
+    /// The leaf extents e2fsck keeps.
+    pub leaves: Vec<LeafExtent>,
+    /// The tree nodes (below the root) the walk keeps, each a block the
+    /// check claims for the inode.
+    pub nodes: Vec<u64>,
+    /// Whether the walk got through the tree.
+    pub ok: bool,
+}
+
+/// [`collect_extents`], with the tree nodes the walk keeps.
+pub fn collect_tree<'f>(
+    p: &Pass1<'f>,
+    io: &mut crate::io::Io<'f>,
+    ino: u32,
+    raw: &[u8],
+) -> KeptTree {
     let Some(inode) = Inode::new(raw) else {
-        return (Vec::new(), false);
+        return KeptTree::default();
     };
     let mut w = Worker::new(p, io);
     w.silent = true;
@@ -102,8 +125,11 @@ pub fn collect_extents<'f>(
     };
     let mut walk = Walk::new(&p.fs.geo, &inode, ino);
     w.check_extents(&cur, &mut walk);
-    let ok = walk.error.is_none();
-    (w.collect.take().unwrap_or_default(), ok)
+    KeptTree {
+        leaves: w.collect.take().unwrap_or_default(),
+        nodes: std::mem::take(&mut w.collected_nodes),
+        ok: walk.error.is_none(),
+    }
 }
 
 /// Why a block-map walk stopped.
@@ -1176,6 +1202,9 @@ impl ExtentVisitor for ExtentCheck<'_, '_, '_, '_, '_> {
         }
         if let Some(blk) = blk {
             self.w.mark_block_used(blk);
+            if self.w.collect.is_some() {
+                self.w.collected_nodes.push(blk);
+            }
             self.walk.num_blocks += 1;
             self.shape.nodes += 1;
         }

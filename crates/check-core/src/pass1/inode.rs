@@ -31,6 +31,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             cur_dir: None,
             silent: false,
             collect: None,
+            collected_nodes: Vec::new(),
             no_claims: false,
             claims: 0,
             truncated: None,

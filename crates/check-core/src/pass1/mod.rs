@@ -20,7 +20,7 @@ use crate::io::Io;
 use crate::problem::Finding;
 
 pub(crate) use badblocks::read_bad_blocks_list;
-pub use blocks::collect_extents;
+pub use blocks::{collect_extents, collect_tree, KeptTree};
 pub use meta::mark_table_blocks;
 pub use types::has_valid_blocks as inode_has_valid_blocks;
 pub(crate) use types::Worker;

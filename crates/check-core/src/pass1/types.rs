@@ -357,6 +357,9 @@ pub struct Worker<'p, 'f, 'io> {
     /// When set, the extents kept by the walk (those e2fsck would keep
     /// when answering "yes") are collected here.
     pub(crate) collect: Option<Vec<super::LeafExtent>>,
+    /// While collecting, the extent tree nodes the walk keeps (those the
+    /// check claims for the inode).
+    pub(crate) collected_nodes: Vec<u64>,
     /// When set, blocks are not claimed in the shared maps (a walk made
     /// for a repair, after the check).
     pub(crate) no_claims: bool,
