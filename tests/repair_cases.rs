@@ -867,6 +867,68 @@ fn damaged_extent_trees_of_files_are_repaired_in_one_round() {
     }
 }
 
+/// A block-mapped file with illegal pointers among its direct blocks and
+/// a size far past them (f_messy_inode of the e2fsprogs corpus, on file
+/// systems made here). e2fsck -y clears the pointers, sets the size from
+/// the blocks that remain, and counts the file as large or not by that
+/// size: no large_file feature for it. A repair's check now counts by
+/// the size as the fix leaves it, and the size the check worked out
+/// still holds after pointers cleared in place, so one round does it.
+/// Before, the round set large_file (on a file system e2fsck leaves
+/// without it) and the size waited for a second round. The features
+/// after the repair are e2fsck's.
+#[test]
+fn illegal_pointers_and_a_wild_size_are_repaired_in_one_round() {
+    if !have_all(&["debugfs", "dumpe2fs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, &str, &str); 3] = [
+        ("ext2-1k", "1024", "^has_journal,^large_file,filetype"),
+        (
+            "ext3-4k",
+            "4096",
+            "has_journal,^large_file,filetype,dir_index",
+        ),
+        (
+            "csum-1k-blockmap",
+            "1024",
+            "has_journal,^extent,^large_file,filetype,dir_index,flex_bg,metadata_csum",
+        ),
+    ];
+    let scratch = Scratch::new("wild-size");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(&tree).expect("mkdir");
+    let mut r = common::Rng::new("wild-size");
+    let data: Vec<u8> = (0..3000).map(|_| r.below(256) as u8).collect();
+    std::fs::write(tree.join("f"), data).expect("write");
+    std::fs::write(tree.join("kept"), b"kept\n").expect("write");
+    for (set, bs, features) in sets {
+        let img = scratch.path(&format!("{set}.img"));
+        common::mke2fs_tree(&img, &tree, bs, features, "16M");
+        let hurt = common::debugfs_batch_w(
+            &img,
+            &[
+                "sif /f block[2] 4294901760".to_string(),
+                "sif /f block[3] 4294901760".to_string(),
+                "sif /f size 0xFFFF00000000".to_string(),
+            ],
+            &scratch.0,
+        );
+        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
+        let (v, _) = repaired_in_one_round(set, &img, &scratch);
+        let codes = v.to_string();
+        for c in ["illegal-block", "bad-i-size"] {
+            assert!(codes.contains(c), "{set}: no {c}: {codes}");
+        }
+        let theirs = scratch.path(&format!("{set}-theirs.img"));
+        assert_eq!(
+            common::sb_field(&img, "Filesystem features"),
+            common::sb_field(&theirs, "Filesystem features"),
+            "{set}: features after the repair"
+        );
+    }
+}
+
 /// f_holedir4 of the e2fsprogs corpus: on bigalloc (16 blocks a
 /// cluster), a directory whose second extent is far out and breaks the
 /// cluster rule. e2fsck moves it down only to the next logical cluster,

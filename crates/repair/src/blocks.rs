@@ -86,6 +86,19 @@ pub fn rewrites_kept_tree(probs: &[&Finding]) -> bool {
         .all(|f| drops_from_tree(f.code) || !f.code.policy().block_map)
 }
 
+/// Whether the size and block count the check found for a file that is
+/// not a directory still hold after its block problems are fixed: its
+/// tree written anew from what the check kept, or illegal and too-far
+/// pointers of a block map cleared where they are (the check's walk
+/// never counted them).
+pub fn file_size_holds(probs: &[&Finding]) -> bool {
+    probs.iter().all(|f| {
+        drops_from_tree(f.code)
+            || matches!(f.code, Code::IllegalBlock | Code::TooBig)
+            || !f.code.policy().block_map
+    })
+}
+
 /// The extent tree problems whose fix is the tree written anew from the
 /// extents the check's walk keeps, with nothing else to it.
 pub fn drops_from_tree(code: Code) -> bool {

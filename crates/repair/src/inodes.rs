@@ -350,7 +350,16 @@ pub fn fix_pass1<'a>(r: &mut Round<'_, 'a, '_>, mine: &[&'a Finding]) {
         let done = fix_inode(r, inode, list);
         feature_changed = done.feature_changed;
         if done.blocks_changed {
-            if !blocks::rewrites_kept_tree(list) {
+            // Not after a fix that changes how the blocks are read (or
+            // zeroes the inode): the check's size and count were worked
+            // out from the blocks as it read them.
+            let stale = list
+                .iter()
+                .any(|f| reinterprets(f.code) || zeroes_inode(f.code));
+            let holds = !stale
+                && (blocks::rewrites_kept_tree(list)
+                    || (!r.stage.is_dir(inode) && blocks::file_size_holds(list)));
+            if !holds {
                 changed_blocks.insert(ino);
             } else if blocks::gives_back_old_nodes(r.st, ino, list) {
                 // Its block count is counted again from the new tree.
@@ -926,7 +935,7 @@ fn fix_sizes<'a>(
     let cleared: BTreeSet<u32> = r
         .fixed
         .iter()
-        .filter(|x| clears_inode(x.code))
+        .filter(|x| clears_inode(x.code) || zeroes_inode(x.code))
         .filter_map(|x| x.ino)
         .collect();
     for f in mine {

@@ -308,7 +308,18 @@ pub fn recount_i_blocks<'f>(stage: &mut Staging<'f>, ino: Ino) -> io::Result<()>
         .iter()
         .map(|&(_, p)| p)
         .chain(tree)
-        .chain((acl != 0).then_some(PhysBlock(acl)))
+        // An attribute block counts only where it can be one (e2fsck
+        // counts it once it has judged it; one out of range, or on a file
+        // system without ext_attr, is cleared, never counted).
+        .chain(
+            (acl != 0
+                && fs.geo.block_in_range(acl)
+                && fs
+                    .geo
+                    .compat
+                    .contains(ext4_layout::features::CompatFeatures::EXT_ATTR))
+            .then_some(PhysBlock(acl)),
+        )
         .map(|b| b.0 >> bits)
         .collect();
     clusters.sort_unstable();

@@ -244,8 +244,9 @@ impl Worker<'_, '_, '_> {
             expect = expect.saturating_mul(u64::from(geo.block_size / 512));
         }
         expect = expect.saturating_mul(u64::from(geo.cluster_ratio));
-        self.check_size(cur, &w);
-        if inode.is_reg() && inode.size() >= 0x8000_0000 {
+        // e2fsck counts a large file by its size as its answer leaves it.
+        let size = self.check_size(cur, &w);
+        if inode.is_reg() && size >= 0x8000_0000 {
             self.out.stats.large_files += 1;
         }
         let actual = inode.blocks_raw(huge);
@@ -261,7 +262,8 @@ impl Worker<'_, '_, '_> {
         }
     }
 
-    fn check_size(&mut self, cur: &Cur<'_>, w: &Walk) {
+    /// Reports a wrong size; returns the size as the answer leaves it.
+    fn check_size(&mut self, cur: &Cur<'_>, w: &Walk) -> u64 {
         let fs = self.p.fs;
         let geo = &fs.geo;
         let inode = cur.inode;
@@ -307,12 +309,16 @@ impl Worker<'_, '_, '_> {
             bad = past_eof || too_big;
         }
         if bad && !inode.is_symlink() {
-            self.report(
-                Finding::new(Code::BadISize)
-                    .ino(cur.ino)
-                    .mismatch(size, expect),
-            );
+            let f = Finding::new(Code::BadISize)
+                .ino(cur.ino)
+                .mismatch(size, expect);
+            let fixed = self.p.says_yes(&f);
+            self.report(f);
+            if fixed {
+                return expect;
+            }
         }
+        size
     }
 
     fn charge_quota(&mut self, cur: &Cur<'_>, num_blocks: u64) {
