@@ -929,6 +929,69 @@ fn illegal_pointers_and_a_wild_size_are_repaired_in_one_round() {
     }
 }
 
+/// The imagic flag on a file and a directory of a file system without
+/// imagic_inodes, and (on block-map sets) a slow symlink with blocks past
+/// its one, with a wrong link count for pass 4 to find after them. e2fsck
+/// -y clears the flags and the symlink's extra pointers in pass 1 and
+/// goes on; the check already judges what follows as those fixes leave
+/// it (an inode with the flag but not the feature is not taken for an
+/// imagic one; the extra blocks are never counted or claimed), so the
+/// round goes on to pass 4 and 5 (f_imagic and f_badsymlinks of the
+/// e2fsprogs corpus). Before, each stopped the round after pass 1.
+#[test]
+fn imagic_flags_and_too_long_symlinks_leave_the_round_going() {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+        return;
+    }
+    let sets: [(&str, &str, &str, bool); 4] = [
+        ("ext2-1k", "1024", "^has_journal,filetype", true),
+        ("ext3-4k", "4096", "has_journal,filetype,dir_index", true),
+        (
+            "uninit-4k",
+            "4096",
+            "has_journal,extent,flex_bg,uninit_bg,filetype,dir_index,^metadata_csum",
+            false,
+        ),
+        (
+            "csum-1k",
+            "1024",
+            "has_journal,extent,flex_bg,metadata_csum,filetype,dir_index",
+            false,
+        ),
+    ];
+    let scratch = Scratch::new("imagic");
+    let tree = scratch.path("tree");
+    std::fs::create_dir_all(tree.join("d")).expect("mkdir");
+    std::fs::write(tree.join("d/a"), b"a\n").expect("write");
+    std::fs::write(tree.join("b"), b"b\n").expect("write");
+    std::fs::write(tree.join("kept"), b"kept\n").expect("write");
+    std::os::unix::fs::symlink("x".repeat(200), tree.join("slow")).expect("symlink");
+    for (set, bs, features, blockmap) in sets {
+        let img = scratch.path(&format!("{set}.img"));
+        common::mke2fs_tree(&img, &tree, bs, features, "16M");
+        // IMAGIC, keeping the extents flag where the set has extents.
+        let flags = if blockmap { "0x2000" } else { "0x82000" };
+        let mut cmds = vec![
+            format!("sif /b flags {flags}"),
+            format!("sif /d flags {flags}"),
+            "sif /kept links_count 3".to_string(),
+        ];
+        if blockmap {
+            cmds.push("sif /slow block[1] 3000".into());
+            cmds.push("sif /slow block[2] 3001".into());
+        }
+        let hurt = common::debugfs_batch_w(&img, &cmds, &scratch.0);
+        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
+        let (v, _) = repaired_in_one_round(set, &img, &scratch);
+        let codes = v.to_string();
+        assert!(codes.contains("imagic-without-feature"), "{set}: {codes}");
+        assert!(codes.contains("link-count-wrong"), "{set}: {codes}");
+        if blockmap {
+            assert!(codes.contains("too-big"), "{set}: {codes}");
+        }
+    }
+}
+
 /// f_holedir4 of the e2fsprogs corpus: on bigalloc (16 blocks a
 /// cluster), a directory whose second extent is far out and breaks the
 /// cluster rule. e2fsck moves it down only to the next logical cluster,

@@ -639,7 +639,7 @@ codes! {
     InodeTableConflict = 0x010009, "inode-table-conflict", P1, Error [],
         "the inode table of group {group} at block {blk} conflicts with other metadata";
     /// imagic-without-feature (e2fsck PR_1_SET_IMAGIC).
-    SetImagic = 0x01002f, "imagic-without-feature", P1, Error [order(11)],
+    SetImagic = 0x01002f, "imagic-without-feature", P1, Error [keeps order(11)],
         "inode {ino} has the imagic flag but the file system does not support it";
     /// special-file-immutable (e2fsck PR_1_SET_IMMUTABLE).
     SetImmutable = 0x010030, "special-file-immutable", P1, Notice [preen fix keeps],
@@ -795,7 +795,7 @@ codes! {
     DirBlockCorrupt = 0x000000, "dir-block-unreadable", P1, Error [none],
         "directory inode {ino} block {blk} cannot be read";
     /// too-big (e2fsck PR_1_TOOBIG_DIR).
-    TooBig = 0x010044, "too-big", P1, Error [blocks],
+    TooBig = 0x010044, "too-big", P1, Error [blocks keeps_nondir],
         "inode {ino} is too big at block {blk} (logical {logical})";
     /// extent-bad-start (e2fsck PR_1_EXTENT_BAD_START_BLK).
     ExtentBadStart = 0x010058, "extent-bad-start", P1, Error [blocks keeps_nondir],
