@@ -876,7 +876,7 @@ codes! {
     ExtentNodeInvalid = 0x01005f, "extent-node-invalid", P1, Error [blocks],
         "inode {ino} has a damaged extent tree node at block {blk} ({detail})";
     /// uninit-dir-extent (e2fsck PR_1_UNINIT_DBLOCK).
-    UninitExtentOnDir = 0x010073, "uninit-dir-extent", P1, Error [preen blocks],
+    UninitExtentOnDir = 0x010073, "uninit-dir-extent", P1, Error [preen blocks keeps],
         "directory inode {ino} has an uninitialized extent (logical {logical}, physical {blk})";
     /// xattr-block-bad (e2fsck PR_1_BAD_EA_BLOCK).
     EaBlockBad = 0x01003a, "xattr-block-bad", P1, Error [],

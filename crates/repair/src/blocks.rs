@@ -78,7 +78,8 @@ pub fn pack_extent_tree<'f>(
 /// from what the check kept: directory extents moved down to close gaps
 /// (a move the check under a repair made too), extents and subtrees the
 /// walk drops (never claimed), index starts corrected, a tree too deep
-/// made shallow. The size and
+/// made shallow, a directory's extents no longer uninitialised. The
+/// size and
 /// block count the check found then still hold.
 pub fn rewrites_kept_tree(probs: &[&Finding]) -> bool {
     probs
@@ -114,6 +115,7 @@ pub fn drops_from_tree(code: Code) -> bool {
             | Code::ExtentEndOutOfBounds
             | Code::ExtentCollision
             | Code::ExtentBadMaxDepth
+            | Code::UninitExtentOnDir
     )
 }
 
