@@ -932,14 +932,16 @@ fn illegal_pointers_and_a_wild_size_are_repaired_in_one_round() {
 /// The imagic flag on a file and a directory of a file system without
 /// imagic_inodes, on block-map sets a slow symlink with blocks past its
 /// one, on extent sets the directory's extent marked uninitialised, with
-/// a wrong link count for pass 4 to find after them. e2fsck -y fixes
-/// each in pass 1 and goes on; the check already judges what follows as
-/// those fixes leave it (an inode with the flag but not the feature is
-/// not taken for an imagic one; the extra blocks are never counted or
-/// claimed; a directory's uninitialised block is read as the directory
-/// block it becomes), so the round goes on to pass 4 and 5 (f_imagic,
-/// f_badsymlinks and f_uninit_dir of the e2fsprogs corpus). Before, each
-/// stopped the round after pass 1.
+/// a directory given a character device's mode, and a wrong link count
+/// for pass 4 to find after them. e2fsck -y fixes each in pass 1 and
+/// goes on; the check already judges what follows as those fixes leave
+/// it (an inode with the flag but not the feature is not taken for an
+/// imagic one; the extra blocks are never counted or claimed; a
+/// directory's uninitialised block is read as the directory block it
+/// becomes; an inode taken for a directory is checked on as one), so
+/// the round goes on to pass 4 and 5 (f_imagic, f_badsymlinks,
+/// f_uninit_dir and f_dir_bad_mode of the e2fsprogs corpus). Before,
+/// each stopped the round after pass 1.
 #[test]
 fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
     if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
@@ -965,6 +967,8 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
     let tree = scratch.path("tree");
     std::fs::create_dir_all(tree.join("d")).expect("mkdir");
     std::fs::write(tree.join("d/a"), b"a\n").expect("write");
+    std::fs::create_dir_all(tree.join("e")).expect("mkdir");
+    std::fs::write(tree.join("e/a"), b"a\n").expect("write");
     std::fs::write(tree.join("b"), b"b\n").expect("write");
     std::fs::write(tree.join("kept"), b"kept\n").expect("write");
     std::os::unix::fs::symlink("x".repeat(200), tree.join("slow")).expect("symlink");
@@ -977,6 +981,7 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
             format!("sif /b flags {flags}"),
             format!("sif /d flags {flags}"),
             "sif /kept links_count 3".to_string(),
+            "sif /e mode 020755".to_string(),
         ];
         if blockmap {
             cmds.push("sif /slow block[1] 3000".into());
@@ -991,6 +996,7 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
         let codes = v.to_string();
         assert!(codes.contains("imagic-without-feature"), "{set}: {codes}");
         assert!(codes.contains("link-count-wrong"), "{set}: {codes}");
+        assert!(codes.contains("looks-like-directory"), "{set}: {codes}");
         let fourth = if blockmap {
             "too-big"
         } else {

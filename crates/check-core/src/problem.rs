@@ -684,7 +684,7 @@ codes! {
     EaTimeOutOfRange = 0x010082, "timestamp-out-of-range", P1, Notice [preen fix keeps order(13)],
         "inode {ino} has timestamps beyond the representable range";
     /// looks-like-directory (e2fsck PR_1_TREAT_AS_DIRECTORY).
-    TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error [reread order(14)],
+    TreatAsDirectory = 0x010055, "looks-like-directory", P1, Error [yes order(14)],
         "inode {ino} has mode {found:o} but looks like a directory";
     /// extents-without-feature (e2fsck PR_1_EXTENTS_SET).
     ExtentsSet = 0x01005a, "extents-without-feature", P1, Error [clear order(7)],

@@ -190,6 +190,8 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         if status == ScanStatus::Garbage && links > 0 {
             self.report(Finding::new(Code::InodeIsGarbage).ino(ino));
         }
+        // The inode as a repair's "treat as a directory" leaves it.
+        let as_dir: Vec<u8>;
         let mut cur = Cur {
             ino,
             inode,
@@ -248,7 +250,26 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             }
         }
         self.check_extra_space(&mut cur);
-        self.check_is_really_dir(&cur);
+        // Taken for a directory, the inode is checked on as one, as e2fsck
+        // -y goes on with the mode it set.
+        let inode = match self.check_is_really_dir(&cur) {
+            Some(f) if self.p.says_yes(&f) => {
+                self.report(f);
+                let mut copy = raw.to_vec();
+                let mode = (inode.i_mode() & 0o7777) | S_IFDIR;
+                ext4_layout::inode::InodeMut::new(&mut copy)
+                    .set(ext4_layout::inode::field::i_mode, mode);
+                as_dir = copy;
+                let v = Inode::new(&as_dir).unwrap_or(inode);
+                cur.inode = v;
+                v
+            }
+            Some(f) => {
+                self.report(f);
+                inode
+            }
+            None => inode,
+        };
         if extent_fs
             && inode.has_flag(flags::EXTENTS)
             && inode.is_symlink()
@@ -652,22 +673,22 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
 
     /// Whether a non-directory inode is really a directory: its first block
     /// starts with '.' and '..'.
-    fn check_is_really_dir(&mut self, cur: &Cur<'_>) {
+    /// Whether a special file looks like a directory: the finding, for
+    /// the caller to report.
+    fn check_is_really_dir(&mut self, cur: &Cur<'_>) -> Option<Finding> {
         let fs = self.p.fs;
         let geo = &fs.geo;
         let inode = cur.inode;
         let t = inode.i_mode() & S_IFMT;
         if matches!(t, S_IFDIR | S_IFREG | 0o120000) || inode.i_block_word(0) == 0 {
-            return;
+            return None;
         }
         let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
         let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
         if inline_fs && inode.has_flag(flags::INLINE_DATA) {
-            let Some(size) = xattr_read::inline_data_size(self.io, &inode, !cur.csum_bad) else {
-                return;
-            };
+            let size = xattr_read::inline_data_size(self.io, &inode, !cur.csum_bad)?;
             if size % 4 != 0 {
-                return;
+                return None;
             }
             let ib = inode.i_block();
             // The parent's number, then the first entry.
@@ -681,21 +702,20 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 || (dino < geo.first_ino && dino != 0)
                 || rec_len > 56
             {
-                return;
+                return None;
             }
-            self.report(
+            return Some(
                 Finding::new(Code::TreatAsDirectory)
                     .ino(cur.ino)
                     .found(u64::from(inode.i_mode())),
             );
-            return;
         }
         let mut not_device = false;
         let blk;
         if extent_fs && inode.has_flag(flags::EXTENTS) {
             match super::blocks::map_logical(self, &inode, cur.ino, 0) {
                 Some(b) => blk = b,
-                None => return,
+                None => return None,
             }
             not_device = true;
         } else {
@@ -711,13 +731,13 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                 // one; that depends on scan order, so only the fixed
                 // metadata (claimed before any inode) is consulted.
                 if !geo.block_in_range(b) || self.maps().metadata.get(b) {
-                    return;
+                    return None;
                 }
             }
             blk = u64::from(inode.i_block_word(0));
         }
         if matches!(t, 0o020000 | 0o060000) && inode.i_links_count() == 1 && !not_device {
-            return;
+            return None;
         }
         // The block's checksum is seeded from the inode as read from disk;
         // an inode failing its own checksum cannot vouch for it, so on
@@ -727,7 +747,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         // repair's later rounds keep the first round's refusal.
         if fs.metadata_csum() {
             if self.p.not_dirs.binary_search(&cur.ino).is_ok() {
-                return;
+                return None;
             }
             let p = self.p;
             let rewritten = p.repairing
@@ -736,7 +756,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
                     .any(|f| f.ino == Some(cur.ino) && p.says_yes(f));
             if cur.csum_bad && !rewritten {
                 Maps::mark(&self.maps().inode_not_dir, cur.ino);
-                return;
+                return None;
             }
         }
         let bs = fs.block_size();
@@ -745,13 +765,11 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             && looks_like_dir_block(fs, &buf, cur.ino, inode.i_generation());
         self.blockbuf = buf;
         debug_assert_eq!(self.blockbuf.len(), bs);
-        if ok {
-            self.report(
-                Finding::new(Code::TreatAsDirectory)
-                    .ino(cur.ino)
-                    .found(u64::from(inode.i_mode())),
-            );
-        }
+        ok.then(|| {
+            Finding::new(Code::TreatAsDirectory)
+                .ino(cur.ino)
+                .found(u64::from(inode.i_mode()))
+        })
     }
 
     /// The encryption context of an encrypted inode.
