@@ -1937,7 +1937,9 @@ mod tests {
         // extent-only-checksum left `blocks` for `quiet`: its block is
         // rewritten in place, as e2fsck rewrites it.
         assert_eq!(count(|p| p.block_map), 14);
-        assert_eq!(count(|p| p.rereads_blocks), 10);
+        // 10, then inline-data-attr-missing and looks-like-directory
+        // became answered: the check reads on as their fixes leave it.
+        assert_eq!(count(|p| p.rereads_blocks), 8);
         assert_eq!(count(|p| p.drops_index), 17);
         // Quiet: 11, then the journal's moving and backup (e2fsck's
         // messages without a prompt) and the two optimisations.
