@@ -932,19 +932,21 @@ fn illegal_pointers_and_a_wild_size_are_repaired_in_one_round() {
 /// The imagic flag on a file and a directory of a file system without
 /// imagic_inodes, on block-map sets a slow symlink with blocks past its
 /// one, on extent sets the directory's extent marked uninitialised, with
-/// a directory given a character device's mode, and a wrong link count
+/// on extent sets a FIFO with both the extents and inline data flags, a
+/// directory given a character device's mode, and a wrong link count
 /// for pass 4 to find after them. e2fsck -y fixes each in pass 1 and
 /// goes on; the check already judges what follows as those fixes leave
 /// it (an inode with the flag but not the feature is not taken for an
 /// imagic one; the extra blocks are never counted or claimed; a
 /// directory's uninitialised block is read as the directory block it
-/// becomes; an inode taken for a directory is checked on as one), so
-/// the round goes on to pass 4 and 5 (f_imagic, f_badsymlinks,
-/// f_uninit_dir and f_dir_bad_mode of the e2fsprogs corpus). Before,
+/// becomes; an inode taken for a directory is checked on as one; a
+/// special file's flags are judged cleared), so the round goes on to
+/// pass 4 and 5 (f_imagic, f_badsymlinks, f_uninit_dir, f_dir_bad_mode
+/// and f_inlinedir_detector of the e2fsprogs corpus). Before,
 /// each stopped the round after pass 1.
 #[test]
 fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
-    if !have_all(&["debugfs", "e2fsck", "mke2fs"]) {
+    if !have_all(&["debugfs", "e2fsck", "mke2fs", "mkfifo"]) {
         return;
     }
     let sets: [(&str, &str, &str, bool); 4] = [
@@ -972,6 +974,13 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
     std::fs::write(tree.join("b"), b"b\n").expect("write");
     std::fs::write(tree.join("kept"), b"kept\n").expect("write");
     std::os::unix::fs::symlink("x".repeat(200), tree.join("slow")).expect("symlink");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(tree.join("p"))
+            .status()
+            .is_ok_and(|s| s.success()),
+        "mkfifo"
+    );
     for (set, bs, features, blockmap) in sets {
         let img = scratch.path(&format!("{set}.img"));
         common::mke2fs_tree(&img, &tree, bs, features, "16M");
@@ -989,6 +998,8 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
         } else {
             // The first extent's length word, one block, uninitialised.
             cmds.push("sif /d block[4] 32769".into());
+            // EXTENTS and INLINE_DATA on a FIFO.
+            cmds.push("sif /p flags 0x10080000".into());
         }
         let hurt = common::debugfs_batch_w(&img, &cmds, &scratch.0);
         assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
@@ -997,12 +1008,14 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
         assert!(codes.contains("imagic-without-feature"), "{set}: {codes}");
         assert!(codes.contains("link-count-wrong"), "{set}: {codes}");
         assert!(codes.contains("looks-like-directory"), "{set}: {codes}");
-        let fourth = if blockmap {
-            "too-big"
+        let more: &[&str] = if blockmap {
+            &["too-big"]
         } else {
-            "uninit-dir-extent"
+            &["uninit-dir-extent", "special-file-extents-inline"]
         };
-        assert!(codes.contains(fourth), "{set}: {codes}");
+        for c in more {
+            assert!(codes.contains(c), "{set}: no {c}: {codes}");
+        }
     }
 }
 

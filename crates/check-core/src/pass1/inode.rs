@@ -34,7 +34,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             collected_nodes: Vec::new(),
             no_claims: false,
             claims: 0,
-            truncated: None,
+            answered_early: None,
         }
     }
 
@@ -67,15 +67,16 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
     pub(crate) fn check_inode(&mut self, ino: u32, raw: &[u8], status: ScanStatus, csum_bad: bool) {
         let mark = self.out.findings.len();
         let claims = self.claims;
-        let truncated = self.truncated_inline(ino, raw, status, csum_bad);
-        self.truncated = truncated.as_ref().map(|_| ino);
-        match &truncated {
+        let early = self.answered_early(ino, raw, status, csum_bad);
+        self.answered_early = early.as_ref().map(|(code, _)| (ino, *code));
+        match &early {
             // e2fsck rewrites the inode with its truncation, so its
             // checksum no longer fails.
-            Some(t) => self.check_inode_inner(ino, t, status, false),
+            Some((Code::InlineDataNoAttr, t)) => self.check_inode_inner(ino, t, status, false),
+            Some((_, t)) => self.check_inode_inner(ino, t, status, csum_bad),
             None => self.check_inode_inner(ino, raw, status, csum_bad),
         }
-        self.truncated = None;
+        self.answered_early = None;
         if self.p.sink.is_some() && self.out.findings.len() > mark {
             self.send_local_fixes(ino, raw, mark);
         }
@@ -116,6 +117,44 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
     /// the repair clears), so the round that truncates it goes on to the
     /// later passes. Not with the extents flag also set: that conflict
     /// is settled first, and may take the inline data flag away.
+    /// Under a repair that answers yes, the inode as a fix e2fsck -y
+    /// makes before the rest of its checks leaves it, with that fix's
+    /// code: a special file's extents and inline data flags cleared
+    /// (both set), or inline data truncated ([`Self::truncated_inline`]).
+    fn answered_early(
+        &mut self,
+        ino: u32,
+        raw: &[u8],
+        status: ScanStatus,
+        csum_bad: bool,
+    ) -> Option<(Code, Vec<u8>)> {
+        let p = self.p;
+        let geo = &p.fs.geo;
+        let inode = Inode::new(raw)?;
+        let special = matches!(
+            inode.file_type(),
+            Some(FileType::CharDevice | FileType::BlockDevice | FileType::Fifo | FileType::Socket)
+        );
+        if p.repairing
+            && status != ScanStatus::BadBlock
+            && ino >= geo.first_ino
+            && inode.i_links_count() != 0
+            && special
+            && inode.has_flag(flags::INLINE_DATA)
+            && inode.has_flag(flags::EXTENTS)
+            && (geo.incompat.contains(IncompatFeatures::EXTENTS)
+                || geo.incompat.contains(IncompatFeatures::INLINE_DATA))
+            && p.says_yes(&Finding::new(Code::SpecialExtentsIdata).ino(ino))
+        {
+            let mut copy = raw.to_vec();
+            ext4_layout::inode::InodeMut::new(&mut copy)
+                .change_flags(0, flags::EXTENTS | flags::INLINE_DATA);
+            return Some((Code::SpecialExtentsIdata, copy));
+        }
+        self.truncated_inline(ino, raw, status, csum_bad)
+            .map(|t| (Code::InlineDataNoAttr, t))
+    }
+
     fn truncated_inline(
         &mut self,
         ino: u32,
@@ -318,6 +357,9 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
         }
         let extent_fs = geo.incompat.contains(IncompatFeatures::EXTENTS);
         let inline_fs = geo.incompat.contains(IncompatFeatures::INLINE_DATA);
+        if self.answered_early == Some((ino, Code::SpecialExtentsIdata)) {
+            self.report(Finding::new(Code::SpecialExtentsIdata).ino(ino));
+        }
         if inode.has_flag(flags::INLINE_DATA) && inode.has_flag(flags::EXTENTS) {
             self.inline_and_extents(cur, extent_fs, inline_fs);
         }
@@ -331,7 +373,7 @@ impl<'p, 'f, 'io> Worker<'p, 'f, 'io> {
             }
             self.report(Finding::new(Code::InlineDataSet).ino(ino));
         }
-        if self.truncated == Some(ino) {
+        if self.answered_early == Some((ino, Code::InlineDataNoAttr)) {
             self.report(Finding::new(Code::InlineDataNoAttr).ino(ino));
         }
         if inode.has_flag(flags::INLINE_DATA) && inline_fs && ino >= first_ino {

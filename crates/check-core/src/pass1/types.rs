@@ -365,10 +365,10 @@ pub struct Worker<'p, 'f, 'io> {
     pub(crate) no_claims: bool,
     /// Clusters this worker has claimed so far.
     pub(crate) claims: u64,
-    /// The inode being checked as a repair's truncation of its inline
-    /// data leaves it (see `Worker::truncated_inline`): its
-    /// `inline-data-attr-missing` is reported where e2fsck meets it.
-    pub(super) truncated: Option<u32>,
+    /// The inode being checked as a fix made before its first checks
+    /// leaves it, and that fix's code, reported where e2fsck meets it
+    /// (see `Worker::answered_early`).
+    pub(super) answered_early: Option<(u32, crate::problem::Code)>,
 }
 
 /// Facts about the inode being checked, passed between the checks.
