@@ -23,7 +23,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::{code, file_tree, have_all, mke2fs, run, run_as, tool, Scratch};
 
@@ -520,6 +520,33 @@ fn repaired_in_one_round(set: &str, img: &Path, scratch: &Scratch) -> (serde_jso
     (v, e_out)
 }
 
+/// `set`'s image of `tree` (`bs`-byte blocks, `features`, `size`),
+/// damaged with the debugfs commands `damage` gives for it, then
+/// repaired as [`repaired_in_one_round`] holds it to: the image, the
+/// JSON report and e2fsck's output.
+fn damaged_and_repaired_in_one_round(
+    scratch: &Scratch,
+    tree: &Path,
+    (set, bs, features, size): (&str, &str, &str, &str),
+    damage: impl FnOnce(&Path) -> Vec<String>,
+) -> (PathBuf, serde_json::Value, String) {
+    let img = scratch.path(&format!("{set}.img"));
+    common::mke2fs_tree(&img, tree, bs, features, size);
+    let cmds = damage(&img);
+    let hurt = common::debugfs_batch_w(&img, &cmds, &scratch.0);
+    assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
+    let (v, e_out) = repaired_in_one_round(set, &img, scratch);
+    (img, v, e_out)
+}
+
+/// Asserts that the report `v` of `set` names each of `codes`.
+fn assert_codes(set: &str, v: &serde_json::Value, codes: &[&str]) {
+    let text = v.to_string();
+    for c in codes {
+        assert!(text.contains(c), "{set}: no {c}: {text}");
+    }
+}
+
 /// An index pass 2 clears (a root whose info length is wrong: a bad
 /// limit, or on metadata_csum a root that fails its checksum) is built
 /// again in the round that clears it, as e2fsck's pass 3A builds it in
@@ -624,11 +651,10 @@ fn a_gap_punched_in_a_directory_is_closed_in_one_round() {
         std::fs::write(tree.join("d").join(name), format!("{i}\n")).expect("write");
     }
     for (set, bs, features) in sets {
-        let img = scratch.path(&format!("{set}.img"));
-        common::mke2fs_tree(&img, &tree, bs, features, "32M");
-        let hurt = common::debugfs_batch_w(&img, &["punch /d 1 2".to_string()], &scratch.0);
-        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let (v, e_out) = repaired_in_one_round(set, &img, &scratch);
+        let (_, v, e_out) =
+            damaged_and_repaired_in_one_round(&scratch, &tree, (set, bs, features, "32M"), |_| {
+                vec!["punch /d 1 2".to_string()]
+            });
         let extents = features.contains("extent");
         let wanted = if extents {
             "should be at block 1"
@@ -682,23 +708,19 @@ fn special_files_lose_their_flags_and_size_in_one_round() {
     );
     std::os::unix::fs::symlink("f", tree.join("d/l")).expect("symlink");
     for (set, bs, features) in sets {
-        let img = scratch.path(&format!("{set}.img"));
-        common::mke2fs_tree(&img, &tree, bs, features, "16M");
-        let hurt = common::debugfs_batch_w(
-            &img,
-            &[
-                "sif /d/p size 4096".to_string(),
-                "sif /d/p flags 0x10".to_string(),
-                "sif /d/l flags 0x20".to_string(),
-            ],
-            &scratch.0,
+        let (_, v, _) =
+            damaged_and_repaired_in_one_round(&scratch, &tree, (set, bs, features, "16M"), |_| {
+                vec![
+                    "sif /d/p size 4096".to_string(),
+                    "sif /d/p flags 0x10".to_string(),
+                    "sif /d/l flags 0x20".to_string(),
+                ]
+            });
+        assert_codes(
+            set,
+            &v,
+            &["special-file-nonzero-size", "special-file-immutable"],
         );
-        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let (v, _) = repaired_in_one_round(set, &img, &scratch);
-        let codes = v.to_string();
-        for c in ["special-file-nonzero-size", "special-file-immutable"] {
-            assert!(codes.contains(c), "{set}: no {c}: {codes}");
-        }
     }
 }
 
@@ -745,27 +767,27 @@ fn truncated_inline_data_and_a_bad_extra_size_are_repaired_in_one_round() {
     let mut r = common::Rng::new("inline-attr");
     let big: Vec<u8> = (0..5000).map(|_| r.below(256) as u8).collect();
     std::fs::write(tree.join("d/big"), big).expect("write");
-    for (set, bs, features) in &sets {
-        let img = scratch.path(&format!("{set}.img"));
-        common::mke2fs_tree(&img, &tree, bs, features, "16M");
-        let mut cmds = vec![
-            "ea_set /d/big user.x hello".to_string(),
-            "sif /d/big extra_isize 126".to_string(),
-        ];
+    for &(set, bs, ref features) in &sets {
         let has_inline = features.contains("inline_data");
+        let (_, v, _) = damaged_and_repaired_in_one_round(
+            &scratch,
+            &tree,
+            (set, bs, features.as_str(), "16M"),
+            |_| {
+                let mut cmds = vec![
+                    "ea_set /d/big user.x hello".to_string(),
+                    "sif /d/big extra_isize 126".to_string(),
+                ];
+                if has_inline {
+                    cmds.push("ea_rm /d/small system.data".into());
+                    cmds.push("ea_rm /d/tiny system.data".into());
+                }
+                cmds
+            },
+        );
+        assert_codes(set, &v, &["bad-extra-isize"]);
         if has_inline {
-            cmds.push("ea_rm /d/small system.data".into());
-            cmds.push("ea_rm /d/tiny system.data".into());
-        }
-        let hurt = common::debugfs_batch_w(&img, &cmds, &scratch.0);
-        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let (v, _) = repaired_in_one_round(set, &img, &scratch);
-        let codes = v.to_string();
-        assert!(codes.contains("bad-extra-isize"), "{set}: {codes}");
-        if has_inline {
-            for c in ["inline-data-attr-missing", "zero-length-dir"] {
-                assert!(codes.contains(c), "{set}: no {c}: {codes}");
-            }
+            assert_codes(set, &v, &["inline-data-attr-missing", "zero-length-dir"]);
         }
     }
 }
@@ -835,35 +857,31 @@ fn damaged_extent_trees_of_files_are_repaired_in_one_round() {
     }
     std::fs::write(tree.join("plain"), vec![b'x'; 20000]).expect("write");
     for (set, bs, features) in sets {
-        let img = scratch.path(&format!("{set}.img"));
-        common::mke2fs_tree(&img, &tree, bs, features, "16M");
-        let (l1, l2, l3) = (
-            extent_leaf(&img, "/s1"),
-            extent_leaf(&img, "/s2"),
-            extent_leaf(&img, "/s3"),
-        );
-        let hurt = common::debugfs_batch_w(
-            &img,
+        let (_, v, _) =
+            damaged_and_repaired_in_one_round(&scratch, &tree, (set, bs, features, "16M"), |img| {
+                let (l1, l2, l3) = (
+                    extent_leaf(img, "/s1"),
+                    extent_leaf(img, "/s2"),
+                    extent_leaf(img, "/s3"),
+                );
+                vec![
+                    // The leaf's magic.
+                    format!("zap_block -o 0 -l 2 -p 0 {l1}"),
+                    // The third extent's start, low half: past the end.
+                    format!("zap_block -o 44 -l 4 -p 255 {l2}"),
+                    // The second extent's first logical block: 0.
+                    format!("zap_block -o 24 -l 4 -p 0 {l3}"),
+                ]
+            });
+        assert_codes(
+            set,
+            &v,
             &[
-                // The leaf's magic.
-                format!("zap_block -o 0 -l 2 -p 0 {l1}"),
-                // The third extent's start, low half: past the end.
-                format!("zap_block -o 44 -l 4 -p 255 {l2}"),
-                // The second extent's first logical block: 0.
-                format!("zap_block -o 24 -l 4 -p 0 {l3}"),
+                "extent-node-invalid",
+                "extent-bad-start",
+                "extents-out-of-order",
             ],
-            &scratch.0,
         );
-        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let (v, _) = repaired_in_one_round(set, &img, &scratch);
-        let codes = v.to_string();
-        for c in [
-            "extent-node-invalid",
-            "extent-bad-start",
-            "extents-out-of-order",
-        ] {
-            assert!(codes.contains(c), "{set}: no {c}: {codes}");
-        }
     }
 }
 
@@ -903,23 +921,15 @@ fn illegal_pointers_and_a_wild_size_are_repaired_in_one_round() {
     std::fs::write(tree.join("f"), data).expect("write");
     std::fs::write(tree.join("kept"), b"kept\n").expect("write");
     for (set, bs, features) in sets {
-        let img = scratch.path(&format!("{set}.img"));
-        common::mke2fs_tree(&img, &tree, bs, features, "16M");
-        let hurt = common::debugfs_batch_w(
-            &img,
-            &[
-                "sif /f block[2] 4294901760".to_string(),
-                "sif /f block[3] 4294901760".to_string(),
-                "sif /f size 0xFFFF00000000".to_string(),
-            ],
-            &scratch.0,
-        );
-        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let (v, _) = repaired_in_one_round(set, &img, &scratch);
-        let codes = v.to_string();
-        for c in ["illegal-block", "bad-i-size"] {
-            assert!(codes.contains(c), "{set}: no {c}: {codes}");
-        }
+        let (img, v, _) =
+            damaged_and_repaired_in_one_round(&scratch, &tree, (set, bs, features, "16M"), |_| {
+                vec![
+                    "sif /f block[2] 4294901760".to_string(),
+                    "sif /f block[3] 4294901760".to_string(),
+                    "sif /f size 0xFFFF00000000".to_string(),
+                ]
+            });
+        assert_codes(set, &v, &["illegal-block", "bad-i-size"]);
         let theirs = scratch.path(&format!("{set}-theirs.img"));
         assert_eq!(
             common::sb_field(&img, "Filesystem features"),
@@ -982,8 +992,6 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
         "mkfifo"
     );
     for (set, bs, features, blockmap) in sets {
-        let img = scratch.path(&format!("{set}.img"));
-        common::mke2fs_tree(&img, &tree, bs, features, "16M");
         // IMAGIC, keeping the extents flag where the set has extents.
         let flags = if blockmap { "0x2000" } else { "0x82000" };
         let mut cmds = vec![
@@ -1001,21 +1009,25 @@ fn pass_1_flag_and_pointer_fixes_leave_the_round_going() {
             // EXTENTS and INLINE_DATA on a FIFO.
             cmds.push("sif /p flags 0x10080000".into());
         }
-        let hurt = common::debugfs_batch_w(&img, &cmds, &scratch.0);
-        assert!(hurt.is_some(), "{set}: debugfs could not damage the image");
-        let (v, _) = repaired_in_one_round(set, &img, &scratch);
-        let codes = v.to_string();
-        assert!(codes.contains("imagic-without-feature"), "{set}: {codes}");
-        assert!(codes.contains("link-count-wrong"), "{set}: {codes}");
-        assert!(codes.contains("looks-like-directory"), "{set}: {codes}");
+        let (_, v, _) =
+            damaged_and_repaired_in_one_round(&scratch, &tree, (set, bs, features, "16M"), |_| {
+                cmds
+            });
+        assert_codes(
+            set,
+            &v,
+            &[
+                "imagic-without-feature",
+                "link-count-wrong",
+                "looks-like-directory",
+            ],
+        );
         let more: &[&str] = if blockmap {
             &["too-big"]
         } else {
             &["uninit-dir-extent", "special-file-extents-inline"]
         };
-        for c in more {
-            assert!(codes.contains(c), "{set}: no {c}: {codes}");
-        }
+        assert_codes(set, &v, more);
     }
 }
 
